@@ -1,0 +1,67 @@
+"""Model configuration: a small dataclass that travels inside every checkpoint and artifact."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+ObsKind = Literal["gaussian", "categorical"]
+HeadKind = Literal["ffn", "linear"]
+CovKind = Literal["diag", "scalar"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters of the SMC Transformer (paper section 3.1, seed 000 section 3.1).
+
+    d_in: input features per step (targets first, then covariates).
+    d_out: target features (regression) or number of classes (categorical).
+    d_model: width D of q, k, v and z; split into n_heads heads of D / n_heads.
+    window: attention window Delta over past steps.
+    head: "ffn" = point-wise feed-forward with layer norm and residual, then a linear output
+        (the paper's G_obs); "linear" = a single linear map (makes the model an AR(1) when
+        window == 1, used to check the filter against an exact answer).
+    residual: add the embedded previous input to z before G_obs (transformer residual).
+    cov: "diag" covariances, or "scalar" (one variance per latent, shared over dimensions).
+    """
+
+    d_in: int = 1
+    d_out: int = 1
+    d_model: int = 32
+    n_heads: int = 1
+    window: int = 24
+    d_ff: int = 32
+    head: HeadKind = "ffn"
+    residual: bool = True
+    obs: ObsKind = "gaussian"
+    cov: CovKind = "diag"
+    sigma_init: float = 0.1
+    sigma_obs_init: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.window < 1:
+            raise ValueError(f"window must be >= 1, got {self.window}")
+        if self.obs == "gaussian" and self.d_out > self.d_in:
+            raise ValueError(f"d_out={self.d_out} targets cannot exceed d_in={self.d_in} inputs")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def target_dim(self) -> int:
+        """Number of input features that are targets (the first ones)."""
+        return self.d_out if self.obs == "gaussian" else self.d_in
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys {sorted(unknown)}")
+        return cls(**d)

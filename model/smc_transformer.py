@@ -1,0 +1,162 @@
+"""The SMC Transformer network: stochastic self-attention and the observation model.
+
+Paper: seeds/001 section 3.1 (one head), seeds/000 section 3.1 (multi-head form).
+Shapes: B batch, P particles, L window (Delta), D d_model, Hd heads, R head width, F input
+features, O targets (or classes).
+
+For every particle, at step t (predicting X_t from X_{t-L:t-1}):
+    q(s) = W^q X_s + Sigma_q^1/2 eps_q(s),  k(s) = ..., v(s) = ...          (3.1)
+    pi(t) = softmax(q(t-1)^T K(t) / sqrt(R))                                 (3.1)
+    z(t) = sum_s pi_s(t) v(t-s) + Sigma_z^1/2 eps_z(t)                        (3)
+    X_t = G_obs(r(t)) + eps_t,  r(t) = LN(z(t) + W^e X_{t-1})  (residual, seed 000)
+The network holds the means (weights) and the diagonal covariances (buffers, updated by EM,
+appendix A); this module has no randomness of its own: all noise is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+class FeedForwardHead(nn.Module):
+    """G_obs: point-wise feed-forward with residual and layer norm, then a linear output."""
+
+    def __init__(self, d_model: int, d_ff: int, d_out: int) -> None:
+        super().__init__()
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+        self.norm = nn.LayerNorm(d_model)
+        self.out = nn.Linear(d_model, d_out)
+
+    def forward(self, r: Tensor) -> Tensor:  # (..., D) -> (..., O)
+        return self.out(self.norm(r + self.ff(r)))
+
+
+class GaussianObservation(nn.Module):
+    """X_t = G(r_t) + eps_t, eps_t ~ N(0, diag(sigma_obs)); sigma_obs holds variances."""
+
+    kind = "gaussian"
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.d_out = cfg.d_out
+        self.head: nn.Module
+        if cfg.head == "ffn":
+            self.head = FeedForwardHead(cfg.d_model, cfg.d_ff, cfg.d_out)
+        else:
+            self.head = nn.Linear(cfg.d_model, cfg.d_out)
+        self.register_buffer("sigma_obs", torch.full((cfg.d_out,), cfg.sigma_obs_init))
+        self.sigma_obs: Tensor
+
+    def forward(self, r: Tensor) -> Tensor:  # (B, P, D) -> mean (B, P, O)
+        return self.head(r)
+
+    def target(self, x: Tensor) -> Tensor:  # (..., F) -> (..., O)
+        return x[..., : self.d_out]
+
+    def log_prob(self, y: Tensor, mean: Tensor) -> Tensor:
+        """Eq. (5): log N(y; mean, Sigma_obs); y (B, O), mean (B, P, O) -> (B, P)."""
+        var = self.sigma_obs
+        sq = (y.unsqueeze(1) - mean) ** 2 / var  # (B, P, O)
+        return -0.5 * (sq + torch.log(var) + LOG_2PI).sum(-1)
+
+    def sample(self, mean: Tensor, eps: Tensor) -> Tensor:  # (B, P, O), eps (B, P, O)
+        return mean + torch.sqrt(self.sigma_obs) * eps
+
+    def as_input(self, y: Tensor) -> Tensor:  # sampled targets (B, P, O) -> input part
+        return y
+
+
+class CategoricalObservation(nn.Module):
+    """Classification (seed 000 section 3.1): weight = probability of the observed class.
+
+    Inputs are one-hot class vectors (F = number of classes = O); `target` gives the index.
+    """
+
+    kind = "categorical"
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.d_out = cfg.d_out
+        self.head = FeedForwardHead(cfg.d_model, cfg.d_ff, cfg.d_out)
+
+    def forward(self, r: Tensor) -> Tensor:  # (B, P, D) -> logits (B, P, O)
+        return self.head(r)
+
+    def target(self, x: Tensor) -> Tensor:  # one-hot (..., O) -> class index (...)
+        return x.argmax(-1)
+
+    def log_prob(self, y: Tensor, logits: Tensor) -> Tensor:  # y (B,), logits (B, P, O)
+        logp = torch.log_softmax(logits, dim=-1)
+        idx = y.long().view(-1, 1, 1).expand(-1, logits.shape[1], 1)
+        return logp.gather(-1, idx).squeeze(-1)  # (B, P)
+
+    def sample(self, logits: Tensor, eps: Tensor) -> Tensor:
+        """Gumbel-max with uniforms `eps` in (0, 1) of shape (B, P, O): class index (B, P)."""
+        gumbel = -torch.log(-torch.log(eps.clamp(1e-12, 1 - 1e-7)))
+        return (logits + gumbel).argmax(-1)
+
+    def as_input(self, y: Tensor) -> Tensor:  # class index (B, P) -> one-hot (B, P, O)
+        return nn.functional.one_hot(y.long(), self.d_out).to(torch.float32)
+
+
+class SMCTransformer(nn.Module):
+    """One stochastic self-attention layer and an observation model (paper section 3.1)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.w_qkv = nn.Linear(cfg.d_in, 3 * d)  # W^q, W^k, W^v stacked
+        if cfg.residual:
+            self.w_e = nn.Linear(cfg.d_in, d)
+            self.norm = nn.LayerNorm(d)
+        self.obs: GaussianObservation | CategoricalObservation = (
+            GaussianObservation(cfg) if cfg.obs == "gaussian" else CategoricalObservation(cfg)
+        )
+        # diagonal variances: Sigma_q, Sigma_k, Sigma_v stacked (3, D), and Sigma_z (D,)
+        self.register_buffer("sigma_qkv", torch.full((3, d), cfg.sigma_init))
+        self.register_buffer("sigma_z", torch.full((d,), cfg.sigma_init))
+        self.sigma_qkv: Tensor
+        self.sigma_z: Tensor
+
+    def encode(self, x: Tensor, eps: Tensor) -> Tensor:
+        """Eq. (3.1): noisy query, key and value of an input.
+
+        x (B, P or 1, F), eps (B, P, 3, D) -> qkv (B, P, 3, D) (q, k, v on axis 2).
+        """
+        b, p = eps.shape[:2]
+        mean = self.w_qkv(x).view(b, x.shape[1], 3, self.cfg.d_model)  # (B, P|1, 3, D)
+        return mean + torch.sqrt(self.sigma_qkv) * eps
+
+    def attend(self, q: Tensor, window: Tensor, valid: Tensor) -> Tensor:
+        """Mean mu(t) of z(t), eq. (3): attention of q(t-1) over the window.
+
+        q (B, P, D); window (B, P, L, 2, D) keys [..., 0, :] and values [..., 1, :] of lag s
+        at index s-1; valid (B, L) bool -> mu (B, P, D).
+        """
+        b, p, n_lag, _, d = window.shape
+        hd, r = self.cfg.n_heads, self.cfg.head_dim
+        qh = q.view(b, p, hd, 1, r)  # (B, P, Hd, 1, R)
+        kh = window[:, :, :, 0].reshape(b, p, n_lag, hd, r).transpose(2, 3)  # (B, P, Hd, L, R)
+        vh = window[:, :, :, 1].reshape(b, p, n_lag, hd, r).transpose(2, 3)  # (B, P, Hd, L, R)
+        scores = (qh * kh).sum(-1) / math.sqrt(r)  # (B, P, Hd, L)
+        scores = scores.masked_fill(~valid.view(b, 1, 1, n_lag), float("-inf"))
+        pi = torch.softmax(scores, dim=-1)  # (B, P, Hd, L)
+        mu = (pi.unsqueeze(-1) * vh).sum(-2)  # (B, P, Hd, R)
+        return mu.reshape(b, p, d)
+
+    def readout(self, z: Tensor, x_prev: Tensor) -> Tensor:
+        """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}); z (B, P, D), x_prev (B, P, F)."""
+        r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
+        return self.obs(r)  # (B, P, O)
+
+    def latent_log_prob(self, eps: Tensor, var: Tensor) -> Tensor:
+        """log N(var^1/2 eps; 0, var) of reparameterised noise eps (..., K), var (K,) -> (...)."""
+        return -0.5 * (eps**2 + torch.log(var) + LOG_2PI).sum(-1)

@@ -1,0 +1,281 @@
+"""Tests of training/data.py: synthetic generator laws, real data sets, long tables, Scaler."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from training.data import (
+    DATASETS,
+    SPLITS,
+    Scaler,
+    SyntheticTruth,
+    default_data_dir,
+    generate_synthetic,
+    load_dataset,
+    load_long_table,
+)
+
+DATA_DIR = default_data_dir()
+needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no shared data at {DATA_DIR}")
+
+
+def _pairs(model: int) -> tuple[np.ndarray, np.ndarray, SyntheticTruth]:
+    x, truth = generate_synthetic(model, n=20_000, seed=123)
+    assert x.shape == (20_000, 25, 1) and x.dtype == np.float32
+    x = x[..., 0].astype(np.float64)
+    return x[:, :-1].ravel(), x[:, 1:].ravel(), truth  # 480,000 pairs (X_t, X_{t+1})
+
+
+def _ols(u: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """Intercept and slope of v on u."""
+    slope, intercept = np.polyfit(u, v, 1)
+    return float(intercept), float(slope)
+
+
+# Tolerances: 480,000 pairs with Var(X_t) ~ 1 give a slope standard error of about
+# sigma / sqrt(480,000) ~ 0.001 and a residual-variance standard error of about
+# sigma2 * sqrt(2 / 480,000) ~ 0.001 (a few times more with the serial dependence); 0.02 is
+# therefore > 10 standard errors, while a wrong parameter (e.g. sigma = 0.5 instead of
+# sigma2 = 0.5) would be off by far more.
+def test_model_i_is_the_paper_ar1() -> None:
+    prev, nxt, truth = _pairs(1)
+    intercept, slope = _ols(prev, nxt)
+    resid = nxt - intercept - slope * prev
+    assert abs(slope - 0.8) < 0.02
+    assert abs(intercept) < 0.02
+    assert abs(resid.var() - 0.5) < 0.02
+    assert truth == SyntheticTruth(alpha=0.8, beta=0.8, p=1.0, sigma2=0.5)
+
+
+def test_model_ii_is_the_paper_mixture() -> None:
+    prev, nxt, truth = _pairs(2)
+    assert truth == SyntheticTruth(alpha=0.9, beta=0.6 * 0.9, p=0.7, sigma2=0.3)
+    intercept, slope = _ols(prev, nxt)
+    # E[X_{t+1} | X_t] = (p alpha + (1 - p) beta) X_t = 0.792 X_t; same 0.02 reasoning as above.
+    assert abs(slope - (0.7 * 0.9 + 0.3 * 0.54)) < 0.02
+    # Mixture signature: E[resid^2 | X_t] = sigma2 + p (1 - p) (alpha - beta)^2 X_t^2, i.e.
+    # intercept 0.3 and slope 0.0272 against X_t^2. Standard errors: about 0.001 on both
+    # (the squared residuals have variance ~ 2 sigma2^2); tolerances 0.02 and 0.006 are
+    # > 5 of them, and a pure Gaussian AR(1) (slope 0) fails the second one.
+    resid = nxt - intercept - slope * prev
+    c0, c1 = _ols(prev**2, resid**2)
+    assert abs(c0 - 0.3) < 0.02
+    assert abs(c1 - 0.7 * 0.3 * (0.9 - 0.54) ** 2) < 0.006
+
+
+def test_truth_helpers() -> None:
+    one, two = SyntheticTruth.paper(1), SyntheticTruth.paper(2)
+    assert one.dist_mse_truth() == pytest.approx(0.5)
+    assert two.dist_mse_truth() == pytest.approx(0.35, abs=0.01)  # paper 4.2: "0.35"
+    draws = two.sample(np.full(3, 2.0), 50_000, np.random.default_rng(0))  # (3, N)
+    assert draws.shape == (3, 50_000)
+    assert np.allclose(draws.mean(-1), two.mean(np.full(3, 2.0)), atol=0.02)
+    with pytest.raises(ValueError, match="valid: 1, 2"):
+        SyntheticTruth.paper(3)
+
+
+def test_synthetic_dataset_splits_and_limit() -> None:
+    data = load_dataset("synthetic-1", seed=7)
+    assert (data.train.shape, data.val.shape, data.test.shape) == (
+        (800, 25, 1),
+        (100, 25, 1),
+        (100, 25, 1),
+    )
+    assert data.history == 12 and data.target_dim == 1 and data.truth == SyntheticTruth.paper(1)
+    assert data.scaler == Scaler.identity(1)
+    again = load_dataset("synthetic-1", seed=7)
+    assert np.array_equal(data.test, again.test)
+    assert not np.array_equal(data.test, load_dataset("synthetic-1", seed=8).test)
+    small = load_dataset("synthetic-2", seed=7, limit=80)
+    assert [small.split(s).shape[0] for s in SPLITS] == [80, 10, 10]
+    half = load_dataset("synthetic-2", seed=7, limit=400)
+    assert [half.split(s).shape[0] for s in SPLITS] == [400, 50, 50]
+
+
+def test_unknown_name_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match="synthetic-1, synthetic-2, covid, air-quality, stock"):
+        load_dataset("weather")
+
+
+# --------------------------------------------------------------------------- real data
+
+
+EXPECTED = {  # name: (window, features, targets, history)
+    "covid": (61, 1, 1, 40),
+    "air-quality": (13, 9, 5, 6),
+    "stock": (41, 5, 5, 20),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_dataset_shapes_and_time_order(name: str) -> None:
+    start = time.perf_counter()
+    data = load_dataset(name)
+    assert time.perf_counter() - start < 5.0
+    window, n_feat, n_target, history = EXPECTED[name]
+    assert (data.target_dim, data.history, len(data.feature_names)) == (n_target, history, n_feat)
+    for split in SPLITS:
+        x = data.split(split)
+        assert x.ndim == 3 and x.shape[1:] == (window, n_feat) and x.shape[0] > 0
+        assert x.dtype == np.float32 and np.isfinite(x).all()
+        assert data.window_index[split].shape == (x.shape[0], 2)
+    # Per series, every window ends later than every window of the previous split.
+    for earlier, later in (("train", "val"), ("val", "test")):
+        a, b = data.window_index[earlier], data.window_index[later]
+        for series in np.unique(b[:, 0]):
+            assert a[a[:, 0] == series, 1].max() < b[b[:, 0] == series, 1].min()
+    assert data.train.shape[0] > data.test.shape[0]
+
+
+def _raw_stock() -> np.ndarray:
+    frame = pd.read_csv(DATA_DIR / "stock" / "stock_GE.csv")
+    return frame[["Open", "High", "Low", "Close", "Volume"]].to_numpy(dtype=np.float64)
+
+
+@needs_data
+def test_stock_scaler_fitted_on_training_rows_only() -> None:
+    data = load_dataset("stock")
+    raw = _raw_stock()  # (3020, 5)
+    train_rows = raw[: round(0.7 * len(raw))]
+    assert np.allclose(data.scaler.loc, train_rows.mean(0))
+    assert np.allclose(data.scaler.scale, train_rows.std(0))
+    # Training windows are centred, test windows are not forced to be (prices moved).
+    assert np.abs(data.train.mean(axis=(0, 1))).max() < 0.1
+    assert np.abs(data.test.mean(axis=(0, 1))).max() > 0.2
+    # A test window is exactly the scaled raw rows it came from, and inverse undoes it.
+    start = int(data.window_index["test"][5, 1])
+    assert np.allclose(data.scaler.inverse(data.test[5]), raw[start : start + 41], rtol=1e-5)
+    assert start >= len(train_rows) - 40
+
+
+@needs_data
+def test_air_quality_missing_values_use_training_mean() -> None:
+    data = load_dataset("air-quality")
+    frame = pd.read_csv(DATA_DIR / "air_quality" / "AirQualityUCI.csv", sep=";", decimal=",")
+    raw = frame.dropna(how="all")[data.feature_names].to_numpy(dtype=np.float64)
+    raw[raw == -200] = np.nan
+    train_rows = raw[: round(0.7 * len(raw))]
+    assert np.allclose(data.scaler.loc, np.nanmean(train_rows, axis=0))
+    assert "NMHC(GT)" not in data.feature_names
+    # A missing raw value becomes the training mean, i.e. exactly 0 once scaled.
+    row = int(np.flatnonzero(np.isnan(raw[:, 0]))[0])
+    series, first = data.window_index["train"][row - 3]
+    assert data.train[row - 3, row - first, 0] == 0.0 and series == 0
+
+
+@needs_data
+def test_covid_county_filter_and_per_county_scaling() -> None:
+    data = load_dataset("covid")
+    frame = pd.read_csv(DATA_DIR / "covid" / "time_series_covid19_deaths_US.csv")
+    cumulative = frame.set_index("Combined_Key").iloc[:, 11:].to_numpy(dtype=np.float64)
+    growth = pd.Series(cumulative[:, -1] - cumulative[:, 0], index=frame["Combined_Key"])
+    names = data.series_names
+    assert names is not None and data.series_scalers is not None
+    assert (
+        len(names) == len(data.series_scalers) == np.unique(data.window_index["train"][:, 0]).size
+    )
+    assert (growth[names] >= 100).all()
+    assert not any(n.startswith(("Unassigned", "Out of")) for n in names)
+    counties = frame["Admin2"].notna() & ~frame["Admin2"].astype(str).str.startswith(
+        ("Unassigned", "Out of")
+    )
+    assert len(names) == int(((growth.to_numpy() >= 100) & counties.to_numpy()).sum())
+    assert data.scaler == Scaler.identity(1)
+    # County 0's scaler is the mean / std of its own training days (first 70 % of the days).
+    daily = np.clip(np.diff(cumulative[list(frame["Combined_Key"]).index(names[0])]), 0, None)
+    train_days = daily[: round(0.7 * len(daily))]
+    assert np.isclose(data.series_scalers[0].loc[0], train_days.mean())
+    assert np.isclose(data.series_scalers[0].scale[0], train_days.std())
+
+
+@needs_data
+def test_real_limit_and_stride_options() -> None:
+    data = load_dataset("stock", limit=100)
+    assert [data.split(s).shape[0] for s in SPLITS] == [100, 22, 22]
+    thin = load_dataset("covid", max_train_windows=1000)
+    assert 500 < thin.train.shape[0] <= 1000
+    assert np.diff(thin.window_index["train"][:5, 1]).min() > 1  # stride > 1
+
+
+# --------------------------------------------------------------------------- long tables
+
+
+def _long_frame() -> pd.DataFrame:
+    """Two series of 40 hourly rows, two value columns, one gap mid-series, one leading gap."""
+    rows = []
+    for sid, offset in (("b", 100.0), ("a", 0.0)):
+        for t in range(40):
+            stamp = pd.Timestamp("2024-01-01") + pd.Timedelta(hours=t)
+            rows.append({"series_id": sid, "timestamp": stamp, "y": offset + t, "z": t % 3})
+    frame = pd.DataFrame(rows)
+    frame.loc[(frame.series_id == "a") & (frame.timestamp.dt.hour == 10), "y"] = np.nan
+    frame.loc[(frame.series_id == "b") & (frame.timestamp.dt.hour == 0), "z"] = np.nan
+    return frame.sample(frac=1.0, random_state=0)  # shuffled: the loader must sort
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_long_table(tmp_path: Path, suffix: str) -> None:
+    frame = _long_frame()
+    path = tmp_path / f"table{suffix}"
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+    data = load_long_table(path, window=5, target_dim=1)
+    # 40 rows per series: train rows 0..27 -> 24 windows, val 28..33 -> 6, test 34..39 -> 6.
+    assert [data.split(s).shape for s in SPLITS] == [(48, 5, 2), (12, 5, 2), (12, 5, 2)]
+    assert data.feature_names == ["y", "z"] and data.target_dim == 1
+    assert data.series_names == ["a", "b"] and data.history == 2
+    assert all(np.isfinite(data.split(s)).all() for s in SPLITS)
+    raw = frame.sort_values(["series_id", "timestamp"])[["y", "z"]].to_numpy()
+    train_rows = np.concatenate([raw[:28], raw[40:68]])
+    assert np.allclose(data.scaler.loc, np.nanmean(train_rows, axis=0))
+    a_train = data.scaler.inverse(data.train[data.window_index["train"][:, 0] == 0])
+    assert a_train[9, 1, 0] == pytest.approx(9.0)  # a, hour 10 -> forward-filled from hour 9
+    b_first = data.train[data.window_index["train"][:, 0] == 1][0]
+    assert b_first[0, 1] == 0.0  # b, hour 0, leading gap -> training mean
+    via_dispatch = load_dataset(str(path), window=5, target_dim=1, limit=20)
+    assert via_dispatch.train.shape[0] == 20
+
+
+def test_long_table_errors(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    _long_frame().to_csv(path, index=False)
+    with pytest.raises(ValueError, match="window"):
+        load_dataset(str(path))
+    with pytest.raises(ValueError, match="too short"):
+        load_long_table(path, window=30)
+    with pytest.raises(ValueError, match="missing columns"):
+        load_long_table(path, window=5, id_col="ticker")
+
+
+# --------------------------------------------------------------------------- scaler
+
+
+def test_scaler_fit_transform_inverse_roundtrip() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal([1.0, -5.0, 3.0], [2.0, 0.5, 1.0], size=(200, 7, 3)).astype(np.float32)
+    x[:, :, 2] = 3.0  # constant feature
+    x[0, 0, 0] = np.nan
+    scaler = Scaler.fit(x)
+    assert np.allclose(scaler.loc, [np.nanmean(x[..., 0]), x[..., 1].mean(), 3.0], atol=1e-5)
+    assert scaler.scale[2] == 1.0 and (scaler.scale > 0).all()
+    z = scaler.transform(x)
+    assert z.dtype == np.float32 and np.allclose(np.nanmean(z, axis=(0, 1))[:2], 0, atol=1e-5)
+    assert np.allclose(scaler.inverse(z), x, equal_nan=True, atol=1e-5)
+    assert np.allclose(scaler.inverse(z[..., :2]), x[..., :2], equal_nan=True, atol=1e-5)
+    assert np.allclose(scaler.inverse(z[..., 1:2], dims=slice(1, 2)), x[..., 1:2], atol=1e-5)
+    assert Scaler.from_dict(scaler.to_dict()) == scaler
+    with pytest.raises(ValueError, match="3 features"):
+        scaler.inverse(np.zeros((2, 4)))
+    assert Scaler.identity(2).transform(np.ones((3, 2))).tolist() == [[1.0, 1.0]] * 3
+
+
+def test_datasets_constant() -> None:
+    assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")

@@ -1,0 +1,539 @@
+"""Data sets for the SMC Transformer: synthetic Models I/II, three real sets, user long tables.
+
+Every loader returns a :class:`SeriesData` whose splits hold sliding windows ``x`` of shape
+(S, T, F_in) float32, already scaled, without NaN; the first ``target_dim`` features are the
+targets and the rest are covariates (docs/contracts.md).
+
+Real data follow the paper's preparation (seeds/001, section 4.3 and appendix B.3) with two
+corrections: the scaling statistics come from the training split only, and the splits are in
+time order. A series of length L is cut at round(0.7 L) and round(0.85 L); a window belongs to
+the split in which its *last* step falls, so every test window ends after every training
+window, while its first steps may reach back into the previous split (as history). Windows have
+stride 1 unless stated. ``window_index[split]`` (S, 2) gives, per window, the series number and
+the position of its first step, so windows can be traced back to dates.
+
+Shape legend: S windows, T window length, F features, L series length.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+PAPER_SPLITS = (0.7, 0.15, 0.15)
+MAX_TRAIN_WINDOWS = 20_000
+
+#: Air quality: the 4 ground-truth concentrations that are mostly observed, and the metal-oxide
+#: sensor aimed at ozone (the only O3 signal), are the 5 targets; NMHC(GT), 90 % missing, is
+#: left out. Covariates: temperature, relative and absolute humidity, and the CO sensor.
+AIR_QUALITY_TARGETS = ("CO(GT)", "C6H6(GT)", "NOx(GT)", "NO2(GT)", "PT08.S5(O3)")
+AIR_QUALITY_COVARIATES = ("T", "RH", "AH", "PT08.S1(CO)")
+STOCK_FEATURES = ("Open", "High", "Low", "Close", "Volume")
+
+
+def default_data_dir() -> Path:
+    """Directory of the shared data sets: ``$SMCT_DATA_DIR``, else ``<repo>/../shared/data``."""
+    env = os.environ.get("SMCT_DATA_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _like(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out`` in the floating dtype of ``x`` (float32 stays float32), else float64."""
+    return out.astype(x.dtype) if np.issubdtype(x.dtype, np.floating) else out
+
+
+@dataclass(frozen=True, eq=False)
+class Scaler:
+    """Per-feature affine scaling ``(x - loc) / scale``, fitted on the training split only.
+
+    ``loc`` and ``scale`` have shape (F,); ``scale`` is never 0 (1.0 for constant features).
+    """
+
+    loc: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def identity(cls, f: int) -> Scaler:
+        """No-op scaler for ``f`` features."""
+        return cls(loc=np.zeros(f), scale=np.ones(f))
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> Scaler:
+        """Mean and std per feature of ``x`` (..., F), ignoring NaN (all-NaN feature -> 0, 1)."""
+        flat = np.asarray(x, dtype=np.float64).reshape(-1, np.shape(x)[-1])  # (rows, F)
+        seen = np.isfinite(flat).any(axis=0)
+        safe = np.where(seen, flat, 0.0)
+        loc = np.where(seen, np.nanmean(safe, axis=0), 0.0)
+        scale = np.where(seen, np.nanstd(safe, axis=0), 1.0)
+        constant = ~(scale > 1e-8 * np.maximum(1.0, np.abs(loc)))
+        return cls(loc=loc, scale=np.where(constant, 1.0, scale))
+
+    @property
+    def n_features(self) -> int:
+        return int(self.loc.shape[0])
+
+    def _params(self, k: int, dims: slice | None) -> tuple[np.ndarray, np.ndarray]:
+        sel = dims if dims is not None else slice(0, k)
+        loc, scale = self.loc[sel], self.scale[sel]
+        if loc.shape[0] != k:
+            raise ValueError(f"scaler has {self.n_features} features, got an array with {k}")
+        return loc, scale
+
+    def transform(self, x: np.ndarray, dims: slice | None = None) -> np.ndarray:
+        """(..., F) -> (..., F) scaled; with k < F features, scales with the first k (or dims)."""
+        arr = np.asarray(x)
+        loc, scale = self._params(arr.shape[-1], dims)
+        return _like(arr, (arr - loc) / scale)
+
+    def inverse(self, x: np.ndarray, dims: slice | None = None) -> np.ndarray:
+        """(..., k) -> (..., k) in data units; k < F uses the first k features (or dims)."""
+        arr = np.asarray(x)
+        loc, scale = self._params(arr.shape[-1], dims)
+        return _like(arr, arr * scale + loc)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"loc": [float(v) for v in self.loc], "scale": [float(v) for v in self.scale]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Scaler:
+        return cls(
+            loc=np.asarray(d["loc"], dtype=np.float64),
+            scale=np.asarray(d["scale"], dtype=np.float64),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Scaler)
+            and np.array_equal(self.loc, other.loc)
+            and np.array_equal(self.scale, other.scale)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class SyntheticTruth:
+    """Known law of the paper's synthetic series (section 4.2).
+
+    X_{t+1} = c_t X_t + sigma eps_t with c_t = alpha w.p. p, beta w.p. 1 - p. Model I is the
+    special case beta = alpha, p = 1 (alpha 0.8, sigma2 0.5); Model II has alpha 0.9,
+    beta 0.6 alpha, p 0.7, sigma2 0.3.
+    """
+
+    alpha: float
+    beta: float
+    p: float
+    sigma2: float
+
+    @classmethod
+    def paper(cls, model: int) -> SyntheticTruth:
+        """Exact parameters of Model I (``model=1``) or Model II (``model=2``)."""
+        if model == 1:
+            return cls(alpha=0.8, beta=0.8, p=1.0, sigma2=0.5)
+        if model == 2:
+            return cls(alpha=0.9, beta=0.6 * 0.9, p=0.7, sigma2=0.3)
+        raise ValueError(f"unknown synthetic model {model!r}; valid: 1, 2")
+
+    def mean(self, x_prev: np.ndarray) -> np.ndarray:
+        """E[X_{t+1} | X_t = x_prev], same shape as ``x_prev``."""
+        return (self.p * self.alpha + (1.0 - self.p) * self.beta) * np.asarray(x_prev)
+
+    def sample(self, x_prev: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of X_{t+1} given X_t = x_prev (...): returns (..., n), sample axis last."""
+        x = np.asarray(x_prev, dtype=np.float64)[..., None]  # (..., 1)
+        shape = x.shape[:-1] + (n,)
+        coef = np.where(rng.random(shape) < self.p, self.alpha, self.beta)  # (..., n)
+        return coef * x + math.sqrt(self.sigma2) * rng.standard_normal(shape)
+
+    def dist_mse_truth(self, x_prev: np.ndarray | None = None) -> float:
+        """Expected dist-mse of the true predictive: sigma2 + 2p(1-p)(alpha-beta)^2 mean(x^2).
+
+        Without ``x_prev`` the stationary E[X^2] is used (about 0.35 for Model II, 0.5 for I).
+        """
+        if x_prev is None:
+            m2 = self.sigma2 / (1.0 - self.p * self.alpha**2 - (1.0 - self.p) * self.beta**2)
+        else:
+            m2 = float(np.mean(np.square(x_prev)))
+        return self.sigma2 + 2.0 * self.p * (1.0 - self.p) * (self.alpha - self.beta) ** 2 * m2
+
+
+@dataclass
+class SeriesData:
+    """Windows of one data set, split in time order; see the module docstring.
+
+    train / val / test: (S_split, T, F_in) float32, scaled. ``scaler`` maps them back to data
+    units (identity for synthetic sets and for covid, whose series each have their own scaler
+    in ``series_scalers``). ``history`` is tau_H, the frozen history of multistep evaluation.
+    """
+
+    name: str
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    target_dim: int
+    feature_names: list[str]
+    scaler: Scaler
+    history: int
+    truth: SyntheticTruth | None
+    window_index: dict[str, np.ndarray] = field(default_factory=dict)
+    series_names: list[str] | None = None
+    series_scalers: list[Scaler] | None = None
+
+    @property
+    def window(self) -> int:
+        return int(self.train.shape[1])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.train.shape[2])
+
+    def split(self, name: str) -> np.ndarray:
+        """The windows of split ``name`` (train, val or test)."""
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; valid: {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def generate_synthetic(
+    model: int, n: int, length: int = 24, seed: int = 0
+) -> tuple[np.ndarray, SyntheticTruth]:
+    """``n`` sequences X_0..X_length of Model I or II: returns (n, length + 1, 1) float32."""
+    truth = SyntheticTruth.paper(model)
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, length + 1))
+    x[:, 0] = rng.standard_normal(n)  # X_0 ~ N(0, 1)
+    for t in range(length):
+        x[:, t + 1] = truth.sample(x[:, t], 1, rng)[:, 0]
+    return x[..., None].astype(np.float32), truth
+
+
+def _shrunk_sizes(sizes: tuple[int, int, int], limit: int | None) -> tuple[int, int, int]:
+    """Cap the train size at ``limit``; val/test shrink in proportion, keeping at least 10."""
+    n_train, n_val, n_test = sizes
+    if limit is None or limit >= n_train:
+        return sizes
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+
+    def shrink(k: int) -> int:
+        return min(k, max(10, round(k * limit / n_train)))
+
+    return limit, shrink(n_val), shrink(n_test)
+
+
+def _subsample(x: np.ndarray, index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` evenly spaced windows of ``x`` (S, T, F), keeping their order."""
+    if n >= x.shape[0]:
+        return x, index
+    keep = np.linspace(0, x.shape[0] - 1, n).round().astype(int)
+    return x[keep], index[keep]
+
+
+def _load_synthetic(model: int, seed: int, limit: int | None) -> SeriesData:
+    """1000 sequences X_0..X_24 split 800 / 100 / 100 (appendix B.3), unscaled, history 12."""
+    x, truth = generate_synthetic(model, 1000, 24, seed)  # (1000, 25, 1)
+    bounds = {"train": (0, 800), "val": (800, 900), "test": (900, 1000)}
+    parts = {split: x[lo:hi] for split, (lo, hi) in bounds.items()}
+    index = {
+        split: np.stack([np.arange(lo, hi), np.zeros(hi - lo, dtype=np.int64)], axis=1)
+        for split, (lo, hi) in bounds.items()
+    }
+    return _finish(
+        f"synthetic-{model}", parts, index, limit, 1, ["x"], Scaler.identity(1), 12, truth
+    )
+
+
+# --------------------------------------------------------------------------- windowing
+
+
+def _split_bounds(length: int, splits: tuple[float, float, float]) -> tuple[int, int]:
+    """End of train and end of val (exclusive) for a series of ``length`` steps."""
+    if len(splits) != 3 or min(splits) < 0 or abs(sum(splits) - 1.0) > 1e-6:
+        raise ValueError(f"splits must be 3 non-negative fractions summing to 1, got {splits}")
+    return round(splits[0] * length), round((splits[0] + splits[1]) * length)
+
+
+def _starts(length: int, window: int, splits: tuple[float, float, float]) -> dict[str, range]:
+    """First steps of the windows whose last step falls in each split (stride 1)."""
+    end_train, end_val = _split_bounds(length, splits)
+    ends = {"train": (0, end_train), "val": (end_train, end_val), "test": (end_val, length)}
+    out = {}
+    for split, (lo, hi) in ends.items():
+        first = max(lo, window - 1) - window + 1
+        out[split] = range(first, max(first, hi - window + 1))
+    return out
+
+
+def _make_windows(
+    series: list[np.ndarray],
+    window: int,
+    splits: tuple[float, float, float],
+    stride: int | None = None,
+    max_train: int = MAX_TRAIN_WINDOWS,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Windows of every series (L_i, F) per split: (S, T, F) float32 and index (S, 2).
+
+    ``stride=None`` picks the smallest stride giving at most ``max_train`` training windows.
+    """
+    starts = [_starts(s.shape[0], window, splits) for s in series]
+    if stride is None:
+        n_train = sum(len(st["train"]) for st in starts)
+        stride = max(1, math.ceil(n_train / max_train))
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    parts: dict[str, np.ndarray] = {}
+    index: dict[str, np.ndarray] = {}
+    for split in SPLITS:
+        xs, idx = [], []
+        for i, (values, st) in enumerate(zip(series, starts, strict=True)):
+            first = np.asarray(st[split][::stride], dtype=np.int64)
+            if first.size == 0:
+                continue
+            view = np.lib.stride_tricks.sliding_window_view(values, window, axis=0)  # (., F, T)
+            xs.append(view[first].transpose(0, 2, 1))  # (S_i, T, F)
+            idx.append(np.stack([np.full_like(first, i), first], axis=1))
+        if not xs:
+            raise ValueError(
+                f"no {split} window of length {window}: the series are too short for this "
+                f"window and split {splits}; use a smaller window or longer series"
+            )
+        parts[split] = np.ascontiguousarray(np.concatenate(xs), dtype=np.float32)
+        index[split] = np.concatenate(idx)
+    return parts, index
+
+
+def _finish(
+    name: str,
+    parts: dict[str, np.ndarray],
+    index: dict[str, np.ndarray],
+    limit: int | None,
+    *fields: Any,
+    **extra: Any,
+) -> SeriesData:
+    """Apply ``limit`` and check the arrays, then build the SeriesData (``fields`` in order)."""
+    sizes = _shrunk_sizes(tuple(parts[s].shape[0] for s in SPLITS), limit)  # type: ignore[arg-type]
+    for split, size in zip(SPLITS, sizes, strict=True):
+        parts[split], index[split] = _subsample(parts[split], index[split], size)
+        if not np.isfinite(parts[split]).all():
+            raise ValueError(f"{name}: non-finite values left in the {split} split")
+    return SeriesData(name, *(parts[s] for s in SPLITS), *fields, window_index=index, **extra)
+
+
+def _single_series(
+    name: str,
+    values: np.ndarray,
+    names: list[str],
+    target_dim: int,
+    window: int,
+    history: int,
+    stride: int | None,
+    limit: int | None,
+) -> SeriesData:
+    """One multivariate series (L, F) with NaN: train-mean fill, train-split z-score, windows."""
+    end_train, _ = _split_bounds(values.shape[0], PAPER_SPLITS)
+    scaler = Scaler.fit(values[:end_train])
+    filled = np.where(np.isnan(values), scaler.loc, values)
+    parts, index = _make_windows([scaler.transform(filled)], window, PAPER_SPLITS, stride or 1)
+    return _finish(name, parts, index, limit, target_dim, names, scaler, history, None)
+
+
+# --------------------------------------------------------------------------- real data sets
+
+
+def _load_air_quality(
+    data_dir: Path,
+    limit: int | None,
+    *,
+    window: int = 13,
+    history: int = 6,
+    stride: int | None = None,
+) -> SeriesData:
+    """UCI air quality, hourly, 9,357 rows: targets AIR_QUALITY_TARGETS, covariates
+    AIR_QUALITY_COVARIATES; -200 (missing) replaced by the training-split column mean.
+    Window 13 (12 + 1, as the paper); multistep keeps 6 steps of history and forecasts 7.
+    """
+    frame = pd.read_csv(data_dir / "air_quality" / "AirQualityUCI.csv", sep=";", decimal=",")
+    frame = frame.loc[:, ~frame.columns.str.startswith("Unnamed")].dropna(how="all")
+    names = [*AIR_QUALITY_TARGETS, *AIR_QUALITY_COVARIATES]
+    values = frame[names].to_numpy(dtype=np.float64)  # (L, 9)
+    values[values == -200] = np.nan
+    return _single_series("air-quality", values, names, 5, window, history, stride, limit)
+
+
+def _load_stock(
+    data_dir: Path,
+    limit: int | None,
+    *,
+    window: int = 41,
+    history: int = 20,
+    stride: int | None = None,
+) -> SeriesData:
+    """GE daily OHLCV 2006-2017: 5 features, all targets; window 41, multistep history 20."""
+    frame = pd.read_csv(data_dir / "stock" / "stock_GE.csv").sort_values("Date")
+    values = frame[list(STOCK_FEATURES)].to_numpy(dtype=np.float64)  # (L, 5)
+    names = list(STOCK_FEATURES)
+    return _single_series("stock", values, names, 5, window, history, stride, limit)
+
+
+def _load_covid(
+    data_dir: Path,
+    limit: int | None,
+    *,
+    window: int = 61,
+    history: int = 40,
+    stride: int | None = None,
+    min_deaths: int = 100,
+    max_train_windows: int = MAX_TRAIN_WINDOWS,
+) -> SeriesData:
+    """JHU US county deaths: daily deaths = diff of the cumulative counts, negatives clipped.
+
+    Kept: counties (rows with a county name, not "Unassigned" / "Out of ...") whose cumulative
+    count grew by at least ``min_deaths`` over the period. Each county is z-scored by the mean
+    and std of its own training portion (``series_scalers``; ``scaler`` is the identity, so
+    metrics are in per-county standard units as in the paper). Window 61, history 40; the
+    default stride keeps at most ``max_train_windows`` training windows.
+    """
+    frame = pd.read_csv(data_dir / "covid" / "time_series_covid19_deaths_US.csv")
+    date_cols = [c for c in frame.columns if c.count("/") == 2]
+    cumulative = frame[date_cols].to_numpy(dtype=np.float64)  # (counties, days)
+    county = frame["Admin2"].astype("string")
+    keep = (
+        county.notna()
+        & ~county.str.startswith("Unassigned").fillna(True)
+        & ~county.str.startswith("Out of").fillna(True)
+        & (cumulative[:, -1] - cumulative[:, 0] >= min_deaths)
+    ).to_numpy()
+    daily = np.clip(np.diff(cumulative[keep], axis=1), 0.0, None)  # (C, days - 1)
+    end_train, _ = _split_bounds(daily.shape[1], PAPER_SPLITS)
+    scalers = [Scaler.fit(d[:end_train, None]) for d in daily]
+    series = [s.transform(d[:, None]) for s, d in zip(scalers, daily, strict=True)]
+    parts, index = _make_windows(series, window, PAPER_SPLITS, stride, max_train_windows)
+    names = frame.loc[keep, "Combined_Key"].tolist()
+    return _finish(
+        "covid",
+        parts,
+        index,
+        limit,
+        1,
+        ["deaths"],
+        Scaler.identity(1),
+        history,
+        None,
+        series_names=names,
+        series_scalers=scalers,
+    )
+
+
+# --------------------------------------------------------------------------- user long tables
+
+
+def load_long_table(
+    path: Path,
+    *,
+    id_col: str = "series_id",
+    time_col: str = "timestamp",
+    value_cols: list[str] | None = None,
+    window: int,
+    target_dim: int | None = None,
+    splits: tuple[float, float, float] = (0.7, 0.15, 0.15),
+    history: int | None = None,
+    stride: int = 1,
+    limit: int | None = None,
+) -> SeriesData:
+    """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
+
+    ``value_cols`` default to every numeric column but the id and time; the first
+    ``target_dim`` (default all) are targets. Rows are sorted by (id, time) and taken as
+    regularly spaced (gaps are not filled in). Each series is split by time, the scaler is fitted
+    on the training rows of all series, and missing values are forward-filled within a series,
+    then (leading gaps) set to the training mean. ``history`` defaults to ``window // 2``.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+    elif path.suffix.lower() in (".parquet", ".pq"):
+        frame = pd.read_parquet(path)
+    else:
+        raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
+    missing = [c for c in (id_col, time_col, *(value_cols or [])) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path.name}: missing columns {missing}; found {list(frame.columns)}")
+    if value_cols is None:
+        others = frame.drop(columns=[id_col, time_col])
+        value_cols = list(others.select_dtypes("number").columns)
+    if not value_cols:
+        raise ValueError(f"{path.name}: no numeric value column")
+    target_dim = len(value_cols) if target_dim is None else target_dim
+    if not 1 <= target_dim <= len(value_cols):
+        raise ValueError(f"target_dim must be in 1..{len(value_cols)}, got {target_dim}")
+    if pd.api.types.is_string_dtype(frame[time_col]) or frame[time_col].dtype == object:
+        frame[time_col] = pd.to_datetime(frame[time_col])  # text stamps sort as dates
+    frame = frame.sort_values([id_col, time_col], kind="stable")
+
+    groups = list(frame.groupby(id_col, sort=True))
+    raw = [g[value_cols].to_numpy(dtype=np.float64) for _, g in groups]  # [(L_i, F)]
+    train_rows = np.concatenate([s[: _split_bounds(len(s), splits)[0]] for s in raw])
+    scaler = Scaler.fit(train_rows)
+    series = []
+    for values in raw:
+        filled = pd.DataFrame(values).ffill().to_numpy()  # (L_i, F), past values only
+        series.append(scaler.transform(np.where(np.isnan(filled), scaler.loc, filled)))
+    parts, index = _make_windows(series, window, splits, stride)
+    history = window // 2 if history is None else history
+    return _finish(
+        path.stem,
+        parts,
+        index,
+        limit,
+        target_dim,
+        list(value_cols),
+        scaler,
+        history,
+        None,
+        series_names=[str(key) for key, _ in groups],
+    )
+
+
+def load_dataset(
+    name: str,
+    *,
+    seed: int = 0,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    **options: Any,
+) -> SeriesData:
+    """Load one of DATASETS, or a long table if ``name`` is a path to a .csv / .parquet file.
+
+    ``seed`` only affects the synthetic sets; ``limit`` caps the training windows (evenly
+    spaced), val and test shrink in proportion but keep at least 10. ``options`` go to the
+    loader: ``window``, ``history``, ``stride`` for the real sets, ``min_deaths`` and
+    ``max_train_windows`` for covid, the keywords of :func:`load_long_table` for a table.
+    """
+    if name.lower().endswith((".csv", ".parquet", ".pq")):
+        if "window" not in options:
+            raise ValueError(f"loading the table {name} needs a window length (window=...)")
+        return load_long_table(Path(name), limit=limit, **options)
+    if name not in DATASETS:
+        raise ValueError(
+            f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or a .csv/.parquet path"
+        )
+    if name.startswith("synthetic-"):
+        if options:
+            raise ValueError(f"{name} takes no options, got {sorted(options)}")
+        return _load_synthetic(int(name[-1]), seed, limit)
+    loaders = {"covid": _load_covid, "air-quality": _load_air_quality, "stock": _load_stock}
+    directory = default_data_dir() if data_dir is None else Path(data_dir)
+    return loaders[name](directory, limit, **options)
