@@ -320,16 +320,34 @@ def _finish(
     parts: dict[str, np.ndarray],
     index: dict[str, np.ndarray],
     limit: int | None,
-    *fields: Any,
+    target_dim: int,
+    feature_names: list[str],
+    scaler: Scaler,
+    history: int,
+    truth: SyntheticTruth | None,
     **extra: Any,
 ) -> SeriesData:
-    """Apply ``limit`` and check the arrays, then build the SeriesData (``fields`` in order)."""
-    sizes = _shrunk_sizes(tuple(parts[s].shape[0] for s in SPLITS), limit)  # type: ignore[arg-type]
+    """Apply ``limit`` and check the arrays, then build the SeriesData."""
+    n_train, n_val, n_test = (parts[s].shape[0] for s in SPLITS)
+    sizes = _shrunk_sizes((n_train, n_val, n_test), limit)
     for split, size in zip(SPLITS, sizes, strict=True):
         parts[split], index[split] = _subsample(parts[split], index[split], size)
         if not np.isfinite(parts[split]).all():
             raise ValueError(f"{name}: non-finite values left in the {split} split")
-    return SeriesData(name, *(parts[s] for s in SPLITS), *fields, window_index=index, **extra)
+    train, val, test = (parts[s] for s in SPLITS)
+    return SeriesData(
+        name,
+        train,
+        val,
+        test,
+        target_dim,
+        feature_names,
+        scaler,
+        history,
+        truth,
+        window_index=index,
+        **extra,
+    )
 
 
 def _single_series(
@@ -522,6 +540,7 @@ def load_dataset(
     loader: ``window``, ``history``, ``stride`` for the real sets, ``min_deaths`` and
     ``max_train_windows`` for covid, the keywords of :func:`load_long_table` for a table.
     """
+    name = str(name)
     if name.lower().endswith((".csv", ".parquet", ".pq")):
         if "window" not in options:
             raise ValueError(f"loading the table {name} needs a window length (window=...)")

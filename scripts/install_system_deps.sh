@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# System packages the tests need: redis-server (Debian), and the deployment linters
+# (kubectl, promtool; see tests/deploy/install_tools.sh). Installs only what is missing.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "installing redis-server"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+echo "redis-server: $(redis-server --version | head -c 40)"
+if [ -f tests/deploy/install_tools.sh ]; then
+  bash tests/deploy/install_tools.sh
+fi
