@@ -41,7 +41,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pyproject", type=Path)
     parser.add_argument(
-        "--replace", action="append", default=[], metavar="OLD=NEW",
+        "--replace",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
         help="install NEW at OLD's pinned version (repeatable)",
     )
     args = parser.parse_args()

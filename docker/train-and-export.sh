@@ -1,14 +1,16 @@
 #!/bin/sh
 # Train a model and export the serving artifact that the API loads from SMCT_ARTIFACT.
-# Extra arguments are passed on to `smct train` (e.g. --epochs 5).
+# Arguments are passed on to `smct train` (e.g. --epochs 5); EXPORT_ARGS (word-split) to
+# `smct export` (e.g. EXPORT_ARGS="--scaling per-series").
 set -eu
 
 dataset="${TRAIN_DATASET:-synthetic-1}"
 root="${ARTIFACT_ROOT:-/artifacts}"
 
 echo "training on ${dataset} into ${root}/run"
-smct train --dataset "${dataset}" --out "${root}/run" "$@"
+smct train --dataset "${dataset}" --out "${root}/run" --no-progress "$@"
 
 echo "exporting ${root}/run to ${root}/default"
-smct export --checkpoint "${root}/run" --out "${root}/default"
+# shellcheck disable=SC2086
+smct export --checkpoint "${root}/run" --out "${root}/default" ${EXPORT_ARGS:-}
 echo "artifact ready: ${root}/default"
