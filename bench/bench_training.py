@@ -29,7 +29,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     data = load_dataset("synthetic-1", seed=0)
-    print(f"torch {torch.__version__}, threads {args.threads}, {len(data.train)} sequences x 24 steps")
+    print(
+        f"torch {torch.__version__}, threads {args.threads}, {len(data.train)} sequences x 24 steps"
+    )
     print(f"{'d_model':>7} {'P':>4} {'s/epoch':>8} {'seq/s':>8} {'x faster than TF':>17}")
     for d_model in (8, 32):
         for p in (10, 30, 100):
@@ -39,8 +41,10 @@ def main() -> None:
             timed = ckpt.history[1:]
             sec = sum(h["seconds"] for h in timed) / len(timed)
             _ = start
-            print(f"{d_model:>7} {p:>4} {sec:>8.3f} {len(data.train) / sec:>8.0f} "
-                  f"{TF_SECONDS_PER_EPOCH / sec:>17.1f}")
+            print(
+                f"{d_model:>7} {p:>4} {sec:>8.3f} {len(data.train) / sec:>8.0f} "
+                f"{TF_SECONDS_PER_EPOCH / sec:>17.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -96,16 +96,18 @@ def filter_init(model: SMCTransformer, x: Tensor, n_particles: int, eps_qkv: Ten
     )
 
 
-def select(state: FilterState, u: Tensor, resampler: Resampler, threshold: float) -> tuple[
-    FilterState, Tensor, Tensor, Tensor
-]:
+def select(
+    state: FilterState, u: Tensor, resampler: Resampler, threshold: float
+) -> tuple[FilterState, Tensor, Tensor, Tensor]:
     """Selection phase: resample rows whose ESS/P is under `threshold`.
 
     Returns the selected state, ancestors (B, P), resampled flags (B,), ESS (B,).
     """
     b, p = state.logw.shape
     ess_prev = ess(state.logw)  # (B,)
-    do = ess_prev < threshold * p if threshold < 1.0 else torch.ones_like(ess_prev, dtype=torch.bool)
+    do = (
+        ess_prev < threshold * p if threshold < 1.0 else torch.ones_like(ess_prev, dtype=torch.bool)
+    )
     identity = torch.arange(p, device=u.device).expand(b, p)
     anc = torch.where(do.unsqueeze(1), resampler(state.logw, u), identity)  # (B, P)
     logw = torch.where(do.unsqueeze(1), torch.zeros_like(state.logw), state.logw)
@@ -141,7 +143,9 @@ def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor
     )
 
 
-def impute(model: SMCTransformer, x: Tensor, pred: Tensor, logw_pred: Tensor, observed: Tensor) -> Tensor:
+def impute(
+    model: SMCTransformer, x: Tensor, pred: Tensor, logw_pred: Tensor, observed: Tensor
+) -> Tensor:
     """Input for a missing X_t: the predictive mixture mean for the targets, 0 (the scaled
     mean) for covariates that are missing too. x (B, F) may hold NaN; returns (B, F)."""
     if model.cfg.obs != "gaussian":
@@ -166,7 +170,9 @@ def filter_step(
     selected, anc, resampled, ess_prev = select(state, noise.u, resampler, threshold)
     pred = mutate(model, selected, noise.eps_z)  # (B, P, O)
     y = model.obs.target(torch.nan_to_num(x))
-    ll = torch.where(observed.unsqueeze(1), model.obs.log_prob(y, pred), torch.zeros_like(selected.logw))
+    ll = torch.where(
+        observed.unsqueeze(1), model.obs.log_prob(y, pred), torch.zeros_like(selected.logw)
+    )
     logw = selected.logw + ll  # eq. (5), (B, P)
     x_in = impute(model, x, pred, selected.logw, observed)
     new = absorb(model, replace(selected, logw=logw), x_in.unsqueeze(1), noise.eps_qkv)
@@ -183,7 +189,11 @@ def filter_step(
 
 
 def forecast_step(
-    model: SMCTransformer, state: FilterState, eps_z: Tensor, eps_x: Tensor, eps_qkv: Tensor,
+    model: SMCTransformer,
+    state: FilterState,
+    eps_z: Tensor,
+    eps_x: Tensor,
+    eps_qkv: Tensor,
     covariates: Tensor | None = None,
 ) -> tuple[FilterState, Tensor]:
     """Propagate sample paths one step without observation (section 3.3): each path feeds

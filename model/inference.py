@@ -63,7 +63,9 @@ def run_filter(
     steps: list[StepStats] = []
     for t in range(1, t_len):
         noise = StepNoise(u=u[t], eps_z=eps_z[t], eps_qkv=eps_qkv[t])
-        state, stats = filter_step(model, state, x[:, t], observed[:, t], noise, resampler, threshold)
+        state, stats = filter_step(
+            model, state, x[:, t], observed[:, t], noise, resampler, threshold
+        )
         steps.append(stats)
 
     def stack(name: str) -> Tensor:

@@ -1,8 +1,9 @@
 """Resampling schemes: one signature, registered by name.
 
 Every scheme maps log-weights `logw` (B, P) and uniforms `u` (B, N) in [0, 1) to ancestor
-indices (B, N) int64 (N = P when filtering, N = number of sample paths when forecasting) such that particle j is chosen with probability w_j = softmax(logw)_j
-(multinomial) or with the expected count P * w_j and lower variance (systematic, stratified).
+indices (B, N) int64 (N = P when filtering, N = number of sample paths when forecasting),
+such that each draw picks particle j with probability w_j = softmax(logw)_j (multinomial), or
+with the expected count N * w_j and lower variance (systematic, stratified).
 Randomness is an argument, so an exported graph is deterministic given `u`.
 
 Note the bug we avoid (authors' TF code): drawing from `softmax(w)` of already normalised

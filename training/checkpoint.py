@@ -38,7 +38,9 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: Path, device: str = "cpu") -> Checkpoint:
-        missing = [n for n in (MODEL_CONFIG, WEIGHTS, TRAIN_CONFIG, SCALING) if not (path / n).exists()]
+        missing = [
+            n for n in (MODEL_CONFIG, WEIGHTS, TRAIN_CONFIG, SCALING) if not (path / n).exists()
+        ]
         if missing:
             raise FileNotFoundError(f"{path} is not a checkpoint directory: missing {missing}")
         cfg = ModelConfig.from_dict(json.loads((path / MODEL_CONFIG).read_text()))

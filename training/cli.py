@@ -33,6 +33,7 @@ def train(
     em_exponent: float = 0.6,
     device: str = "cpu",
     limit: Optional[int] = None,  # noqa: UP045
+    distributed: Annotated[bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
 ) -> None:
@@ -45,8 +46,17 @@ def train(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     params = locals()
     cfg = TrainConfig(**{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params})
+    from training import distributed as dist_mod
+
     data = load_dataset(dataset, seed=seed, limit=limit)
     ckpt = run_train(cfg, data, progress=progress)
+    if distributed:
+        import torch.distributed as tdist
+
+        rank = tdist.get_rank()
+        dist_mod.shutdown()
+        if rank != 0:  # checkpoints and logs from rank 0 only
+            return
     if evaluate_after:
         ckpt.metrics = run_eval(ckpt.model, data, particles=particles, seed=seed, resampling=resampling, threshold=resample_threshold)
     ckpt.save(out)

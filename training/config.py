@@ -32,6 +32,7 @@ class TrainConfig:
     em_exponent: float = 0.6  # EM step size eta_p = p^-em_exponent (appendix A)
     grad_clip: float = 10.0
     device: str = "cpu"
+    distributed: bool = False  # under torchrun: DDP (gloo on CPU, nccl on GPU)
     limit: int | None = None  # cap training sequences (quick runs)
     eval_samples: int = 1000
     threads: int | None = None

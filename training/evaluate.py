@@ -41,8 +41,14 @@ def _merge(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
 
 @torch.no_grad()
 def unistep(
-    model: SMCTransformer, data: SeriesData, x: torch.Tensor, particles: int, n_samples: int,
-    gen: torch.Generator, resampling: str, threshold: float,
+    model: SMCTransformer,
+    data: SeriesData,
+    x: torch.Tensor,
+    particles: int,
+    n_samples: int,
+    gen: torch.Generator,
+    resampling: str,
+    threshold: float,
 ) -> tuple[int, dict[str, Any]]:
     o = model.cfg.d_out
     run = run_filter(model, x, particles, resampling=resampling, threshold=threshold, generator=gen)
@@ -51,7 +57,10 @@ def unistep(
     y = x[:, 1:, :o].cpu().numpy()  # X_t, the same step as the samples
     x_prev = x[:, :-1, :o].cpu().numpy()  # X_{t-1}, for dist-mse
     metrics = summarize(
-        samples.permute(0, 1, 3, 2).cpu().numpy(), y, x_prev=x_prev, truth=data.truth,
+        samples.permute(0, 1, 3, 2).cpu().numpy(),
+        y,
+        x_prev=x_prev,
+        truth=data.truth,
         mean=mean.cpu().numpy(),
     )
     return y.size, metrics
@@ -59,13 +68,23 @@ def unistep(
 
 @torch.no_grad()
 def multistep(
-    model: SMCTransformer, data: SeriesData, x: torch.Tensor, particles: int, n_samples: int,
-    gen: torch.Generator, resampling: str, threshold: float,
+    model: SMCTransformer,
+    data: SeriesData,
+    x: torch.Tensor,
+    particles: int,
+    n_samples: int,
+    gen: torch.Generator,
+    resampling: str,
+    threshold: float,
 ) -> tuple[int, dict[str, Any], np.ndarray]:
     o, hist = model.cfg.d_out, data.history
-    run = run_filter(model, x[:, :hist], particles, resampling=resampling, threshold=threshold, generator=gen)
+    run = run_filter(
+        model, x[:, :hist], particles, resampling=resampling, threshold=threshold, generator=gen
+    )
     cov = x[:, hist:, o:] if x.shape[-1] > o else None
-    samples = forecast_paths(model, run.state, x.shape[1] - hist, n_samples, covariates=cov, generator=gen)
+    samples = forecast_paths(
+        model, run.state, x.shape[1] - hist, n_samples, covariates=cov, generator=gen
+    )
     s = samples.permute(0, 2, 3, 1).cpu().numpy()  # (S, H, O, N)
     y = x[:, hist:, :o].cpu().numpy()
     # dist-mse is defined for one-step laws (section 4.2): null for multistep
@@ -74,9 +93,17 @@ def multistep(
 
 
 def evaluate(
-    model: SMCTransformer, data: SeriesData, *, particles: int, n_samples: int = 1000,
-    seed: int = 0, resampling: str = "systematic", threshold: float = 1.0, split: str = "test",
-    chunk: int = 128, per_step: bool = False,
+    model: SMCTransformer,
+    data: SeriesData,
+    *,
+    particles: int,
+    n_samples: int = 1000,
+    seed: int = 0,
+    resampling: str = "systematic",
+    threshold: float = 1.0,
+    split: str = "test",
+    chunk: int = 128,
+    per_step: bool = False,
 ) -> dict[str, Any]:
     """{"unistep": {...}, "multistep": {...}} on `split` (keys of training.metrics.summarize)."""
     device = next(model.parameters()).device

@@ -65,7 +65,10 @@ def genealogy_objective(
 
 @torch.no_grad()
 def em_update(
-    model: SMCTransformer, stats: dict[str, Tensor], update: int, exponent: float = 0.6,
+    model: SMCTransformer,
+    stats: dict[str, Tensor],
+    update: int,
+    exponent: float = 0.6,
     floor: float = 1e-4,
 ) -> float:
     """Sigma <- (1 - eta) Sigma + eta Sigma^p with eta = update^-exponent (update >= 1).

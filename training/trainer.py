@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -13,10 +14,11 @@ from tqdm.auto import tqdm
 from model.config import ModelConfig
 from model.inference import run_filter
 from model.smc_transformer import SMCTransformer
+from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
 from training.data import SeriesData
-from training.objective import em_update, genealogy_objective
+from training.objective import em_update
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,12 @@ def predictive_nll(model: SMCTransformer, x: torch.Tensor, cfg: TrainConfig, see
     total, count = 0.0, 0
     for i in range(0, x.shape[0], 256):
         run = run_filter(
-            model, x[i : i + 256], cfg.particles, resampling=cfg.resampling,
-            threshold=cfg.resample_threshold, generator=gen,
+            model,
+            x[i : i + 256],
+            cfg.particles,
+            resampling=cfg.resampling,
+            threshold=cfg.resample_threshold,
+            generator=gen,
         )
         total += -run.log_evidence.sum().item()
         count += run.log_evidence.numel()
@@ -62,43 +68,64 @@ def scaling_record(data: SeriesData) -> dict[str, Any]:
 
 
 def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Checkpoint:
-    """Train on `data.train`, report the validation NLL each epoch; returns the checkpoint."""
+    """Train on `data.train`, report the validation NLL each epoch; returns the checkpoint.
+
+    With `cfg.distributed` (under torchrun) each rank trains on its shard of every epoch;
+    the global batch stays `cfg.batch_size`.
+    """
+    info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
-    device = torch.device(cfg.device)
+    torch.manual_seed(cfg.seed)  # same initial weights on every rank
+    device = (
+        torch.device(cfg.device, info.local_rank)
+        if cfg.device == "cuda"
+        else torch.device(cfg.device)
+    )
     model = SMCTransformer(model_config_for(cfg, data)).to(device)
+    objective = distributed.wrap(
+        distributed.FilterObjective(model, cfg.particles, cfg.resampling, cfg.resample_threshold),
+        info,
+        device,
+    )
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 * info.rank)
     x_train = torch.as_tensor(data.train, dtype=torch.float32, device=device)
     x_val = torch.as_tensor(data.val, dtype=torch.float32, device=device)
-    rng = np.random.default_rng(cfg.seed)
-    n_batches = max(1, int(np.ceil(len(x_train) / cfg.batch_size)))
+    batch_size = max(1, cfg.batch_size // info.world)
     history: list[dict[str, Any]] = []
     step = 0
-    bar = tqdm(total=cfg.epochs * n_batches, disable=not progress, desc="train", unit="batch")
+    n_batches = max(1, math.ceil(math.ceil(len(x_train) / info.world) / batch_size))
+    bar = tqdm(
+        total=cfg.epochs * n_batches,
+        disable=not (progress and info.main),
+        desc="train",
+        unit="batch",
+    )
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         start, losses = time.perf_counter(), []
-        order = rng.permutation(len(x_train))
+        order = distributed.epoch_order(len(x_train), info, cfg.seed, epoch)
+        n_batches = max(1, -(-len(order) // batch_size))
         for b in range(n_batches):
-            batch = x_train[order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
+            batch = x_train[order[b * batch_size : (b + 1) * batch_size]]
             step += 1
             for group in opt.param_groups:
                 group["lr"] = learning_rate(cfg, step)
-            run = run_filter(
-                model, batch, cfg.particles, resampling=cfg.resampling,
-                threshold=cfg.resample_threshold, generator=gen,
-            )
-            loss, stats = genealogy_objective(model, run, batch)
+            loss, stats = objective(batch, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            em_update(model, stats, step, cfg.em_exponent)
+            em_update(model, distributed.all_reduce_mean(stats, info.world), step, cfg.em_exponent)
             losses.append(loss.item())
             sigma_obs = model.obs.sigma_obs.mean().item() if model.cfg.obs == "gaussian" else 0.0
-            bar.set_postfix(epoch=epoch, batch=b + 1, loss=f"{losses[-1]:.4f}", sigma_obs=f"{sigma_obs:.4f}")
+            bar.set_postfix(
+                epoch=epoch,
+                batch=f"{b + 1}/{n_batches}",
+                loss=f"{losses[-1]:.4f}",
+                sigma_obs=f"{sigma_obs:.4f}",
+            )
             bar.update()
         seconds = time.perf_counter() - start
         model.eval()
@@ -107,10 +134,19 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
             "loss": float(np.mean(losses)),
             "val_nll": predictive_nll(model, x_val, cfg, seed=cfg.seed + 1),
             "seconds": seconds,
-            "sequences_per_second": len(x_train) / seconds,
+            "sequences_per_second": len(order) * info.world / seconds,
             "sigma_obs": model.obs.sigma_obs.tolist() if model.cfg.obs == "gaussian" else None,
         }
         history.append(record)
-        log.info("epoch %d loss %.4f val_nll %.4f (%.2fs)", epoch, record["loss"], record["val_nll"], seconds)
+        if info.main:
+            log.info(
+                "epoch %d loss %.4f val_nll %.4f (%.2fs)",
+                epoch,
+                record["loss"],
+                record["val_nll"],
+                seconds,
+            )
     bar.close()
-    return Checkpoint(model=model.eval(), train_config=cfg, scaling=scaling_record(data), history=history)
+    return Checkpoint(
+        model=model.eval(), train_config=cfg, scaling=scaling_record(data), history=history
+    )

@@ -21,8 +21,14 @@ def ar1_model() -> SMCTransformer:
     """Window 1, one head, linear output, no residual: X_t = A (W_V X_{t-1} + B_V + e_v + e_z)
     + B_OUT + e_obs, an AR(1) with Gaussian noise of variance A^2 (2 SIG_LATENT) + SIG_OBS."""
     cfg = ModelConfig(
-        d_in=1, d_out=1, d_model=1, window=1, head="linear", residual=False,
-        sigma_init=SIG_LATENT, sigma_obs_init=SIG_OBS,
+        d_in=1,
+        d_out=1,
+        d_model=1,
+        window=1,
+        head="linear",
+        residual=False,
+        sigma_init=SIG_LATENT,
+        sigma_obs_init=SIG_OBS,
     )
     m = SMCTransformer(cfg)
     with torch.no_grad():
@@ -60,8 +66,13 @@ def test_log_likelihood_matches_the_exact_ar1(scheme: str) -> None:
     x = ar1_data(4, 30, seed=0)
     _, exact, _ = ar1_exact(x)
     with torch.no_grad():
-        run = run_filter(model, x, 4000, resampling=scheme, generator=torch.Generator().manual_seed(1))
-    assert torch.allclose(run.log_evidence.sum(1), exact, atol=0.25), (run.log_evidence.sum(1), exact)
+        run = run_filter(
+            model, x, 4000, resampling=scheme, generator=torch.Generator().manual_seed(1)
+        )
+    assert torch.allclose(run.log_evidence.sum(1), exact, atol=0.25), (
+        run.log_evidence.sum(1),
+        exact,
+    )
 
 
 def test_unistep_predictive_matches_the_exact_law() -> None:
@@ -84,8 +95,16 @@ def test_unistep_samples_pick_particles_by_weight() -> None:
     pred = torch.tensor([0.0, 10.0]).view(1, 1, 2, 1)
     logw = torch.log(torch.tensor([[[0.9, 0.1]]]))
     run = FilterRun(
-        state=None, ancestors=None, logw_pred=logw, pred=pred, loglik=None,  # type: ignore[arg-type]
-        log_evidence=None, ess=None, resampled=None, eps_z=None, eps_qkv=None,  # type: ignore[arg-type]
+        state=None,
+        ancestors=None,
+        logw_pred=logw,
+        pred=pred,
+        loglik=None,  # type: ignore[arg-type]
+        log_evidence=None,
+        ess=None,
+        resampled=None,
+        eps_z=None,
+        eps_qkv=None,  # type: ignore[arg-type]
     )
     samples = unistep_samples(model, run, 20000, torch.Generator().manual_seed(0))
     assert samples.mean().item() == pytest.approx(1.0, abs=0.1)
@@ -98,8 +117,12 @@ def _state(b: int, p: int, cfg: ModelConfig, model: SMCTransformer, seed: int = 
     for _ in range(3):
         noise = StepNoise.draw(b, p, cfg.d_model, gen)
         state, _ = filter_step(
-            model, state, torch.randn(b, cfg.d_in, generator=gen), torch.ones(b, dtype=torch.bool),
-            noise, lambda lw, u: torch.arange(p).expand(b, p),
+            model,
+            state,
+            torch.randn(b, cfg.d_in, generator=gen),
+            torch.ones(b, dtype=torch.bool),
+            noise,
+            lambda lw, u: torch.arange(p).expand(b, p),
         )
     return state
 
@@ -123,10 +146,14 @@ def test_ess_threshold_skips_resampling_when_weights_are_even() -> None:
     model = SMCTransformer(cfg)
     state = _state(1, 6, cfg, model)
     even = replace(state, logw=torch.zeros(1, 6))
-    _, anc, resampled, _ = select(even, torch.rand(1, 6), lambda lw, u: torch.zeros(1, 6).long(), 0.5)
+    _, anc, resampled, _ = select(
+        even, torch.rand(1, 6), lambda lw, u: torch.zeros(1, 6).long(), 0.5
+    )
     assert not resampled.item() and torch.equal(anc, torch.arange(6).view(1, 6))
     skewed = replace(state, logw=torch.tensor([[0.0, -50, -50, -50, -50, -50]]))
-    _, anc, resampled, _ = select(skewed, torch.rand(1, 6), lambda lw, u: torch.zeros(1, 6).long(), 0.5)
+    _, anc, resampled, _ = select(
+        skewed, torch.rand(1, 6), lambda lw, u: torch.zeros(1, 6).long(), 0.5
+    )
     assert resampled.item() and torch.equal(anc, torch.zeros(1, 6).long())
 
 
@@ -137,7 +164,9 @@ def test_missing_observation_advances_without_reweighting() -> None:
     state = replace(state, logw=torch.tensor([[0.0, -1.0, -2.0, -3.0, -4.0]]))
     noise = StepNoise.draw(1, 5, 4, torch.Generator().manual_seed(9))
     keep = lambda lw, u: torch.arange(5).view(1, 5)  # noqa: E731
-    new, stats = filter_step(model, state, torch.tensor([[float("nan")]]), torch.tensor([False]), noise, keep, 0.0)
+    new, stats = filter_step(
+        model, state, torch.tensor([[float("nan")]]), torch.tensor([False]), noise, keep, 0.0
+    )
     assert torch.equal(stats.loglik, torch.zeros(1, 5))
     assert stats.log_evidence.item() == pytest.approx(0.0, abs=1e-6)
     assert torch.allclose(torch.softmax(new.logw, -1), torch.softmax(state.logw, -1))

@@ -19,8 +19,14 @@ def test_multi_head_attention_shapes_and_window_mask() -> None:
     run = run_filter(model, x, 6, generator=torch.Generator().manual_seed(0))
     assert run.pred.shape == (5, 8, 6, 2) and run.state.window.shape == (5, 6, 4, 2, 8)
     assert bool(run.state.valid.all())
-    paths = forecast_paths(model, run.state, 3, 11, covariates=torch.zeros(5, 3, 1),
-                           generator=torch.Generator().manual_seed(0))
+    paths = forecast_paths(
+        model,
+        run.state,
+        3,
+        11,
+        covariates=torch.zeros(5, 3, 1),
+        generator=torch.Generator().manual_seed(0),
+    )
     assert paths.shape == (5, 11, 3, 2) and torch.isfinite(paths).all()
 
 
@@ -43,8 +49,9 @@ def test_categorical_weights_are_the_probability_of_the_observed_class() -> None
     state = filter_init(model, onehot, 5, torch.randn(2, 5, 3, 8, generator=gen))
     y = torch.nn.functional.one_hot(torch.tensor([2, 0]), 4).float()
     noise = StepNoise.draw(2, 5, 8, gen)
-    _, stats = filter_step(model, state, y, torch.ones(2, dtype=torch.bool), noise,
-                           get_resampler("systematic"))
+    _, stats = filter_step(
+        model, state, y, torch.ones(2, dtype=torch.bool), noise, get_resampler("systematic")
+    )
     expected = torch.log_softmax(stats.pred, -1)[torch.arange(2), :, torch.tensor([2, 0])]
     assert torch.allclose(stats.loglik, expected)
     paths = forecast_paths(model, state, 4, 7, generator=gen)

@@ -40,10 +40,26 @@ def test_noam_schedule_warms_up_then_decays() -> None:
 def test_cli_train_then_evaluate_prints_the_metrics_json(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "run"
-    res = runner.invoke(app, [
-        "train", "--dataset", "synthetic-2", "--epochs", "1", "--particles", "5", "--d-model", "8",
-        "--limit", "64", "--out", str(out), "--no-evaluate", "--no-progress",
-    ])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "--dataset",
+            "synthetic-2",
+            "--epochs",
+            "1",
+            "--particles",
+            "5",
+            "--d-model",
+            "8",
+            "--limit",
+            "64",
+            "--out",
+            str(out),
+            "--no-evaluate",
+            "--no-progress",
+        ],
+    )
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["evaluate", "--checkpoint", str(out), "--json", "--samples", "200"])
     assert res.exit_code == 0, res.output

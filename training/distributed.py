@@ -1,0 +1,105 @@
+"""PyTorch distributed training (torchrun, DDP): process group, sharding and reductions.
+
+Run with `torchrun --nproc_per_node=N -m training.cli train --distributed ...` (or the `smct`
+script). Gloo on CPU, NCCL on CUDA. Every rank filters its own shard of each batch with its
+own noise; DDP averages the gradients, `all_reduce_mean` averages the EM statistics, so all
+ranks hold the same parameters and covariances. Rank 0 alone logs and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.utils.data import DistributedSampler
+
+from model.inference import run_filter
+from model.smc_transformer import SMCTransformer
+from training.objective import genealogy_objective
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init(device: str) -> Dist:
+    """Join the torchrun process group (env RANK, WORLD_SIZE, LOCAL_RANK)."""
+    if "RANK" not in os.environ:
+        raise RuntimeError("--distributed needs torchrun (RANK/WORLD_SIZE are not set)")
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    dist.init_process_group(backend=backend)
+    info = Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+    if backend == "nccl":
+        torch.cuda.set_device(info.local_rank)
+    return info
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_mean(stats: dict[str, Tensor], world: int) -> dict[str, Tensor]:
+    """Average EM statistics over ranks so every rank applies the same update."""
+    if world == 1:
+        return stats
+    out = {}
+    for name, value in stats.items():
+        buf = value.clone()
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+        out[name] = buf / world
+    return out
+
+
+class FilterObjective(nn.Module):
+    """The filter pass and the appendix-A loss as one module, so DDP can wrap it."""
+
+    def __init__(self, model: SMCTransformer, particles: int, resampling: str, threshold: float):
+        super().__init__()
+        self.model = model
+        self.particles, self.resampling, self.threshold = particles, resampling, threshold
+
+    def forward(
+        self, batch: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        run = run_filter(
+            self.model,
+            batch,
+            self.particles,
+            resampling=self.resampling,
+            threshold=self.threshold,
+            generator=generator,
+        )
+        return genealogy_objective(self.model, run, batch)
+
+
+def wrap(objective: FilterObjective, info: Dist, device: torch.device) -> nn.Module:
+    """DDP over the objective (buffers are kept equal by the reduced EM, not broadcast)."""
+    if info.world == 1:
+        return objective
+    ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(objective, device_ids=ids, broadcast_buffers=False)
+
+
+def epoch_order(n: int, info: Dist, seed: int, epoch: int) -> list[int]:
+    """This rank's sequence indices for an epoch: torch's DistributedSampler (shuffled with
+    the same seed on every rank, strided split, padded to equal length)."""
+    sampler: DistributedSampler[int] = DistributedSampler(
+        range(n),
+        num_replicas=info.world,
+        rank=info.rank,
+        shuffle=True,
+        seed=seed,  # type: ignore[arg-type]
+    )
+    sampler.set_epoch(epoch)
+    return list(sampler)
