@@ -18,6 +18,7 @@ A step at time t (predicting X_t):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -105,18 +106,22 @@ def select(
     """
     b, p = state.logw.shape
     ess_prev = ess(state.logw)  # (B,)
-    do = (
-        ess_prev < threshold * p if threshold < 1.0 else torch.ones_like(ess_prev, dtype=torch.bool)
-    )
-    identity = torch.arange(p, device=u.device).expand(b, p)
-    anc = torch.where(do.unsqueeze(1), resampler(state.logw, u), identity)  # (B, P)
-    logw = torch.where(do.unsqueeze(1), torch.zeros_like(state.logw), state.logw)
+    if threshold >= 1.0:  # resample every step (the paper): weights become uniform
+        do = torch.ones_like(ess_prev, dtype=torch.bool)
+        anc = resampler(state.logw, u)  # (B, P)
+        logw = torch.full_like(state.logw, -math.log(p))
+    else:
+        do = ess_prev < threshold * p
+        identity = torch.arange(p, device=u.device).expand(b, p)
+        anc = torch.where(do.unsqueeze(1), resampler(state.logw, u), identity)  # (B, P)
+        kept = torch.where(do.unsqueeze(1), torch.zeros_like(state.logw), state.logw)
+        logw = torch.log_softmax(kept, dim=-1)
     selected = FilterState(
         window=_gather(state.window, anc),
         query=_gather(state.query, anc),
         x_prev=_gather(state.x_prev, anc),
         valid=state.valid,
-        logw=torch.log_softmax(logw, dim=-1),
+        logw=logw,
     )
     return selected, anc, do, ess_prev
 
@@ -161,20 +166,25 @@ def filter_step(
     model: SMCTransformer,
     state: FilterState,
     x: Tensor,
-    observed: Tensor,
+    observed: Tensor | None,
     noise: StepNoise,
     resampler: Resampler,
     threshold: float = 1.0,
 ) -> tuple[FilterState, StepStats]:
-    """One filter step: X_t (B, F) with `observed` (B,) bool (False = missing, no reweighting)."""
+    """One filter step: X_t (B, F) with `observed` (B,) bool (False = missing, no reweighting;
+    None = every row observed, the training fast path)."""
     selected, anc, resampled, ess_prev = select(state, noise.u, resampler, threshold)
     pred = mutate(model, selected, noise.eps_z)  # (B, P, O)
-    y = model.obs.target(torch.nan_to_num(x))
-    ll = torch.where(
-        observed.unsqueeze(1), model.obs.log_prob(y, pred), torch.zeros_like(selected.logw)
-    )
+    if observed is None:
+        ll = model.obs.log_prob(model.obs.target(x), pred)  # (B, P)
+        x_in = x
+    else:
+        y = model.obs.target(torch.nan_to_num(x))
+        ll = torch.where(
+            observed.unsqueeze(1), model.obs.log_prob(y, pred), torch.zeros_like(selected.logw)
+        )
+        x_in = impute(model, x, pred, selected.logw, observed)
     logw = selected.logw + ll  # eq. (5), (B, P)
-    x_in = impute(model, x, pred, selected.logw, observed)
     new = absorb(model, replace(selected, logw=logw), x_in.unsqueeze(1), noise.eps_qkv)
     stats = StepStats(
         ancestors=anc,
