@@ -91,6 +91,240 @@ def evaluate(
     typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+ALL_DATASETS = "synthetic-1,synthetic-2,covid,air-quality,stock"
+
+
+@app.command()
+def benchmark(
+    datasets: Annotated[str, typer.Option(help="comma-separated data sets")] = ALL_DATASETS,
+    models: Annotated[str, typer.Option(help="'all' or comma-separated model names")] = "all",
+    out: Annotated[Path, typer.Option(help="directory for tables, figures, results.json")] = Path(
+        "results"
+    ),
+    quick: Annotated[bool, typer.Option(help="tiny budget: minutes for everything")] = False,
+    seed: int = 0,
+    particles: int = 10,
+    d_model: int = 32,
+    threads: int = 1,
+    epochs: Optional[int] = None,  # noqa: UP045
+    limit: Optional[int] = None,  # noqa: UP045
+    test_windows: Optional[int] = None,  # noqa: UP045
+    samples: Optional[int] = None,  # noqa: UP045
+    figures: Annotated[bool, typer.Option("--figures/--no-figures")] = True,
+    progress: bool = True,
+) -> None:
+    """Train and evaluate every model on every data set; write tables, CSV and figures."""
+    import sys
+
+    from model.baselines import resolve
+    from training.benchmark import BenchmarkConfig, run_benchmark
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    cfg = BenchmarkConfig(
+        datasets=[d.strip() for d in datasets.split(",") if d.strip()], models=resolve(models),
+        out=out, quick=quick, seed=seed, particles=particles, d_model=d_model, threads=threads,
+        epochs=epochs, limit=limit, test_windows=test_windows, samples=samples,
+        progress=progress, figures=figures,
+    )
+    command = "smct " + " ".join(sys.argv[1:]) if sys.argv and "smct" in sys.argv[0] else ""
+    summary = run_benchmark(cfg, command=command)
+    for ds in summary["datasets"]:
+        typer.echo(f"{ds['dataset']}: {out / ds['dataset'] / 'results.md'}")
+    typer.echo(f"summary: {out / 'summary.md'}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    artifact: Annotated[Optional[Path], typer.Option(help="default: $SMCT_ARTIFACT")] = None,  # noqa: UP045
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Serve the forecasting API (service.main:app) with uvicorn; settings come from SMCT_*."""
+    import os
+
+    import uvicorn
+
+    if artifact is not None:
+        os.environ["SMCT_ARTIFACT"] = str(artifact)
+    uvicorn.run(
+        "service.main:app", host=host, port=port, log_level=log_level,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@app.command()
+def export(
+    checkpoint: Annotated[Path, typer.Option(help="checkpoint directory (smct train --out)")],
+    out: Annotated[Path, typer.Option(help="artifact directory to write")],
+    particles: Annotated[
+        Optional[int], typer.Option(help="default particle count (default: training's)")  # noqa: UP045
+    ] = None,
+    scaling: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="per-series or global (default: per-series for univariate models)"),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="replace an existing artifact")] = False,
+) -> None:
+    """Export a checkpoint as a serving artifact: weights, noise table, ONNX graphs, manifest."""
+    from model.export import export_artifact
+    from training.checkpoint import Checkpoint
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ckpt = Checkpoint.load(checkpoint)
+    cfg, record = ckpt.model.cfg, ckpt.scaling
+    mode = (scaling or ("per-series" if cfg.d_in == 1 else "global")).replace("-", "_")
+    if mode not in ("per_series", "global"):
+        raise typer.BadParameter(f"--scaling must be per-series or global, got {scaling!r}")
+    scaler = record.get("scaler", {"loc": [0.0] * cfg.d_in, "scale": [1.0] * cfg.d_in})
+    spec: dict = {"mode": mode, "training_scaler": scaler}
+    if mode == "global":
+        spec.update(loc=scaler["loc"], scale=scaler["scale"])
+    names = record.get("feature_names") or [f"x{i}" for i in range(cfg.d_in)]
+    training = {
+        **ckpt.train_config.to_dict(), "history": record.get("history"),
+        "dataset": record.get("dataset"),
+    }
+    artifact = export_artifact(
+        ckpt.model, out, particles=particles or ckpt.train_config.particles, scaling=spec,
+        features={"inputs": list(names), "targets": list(names[: cfg.target_dim])},
+        metrics=ckpt.metrics, training=training,
+        threshold=ckpt.train_config.resample_threshold, overwrite=force,
+    )
+    parity = artifact.manifest["graphs"]["parity_max_abs"]
+    typer.echo(json.dumps(
+        {"artifact": str(out), "model_id": artifact.model_id, "parity_max_abs": parity}, indent=2
+    ))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def forecast(
+    ctx: typer.Context,
+    artifact: Annotated[Path, typer.Option(help="artifact directory (smct export --out)")],
+    input: Annotated[  # noqa: A002
+        Path,
+        typer.Option(help="history: CSV (a column per feature; series_id, timestamp optional) "
+                     "or JSON ({\"series\": [{\"id\": .., \"values\": [..]}]})"),
+    ],
+    horizon: int = 12,
+    levels: Annotated[
+        list[float], typer.Option(help="interval levels in percent, e.g. --levels 80 95")
+    ] = [80.0, 95.0],  # noqa: B006
+    samples: int = 1000,
+    backend: str = "torch",
+    device: str = "cpu",
+    seed: Optional[int] = None,  # noqa: UP045
+    output_format: Annotated[str, typer.Option("--format", help="json or csv")] = "json",
+    plot: Annotated[
+        Optional[Path], typer.Option(help="draw a fan chart to this image file")  # noqa: UP045
+    ] = None,
+) -> None:
+    """Forecast series from their history with an artifact; print JSON or CSV."""
+    from model.runtime import Runtime
+
+    try:
+        extra = [float(v) for v in ctx.args]
+    except ValueError:
+        raise typer.BadParameter(f"unexpected arguments {ctx.args}") from None
+    fractions = [v / 100.0 if v > 1.0 else v for v in [*levels, *extra]]
+    from model.artifact import ArtifactError
+
+    try:
+        runtime = Runtime.load(artifact, backend=backend, device=device)
+        names_in = runtime.manifest["features"].get("inputs", [])
+        ids, histories = _read_histories(input, names_in, runtime.n_features)
+        forecasts = runtime.forecast_history(histories, horizon, fractions, samples, seed=seed)
+    except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    names = runtime.manifest["features"]["targets"]
+    if output_format == "csv":
+        typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
+    elif output_format == "json":
+        typer.echo(json.dumps({
+            "model_version": runtime.model_version, "backend": runtime.backend,
+            "horizon": horizon, "levels": [round(100 * f, 6) for f in fractions], "targets": names,
+            "forecasts": [
+                {"id": i, "mean": f.mean.tolist(), "median": f.median.tolist(),
+                 "intervals": {f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
+                               for lv, (lo, hi) in f.intervals.items()}}
+                for i, f in zip(ids, forecasts, strict=True)
+            ],
+        }, indent=2))
+    else:
+        raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
+    if plot is not None:
+        _fan_chart(plot, ids, histories, forecasts, names[0])
+        typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _read_histories(path: Path, names: list[str], n_features: int) -> tuple[list[str], list]:
+    """Series ids and histories (T, F) from a CSV (long format if it has series_id) or JSON
+    (a list of values, or {"series": [{"id": .., "values": [...]}, ...]})."""
+    import numpy as np
+    import pandas as pd
+
+    if path.suffix.lower() == ".json":
+        doc = json.loads(path.read_text())
+        items = doc["series"] if isinstance(doc, dict) else [{"id": "0", "values": doc}]
+        values = [np.array([np.nan if v is None else v for v in it["values"]], dtype=np.float64)
+                  for it in items]
+        return [str(it.get("id", i)) for i, it in enumerate(items)], [
+            v.reshape(len(v), -1) for v in values]
+    frame = pd.read_csv(path)
+    id_col = next((c for c in ("series_id", "id") if c in frame.columns), None)
+    if "timestamp" in frame.columns:
+        frame = frame.sort_values([c for c in (id_col, "timestamp") if c], kind="stable")
+    cols = names if all(n in frame.columns for n in names) else [
+        c for c in frame.select_dtypes("number").columns if c not in (id_col, "timestamp")]
+    if len(cols) != n_features:
+        raise typer.BadParameter(f"{path} has value columns {cols}; the model takes {n_features}")
+    groups = frame.groupby(id_col, sort=False) if id_col else [("0", frame)]
+    return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
+
+
+def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names: list[str]) -> str:
+    header = ["id", "step", "target", "mean", "median"]
+    for lv in fractions:
+        header += [f"lo_{100 * lv:g}", f"hi_{100 * lv:g}"]
+    lines = [",".join(header)]
+    for sid, f in zip(ids, forecasts, strict=True):
+        for h in range(f.mean.shape[0]):
+            for o, name in enumerate(names):
+                row = [sid, str(h + 1), name, f"{f.mean[h, o]:.6g}", f"{f.median[h, o]:.6g}"]
+                for lv in fractions:
+                    lo, hi = f.intervals[lv]
+                    row += [f"{lo[h, o]:.6g}", f"{hi[h, o]:.6g}"]
+                lines.append(",".join(row))
+    return "\n".join(lines) + "\n"
+
+
+def _fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, target: str) -> None:
+    """History tail, median and nested intervals of the first target, one panel per series."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = list(zip(ids, histories, forecasts, strict=True))[:6]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.6 * len(shown)), squeeze=False)
+    for ax, (sid, hist, f) in zip(axes[:, 0], shown, strict=True):
+        h = f.mean.shape[0]
+        past = hist[-3 * h :, 0]
+        t0 = len(past)
+        ax.plot(range(t0), past, color="black", lw=1, label="history")
+        steps = range(t0, t0 + h)
+        for lv, (lo, hi) in sorted(f.intervals.items(), reverse=True):
+            ax.fill_between(steps, lo[:, 0], hi[:, 0], alpha=0.25, color="C0", lw=0,
+                            label=f"{100 * lv:g}%")
+        ax.plot(steps, f.median[:, 0], color="C0", lw=1.5, label="median")
+        ax.set_title(f"{sid}: {target}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

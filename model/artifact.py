@@ -1,0 +1,156 @@
+"""Model artifacts: a directory with a JSON manifest beside the weights, the noise table and
+the ONNX graphs. Opening one checks its type, format version and every file's sha256.
+
+    manifest.json      type "smct-artifact", format_version, model_id, model config, features,
+                       context length, particles, filter settings, scaling, evaluation metrics,
+                       noise table, graphs, library versions, {file: sha256}
+    weights.pt         the SMCTransformer state dict (torch backend)
+    noise.f32          the noise table (model/noise.py), little-endian float32
+    filter_step.onnx   model/compact.compact_step          (onnx backend)
+    forecast_step.onnx model/filter.forecast_step          (onnx backend)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.config import ModelConfig
+from model.smc_transformer import SMCTransformer
+
+ARTIFACT_TYPE = "smct-artifact"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.pt"
+NOISE = "noise.f32"
+FILTER_GRAPH = "filter_step.onnx"
+FORECAST_GRAPH = "forecast_step.onnx"
+FILES = (WEIGHTS, NOISE, FILTER_GRAPH, FORECAST_GRAPH)
+REQUIRED = (
+    "model_id",
+    "model_config",
+    "features",
+    "context_length",
+    "particles",
+    "filter",
+    "scaling",
+    "noise",
+    "files",
+)
+SCALING_MODES = ("global", "per_series")
+
+
+class ArtifactError(Exception):
+    """An artifact directory that cannot be used, with the reason."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_id_of(weights_sha: str, noise_sha: str) -> str:
+    """What a series state is tied to: the weights and the noise table that rebuild it."""
+    return hashlib.sha256(f"{weights_sha}:{noise_sha}".encode()).hexdigest()
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Add the checksums and model id of the files in `directory`, then write manifest.json."""
+    files = {name: sha256_file(directory / name) for name in FILES}
+    manifest = {
+        "type": ARTIFACT_TYPE,
+        "format_version": FORMAT_VERSION,
+        "model_id": model_id_of(files[WEIGHTS], files[NOISE]),
+        **manifest,
+        "files": files,
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """An opened, verified artifact directory."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: Path | str, *, verify: bool = True) -> Artifact:
+        """Read the manifest and check type, version, files and (if `verify`) checksums."""
+        path = Path(path)
+        if not (path / MANIFEST).is_file():
+            raise ArtifactError(f"{path} is not an artifact directory: no {MANIFEST}")
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except (OSError, ValueError) as err:
+            raise ArtifactError(f"{path / MANIFEST} is not valid JSON: {err}") from None
+        if not isinstance(manifest, dict) or manifest.get("type") != ARTIFACT_TYPE:
+            found = manifest.get("type") if isinstance(manifest, dict) else None
+            raise ArtifactError(f"{path}: artifact type is {found!r}, expected {ARTIFACT_TYPE!r}")
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ArtifactError(
+                f"{path}: artifact format version {manifest.get('format_version')!r} is not "
+                f"supported (this code reads version {FORMAT_VERSION}); re-export it"
+            )
+        missing = [key for key in REQUIRED if key not in manifest]
+        if missing:
+            raise ArtifactError(f"{path}: manifest lacks {missing}")
+        for name in FILES:
+            expected = manifest["files"].get(name)
+            if expected is None:
+                raise ArtifactError(f"{path}: manifest has no checksum for {name}")
+            if not (path / name).is_file():
+                raise ArtifactError(f"{path}: file {name} is missing")
+            if verify and sha256_file(path / name) != expected:
+                raise ArtifactError(
+                    f"{path}: checksum mismatch for {name} (the file was changed or corrupted)"
+                )
+        if (
+            verify
+            and model_id_of(manifest["files"][WEIGHTS], manifest["files"][NOISE])
+            != manifest["model_id"]
+        ):
+            raise ArtifactError(f"{path}: model_id does not match the weights and noise table")
+        mode = manifest["scaling"].get("mode")
+        if mode not in SCALING_MODES:
+            raise ArtifactError(f"{path}: unknown scaling mode {mode!r}; valid: {SCALING_MODES}")
+        return cls(path=path, manifest=manifest)
+
+    @property
+    def model_id(self) -> str:
+        return str(self.manifest["model_id"])
+
+    @property
+    def config(self) -> ModelConfig:
+        return ModelConfig.from_dict(self.manifest["model_config"])
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def load_model(self, device: str = "cpu") -> SMCTransformer:
+        model = SMCTransformer(self.config)
+        try:
+            weights = torch.load(self.file(WEIGHTS), map_location=device, weights_only=True)
+            model.load_state_dict(weights)
+        except (RuntimeError, ValueError, OSError) as err:
+            raise ArtifactError(f"{self.path}: cannot load {WEIGHTS}: {err}") from None
+        return model.to(device).eval()
+
+    def load_noise(self) -> np.ndarray:
+        table = np.fromfile(self.file(NOISE), dtype="<f4")
+        if table.size != int(self.manifest["noise"]["size"]):
+            raise ArtifactError(
+                f"{self.path}: {NOISE} holds {table.size} values, manifest says "
+                f"{self.manifest['noise']['size']}"
+            )
+        return table.astype(np.float32, copy=False)

@@ -1,0 +1,244 @@
+"""Execution backends of the runtime: the same two steps run by PyTorch or by onnxruntime.
+
+Both take and return numpy arrays for the filter update (the runtime's batches are numpy) and
+keep forecast paths in their own tensor type between steps. The filter update is
+model/compact.compact_step (UpdateGraph); forecast paths start from the compact state
+(`start_paths`, PyTorch for both backends) and move by model/filter.forecast_step.
+
+Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from model import artifact as art
+from model.compact import materialize
+from model.export import FORECAST_INPUTS, UPDATE_INPUTS, ForecastGraph, UpdateGraph
+from model.filter import FilterState
+from model.resampling import get_resampler
+from model.smc_transformer import SMCTransformer
+
+
+class StepOut(NamedTuple):
+    """Outputs of one filter update, numpy (see export.UPDATE_OUTPUTS)."""
+
+    lineage: np.ndarray  # (B, P, L) int64
+    logw: np.ndarray  # (B, P) float32
+    ancestors: np.ndarray  # (B, P) int64
+    resampled: np.ndarray  # (B,) bool
+    ess: np.ndarray  # (B,) float32
+    logw_pred: np.ndarray  # (B, P) float32
+    pred: np.ndarray  # (B, P, O) float32
+    loglik: np.ndarray  # (B, P) float32
+    x_in: np.ndarray  # (B, F) float32
+
+
+class Backend(Protocol):
+    name: str
+    device: str
+
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+    ) -> StepOut: ...
+
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+    ) -> Any: ...
+
+    def forecast_step(
+        self, paths: Any, eps_z: Tensor, eps_x: Tensor, eps_qkv: Tensor, covariates: Tensor | None
+    ) -> tuple[Any, np.ndarray]: ...
+
+
+def start_paths(
+    model: SMCTransformer,
+    noise: Tensor,
+    base: Tensor,
+    x_hist: Tensor,
+    valid: Tensor,
+    lineage: Tensor,
+    logw: Tensor,
+    u: Tensor,
+) -> FilterState:
+    """N equally weighted paths drawn by weight (systematic, uniforms u (B, N)) from the
+    particles of a compact state, as a FilterState (section 3.3)."""
+    b, n = u.shape
+    anc = get_resampler("systematic")(logw, u)  # (B, N)
+    chosen = lineage.gather(1, anc.unsqueeze(-1).expand(b, n, lineage.shape[-1]))  # (B, N, L)
+    return materialize(model, noise, base, x_hist, valid, chosen, lineage.shape[1])
+
+
+class TorchBackend:
+    """Eager PyTorch on cpu or cuda."""
+
+    name = "torch"
+
+    def __init__(self, model: SMCTransformer, noise: Tensor, device: str, threshold: float) -> None:
+        self.device = device
+        self.model = model.to(device).eval()
+        self.noise = noise.to(device)
+        self.graph = UpdateGraph(self.model, threshold)
+        self.forecast_graph = ForecastGraph(self.model)
+
+    def _t(self, a: np.ndarray | Tensor) -> Tensor:
+        return torch.as_tensor(a).to(self.device)
+
+    @torch.inference_mode()
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+    ) -> StepOut:
+        args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
+        return StepOut(*(o.cpu().numpy() for o in self.graph(self.noise, *args)))
+
+    @torch.inference_mode()
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+    ) -> FilterState:
+        args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, u)]
+        return start_paths(self.model, self.noise, *args)
+
+    @torch.inference_mode()
+    def forecast_step(
+        self,
+        paths: FilterState,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+    ) -> tuple[FilterState, np.ndarray]:
+        cov = None if covariates is None else self._t(covariates)
+        out = self.forecast_graph(
+            paths.window,
+            paths.query,
+            paths.x_prev,
+            paths.valid,
+            self._t(eps_z),
+            self._t(eps_x),
+            self._t(eps_qkv),
+            cov,
+        )
+        window, query, x_prev, valid, x_t = out
+        return FilterState(window, query, x_prev, valid, paths.logw), x_t.cpu().numpy()
+
+
+class OnnxBackend:
+    """onnxruntime on the artifact's graphs: CUDAExecutionProvider for device cuda, else CPU.
+
+    The noise table is bound once as an OrtValue (on the device), so a step copies none of it.
+    Forecast paths start in PyTorch on the cpu (a gather), then stay as numpy arrays.
+    """
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        artifact: art.Artifact,
+        model: SMCTransformer,
+        noise: Tensor,
+        device: str,
+        threads: int = 1,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.device = device
+        self.model = model.cpu().eval()
+        self.noise = noise.cpu()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda":
+            providers.insert(0, "CUDAExecutionProvider")
+        self.update_session = ort.InferenceSession(
+            str(artifact.file(art.FILTER_GRAPH)), options, providers=providers
+        )
+        self.forecast_session = ort.InferenceSession(
+            str(artifact.file(art.FORECAST_GRAPH)), options, providers=providers
+        )
+        self.forecast_inputs = [i.name for i in self.forecast_session.get_inputs()]
+        self.outputs = [o.name for o in self.update_session.get_outputs()]
+        ort_device = "cuda" if device == "cuda" else "cpu"
+        self.noise_value = ort.OrtValue.ortvalue_from_numpy(self.noise.numpy(), ort_device, 0)
+
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+    ) -> StepOut:
+        binding = self.update_session.io_binding()
+        binding.bind_ortvalue_input(UPDATE_INPUTS[0], self.noise_value)
+        for name, value in zip(
+            UPDATE_INPUTS[1:], (base, x_hist, valid, lineage, logw, x, observed), strict=True
+        ):
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name in self.outputs:
+            binding.bind_output(name)
+        self.update_session.run_with_iobinding(binding)
+        return StepOut(*binding.copy_outputs_to_cpu())
+
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+    ) -> list[np.ndarray]:
+        with torch.inference_mode():
+            args = [torch.as_tensor(a) for a in (base, x_hist, valid, lineage, logw, u)]
+            paths = start_paths(self.model, self.noise, *args)
+        return [t.numpy() for t in (paths.window, paths.query, paths.x_prev, paths.valid)]
+
+    def forecast_step(
+        self,
+        paths: list[np.ndarray],
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        values = [*paths, eps_z.numpy(), eps_x.numpy(), eps_qkv.numpy()]
+        if covariates is not None:
+            values.append(covariates.numpy())
+        feeds = dict(zip(self.forecast_inputs, values, strict=True))
+        assert set(feeds) <= set(FORECAST_INPUTS)
+        window, query, x_prev, valid, x_t = self.forecast_session.run(None, feeds)
+        return [window, query, x_prev, valid], x_t

@@ -1,0 +1,503 @@
+"""The inference runtime: the one API the CLI and the service use (docs/contracts.md).
+
+Runtime.load(artifact) verifies the artifact and picks a backend (model/backends.py). Series
+are batched: `create` filters histories into SeriesStates, `update` absorbs new observations
+and scores the intervals issued for them, `forecast` draws sample paths. Values are in the
+series' own units: inputs are scaled by the artifact's global scaler, or, with
+scaling.mode == "per_series", by the mean and standard deviation of the series' own history
+(kept in its state), and answers are scaled back. NaN marks a missing value: the filter
+advances without reweighting and feeds its predictive mean (model/filter.impute).
+
+Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
+seed and step (model/noise.py), so an update is reproducible and, to float32 rounding,
+independent of how series are batched. Forecast noise comes from a torch.Generator per series
+seeded by (seed, series seed, t).
+
+Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samples, K steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.artifact import Artifact, ArtifactError
+from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
+from model.export import MIN_PARTICLES
+from model.noise import NoiseLayout, check_table, noise_rows
+from model.predictive import Mixture, interval_probs, summarize_samples
+from model.smc_transformer import GaussianObservation
+from model.state import SeriesState, StateBatch, series_scaling
+
+BACKENDS = ("torch", "onnx")
+DEVICES = ("auto", "cpu", "cuda")
+MIN_HISTORY = 2
+CHUNK_BYTES = 4 << 20  # noise rows gathered by one backend call (see Runtime._step)
+
+
+class InputError(ValueError):
+    """Bad input to the runtime (shapes, lengths, values), with what is wrong."""
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Forecast of one series; arrays (H, O) in the series' units."""
+
+    mean: np.ndarray
+    median: np.ndarray
+    intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # level -> (lo, hi)
+    samples: np.ndarray | None = None  # (N, H, O) only if asked
+    quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What the model had issued for one observation, and how the observation scored."""
+
+    seq: int
+    value: np.ndarray | None  # (O,) targets as given; None when missing
+    intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # issued one-step intervals, (O,)
+    covered: dict[float, bool] | None  # all target dims inside; None when missing
+    pit: np.ndarray | None  # (O,) predictive CDF at the value
+    log_score: float | None  # log predictive density of the value (series units)
+    crps: float | None  # mean over targets (series units)
+    ess: float  # ESS of the weights before selection (particles)
+    resampled: bool
+
+
+def _key(*parts: Any) -> int:
+    """A 63-bit integer from any values (seeds of series and of generators)."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class Runtime:
+    """Batched inference on one artifact with one backend (see the module docstring)."""
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        engine: Backend,
+        sigma_obs: np.ndarray,
+        particles: int,
+        table_rows: int,
+    ) -> None:
+        self.artifact = artifact
+        self.manifest: dict[str, Any] = artifact.manifest
+        self.model_id = artifact.model_id
+        self.model_version = self.model_id[:12]
+        self.engine = engine
+        self.backend: str = engine.name
+        self.device: str = engine.device
+        cfg = artifact.config
+        self.n_features: int = cfg.d_in
+        self.target_dim: int = cfg.target_dim
+        self.window: int = cfg.window
+        self.n_particles = particles
+        self.min_history: int = MIN_HISTORY
+        self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
+        self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
+        self.table_rows = table_rows
+        self.sigma_obs = torch.as_tensor(sigma_obs, dtype=torch.float64)  # (O,)
+        scaling = self.manifest["scaling"]
+        self.per_series = scaling["mode"] == "per_series"
+        if not self.per_series:
+            self.loc = np.asarray(scaling["loc"], dtype=np.float64)
+            self.scale = np.asarray(scaling["scale"], dtype=np.float64)
+
+    @classmethod
+    def load(
+        cls,
+        artifact: Path | str,
+        *,
+        backend: str = "torch",
+        device: str = "auto",
+        particles: int | None = None,
+        threads: int = 1,
+    ) -> Runtime:
+        """Open and verify `artifact`; backend torch|onnx, device auto|cpu|cuda; `particles`
+        defaults to the artifact's; `threads` is onnxruntime's intra-op thread count."""
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+        if device not in DEVICES:
+            raise InputError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
+        art = Artifact.open(artifact)
+        cfg = art.config
+        if cfg.obs != "gaussian":
+            raise ArtifactError(f"{art.path}: only gaussian observation models can be served")
+        p = int(particles or art.manifest["particles"])
+        if p < MIN_PARTICLES:
+            raise InputError(f"particles must be >= {MIN_PARTICLES}, got {p}")
+        layout = NoiseLayout(p, cfg.d_model, cfg.n_heads)
+        noise = noise_rows(art.load_noise(), layout)
+        try:
+            check_table(noise.shape[0], layout, cfg.window)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        device = _device(backend, device)
+        model = art.load_model("cpu")
+        threshold = float(art.manifest["filter"].get("threshold", 1.0))
+        engine: Backend
+        if backend == "torch":
+            engine = TorchBackend(model, noise, device, threshold)
+        else:
+            engine = OnnxBackend(art, model, noise, device, threads)
+        assert isinstance(model.obs, GaussianObservation)
+        sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
+        return cls(art, engine, sigma_obs, p, noise.shape[0])
+
+    # ------------------------------------------------------------------ filtering
+
+    def create(
+        self, histories: Sequence[np.ndarray], *, seeds: Sequence[int] | None = None
+    ) -> list[SeriesState]:
+        """Filter each history (T_i, F) from its first row; `seeds` default to a hash of the
+        model and the history, so the same history gives the same state."""
+        rows = [self._rows(h, "history", self.min_history) for h in histories]
+        if seeds is not None and len(seeds) != len(rows):
+            raise InputError(f"got {len(seeds)} seeds for {len(rows)} histories")
+        b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
+        if b == 0:
+            return []
+        scaling = [series_scaling(r) if self.per_series else (self.loc, self.scale) for r in rows]
+        if self.per_series:
+            for r in rows:
+                if not np.isfinite(r[:, : self.target_dim]).any(axis=0).all():
+                    raise InputError(
+                        "a history has a target that is never observed; it cannot "
+                        "be scaled by its own history"
+                    )
+        lineage = np.zeros((b, p, n_lag), np.int64)
+        lineage[:, :, 0] = np.arange(p)
+        batch = StateBatch(
+            seed=np.array(
+                [
+                    _key(self.model_id, r.tobytes()) if seeds is None else int(seeds[i])
+                    for i, r in enumerate(rows)
+                ],
+                dtype=np.uint64,
+            ),
+            t=np.ones(b, np.int64),
+            x_hist=np.zeros((b, n_lag, f), np.float32),
+            lineage=lineage,
+            logw=np.zeros((b, p), np.float32),
+            loc=np.stack([s[0] for s in scaling]),
+            scale=np.stack([s[1] for s in scaling]),
+        )
+        batch.x_hist[:, 0] = np.nan_to_num(self._scale(np.stack([r[0] for r in rows]), batch))
+        self._advance(batch, [r[1:] for r in rows])
+        return [batch.state(i, self.model_id) for i in range(b)]
+
+    def update(
+        self,
+        states: Sequence[SeriesState],
+        observations: Sequence[np.ndarray],
+        levels: Sequence[float],
+    ) -> list[tuple[SeriesState, list[UpdateResult]]]:
+        """Absorb observations[i] (K_i, F) into states[i]; returns the new states and, per
+        observation, the intervals that had been issued for it and its scores."""
+        if len(states) != len(observations):
+            raise InputError(f"got {len(states)} states and {len(observations)} observation arrays")
+        self._check_states(states)
+        levels = _levels(levels)
+        rows = [self._rows(o, "observations", 0) for o in observations]
+        if not states:
+            return []
+        batch = StateBatch.of(states)
+        results: list[list[UpdateResult]] = [[] for _ in states]
+
+        def score(idx: np.ndarray, sub: StateBatch, x: np.ndarray, out: StepOut) -> None:
+            for i, res in zip(idx, self._score(sub, x, out, levels), strict=True):
+                results[i].append(res)
+
+        self._advance(batch, rows, score)
+        return [(batch.state(i, self.model_id), results[i]) for i in range(len(states))]
+
+    def _advance(
+        self,
+        batch: StateBatch,
+        rows: list[np.ndarray],
+        on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut], None] | None = None,
+    ) -> None:
+        """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
+        index, on the series that have an observation there. Updates `batch` in place."""
+        counts = np.array([len(r) for r in rows])
+        for k in range(int(counts.max(initial=0))):
+            idx = np.flatnonzero(counts > k)
+            sub = batch if len(idx) == len(rows) else batch.take(idx)
+            x = np.stack([rows[i][k] for i in idx])  # (B_k, F) series units
+            xs = self._scale(x, sub).astype(np.float32)
+            observed = np.asarray(np.isfinite(xs[:, : self.target_dim]).all(axis=1))
+            xs[:, self.target_dim :] = np.nan_to_num(xs[:, self.target_dim :])  # 0: the mean
+            valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
+            steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
+            base = self.layout.base_rows(sub.seed, steps, self.table_rows)
+            out = self._step(base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed)
+            if on_step is not None:
+                on_step(idx, sub, x, out)
+            sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
+            sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
+            if sub is not batch:
+                batch.put(idx, sub)
+
+    def _step(self, *arrays: np.ndarray) -> StepOut:
+        """The backend's update in chunks of `chunk` series: the noise rows one step gathers
+        (B, P, L, 2D) stay in cache instead of spilling (a batch of 64 series at P = 100 would
+        gather 40 MB)."""
+        b = len(arrays[0])
+        if b <= self.chunk:
+            return self.engine.update(*arrays)
+        parts = [
+            self.engine.update(*(a[i : i + self.chunk] for a in arrays))
+            for i in range(0, b, self.chunk)
+        ]
+        return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+
+    def _score(
+        self, sub: StateBatch, x: np.ndarray, out: StepOut, levels: list[float]
+    ) -> list[UpdateResult]:
+        """UpdateResults of one step for B_k series: x (B_k, F) in series units."""
+        o = self.target_dim
+        loc, scale = sub.loc[:, :o], sub.scale[:, :o]  # (B_k, O)
+        y = x[:, :o].astype(np.float64)
+        observed = np.asarray(np.isfinite(y).all(axis=1))
+        ys = torch.from_numpy(np.nan_to_num((y - loc) / scale))  # (B_k, O) scaled
+        mix = Mixture.from_filter(
+            torch.from_numpy(out.logw_pred), torch.from_numpy(out.pred), self.sigma_obs
+        )
+        bounds = np.zeros((len(x), 0, o))
+        if levels:
+            probs = torch.tensor(interval_probs(levels), dtype=torch.float64)
+            bounds = mix.quantile(probs).numpy() * scale[:, None] + loc[:, None]  # (B_k, 2n, O)
+        pit = mix.cdf(ys.unsqueeze(1))[:, 0].numpy()  # (B_k, O)
+        log_score = mix.log_density(ys).numpy() - np.log(scale).sum(axis=1)
+        crps = (mix.crps(ys).numpy() * scale).mean(axis=1)
+        results = []
+        for i in range(len(x)):
+            intervals = {
+                lv: (bounds[i, 2 * j], bounds[i, 2 * j + 1]) for j, lv in enumerate(levels)
+            }
+            seen = bool(observed[i])
+            results.append(
+                UpdateResult(
+                    seq=int(sub.t[i]),
+                    value=y[i].copy() if seen else None,
+                    intervals=intervals,
+                    covered={
+                        lv: bool(np.all((lo <= y[i]) & (y[i] <= hi)))
+                        for lv, (lo, hi) in intervals.items()
+                    }
+                    if seen
+                    else None,
+                    pit=pit[i] if seen else None,
+                    log_score=float(log_score[i]) if seen else None,
+                    crps=float(crps[i]) if seen else None,
+                    ess=float(out.ess[i]),
+                    resampled=bool(out.resampled[i]),
+                )
+            )
+        return results
+
+    # ------------------------------------------------------------------ forecasting
+
+    def forecast(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> list[Forecast]:
+        """Sample n_samples paths over `horizon` steps from each state and summarise them."""
+        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, covariates)]
+        if not steps:
+            return []
+        samples = np.stack(steps, axis=2)  # (B, N, H, O)
+        return self._summaries(samples, _levels(levels), _levels(quantiles), return_samples)
+
+    def forecast_steps(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> Iterator[tuple[int, list[Forecast]]]:
+        """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1)."""
+        levels, quantiles = _levels(levels), _levels(quantiles)
+        for h, x in self._paths(states, horizon, n_samples, seed, covariates):
+            yield h, self._summaries(x[:, :, None], levels, quantiles, return_samples)
+
+    def forecast_history(
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> list[Forecast]:
+        """Stateless: create states from the histories, then forecast."""
+        return self.forecast(
+            self.create(histories),
+            horizon,
+            levels,
+            n_samples,
+            return_samples=return_samples,
+            seed=seed,
+            quantiles=quantiles,
+            covariates=covariates,
+        )
+
+    def _paths(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        n_samples: int,
+        seed: int | None,
+        covariates: Sequence[np.ndarray] | None,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (h, samples (B, N, O) in series units) as the paths move."""
+        if horizon < 1 or n_samples < 1:
+            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
+        self._check_states(states)
+        cov = self._covariates(states, horizon, covariates)
+        if not states:
+            return
+        batch = StateBatch.of(states)
+        gens = [torch.Generator().manual_seed(_key("forecast", seed, s.seed, s.t)) for s in states]
+        cfg = self.artifact.config
+        n, d, o = n_samples, cfg.d_model, self.target_dim
+
+        def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
+            fn = torch.rand if uniform else torch.randn
+            return torch.stack([fn(*shape, generator=g) for g in gens])
+
+        valid = np.arange(self.window)[None, :] < batch.t[:, None]
+        steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
+        base = self.layout.base_rows(batch.seed, steps, self.table_rows)
+        paths = self.engine.start_paths(
+            base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True)
+        )
+        loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
+        for h in range(horizon):
+            cov_h = None if cov is None else torch.from_numpy(cov[:, h])
+            paths, x_t = self.engine.forecast_step(
+                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h
+            )
+            yield h, x_t.astype(np.float64) * scale + loc
+
+    def _summaries(
+        self, samples: np.ndarray, levels: list[float], quantiles: list[float], return_samples: bool
+    ) -> list[Forecast]:
+        s = summarize_samples(samples, levels, quantiles)
+        return [
+            Forecast(
+                mean=s.mean[i],
+                median=s.median[i],
+                intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
+                samples=samples[i] if return_samples else None,
+                quantiles={q: v[i] for q, v in s.quantiles.items()},
+            )
+            for i in range(samples.shape[0])
+        ]
+
+    # ------------------------------------------------------------------ checks and scaling
+
+    def _scale(self, x: np.ndarray, batch: StateBatch) -> np.ndarray:
+        """Series units (B, F) -> scaled float64, NaN kept."""
+        return (np.asarray(x, dtype=np.float64) - batch.loc) / batch.scale
+
+    def _rows(self, a: np.ndarray, what: str, min_rows: int) -> np.ndarray:
+        arr = np.asarray(a, dtype=np.float64)
+        if arr.ndim == 1 and self.n_features == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2 or arr.shape[1] != self.n_features:
+            raise InputError(f"each {what} must have shape (T, {self.n_features}), got {arr.shape}")
+        if len(arr) < min_rows:
+            raise InputError(f"a {what} needs at least {min_rows} rows, got {len(arr)}")
+        if np.isinf(arr).any():
+            raise InputError(f"{what} contain infinite values (use NaN for missing ones)")
+        return arr
+
+    def _check_states(self, states: Sequence[SeriesState]) -> None:
+        for s in states:
+            if s.model_id != self.model_id:
+                raise InputError(
+                    f"a series state belongs to model {s.model_id[:12]}, this "
+                    f"runtime serves {self.model_version}; recreate it from history"
+                )
+            if (
+                s.n_particles != self.n_particles
+                or s.window != self.window
+                or (s.n_features != self.n_features)
+            ):
+                raise InputError(
+                    f"a series state has P={s.n_particles}, L={s.window}, "
+                    f"F={s.n_features}; this runtime uses P={self.n_particles}, "
+                    f"L={self.window}, F={self.n_features}"
+                )
+
+    def _covariates(
+        self, states: Sequence[SeriesState], horizon: int, covariates: Sequence[np.ndarray] | None
+    ) -> np.ndarray | None:
+        """Known future covariates, scaled: (B, H, F - O), or None for models without them."""
+        c = self.n_features - self.target_dim
+        if c == 0:
+            if covariates is not None:
+                raise InputError("this model has no covariates")
+            return None
+        if covariates is None or len(covariates) != len(states):
+            raise InputError(f"this model needs future covariates (horizon, {c}) for each series")
+        try:
+            out = np.stack(
+                [np.asarray(v, dtype=np.float64).reshape(horizon, c) for v in covariates]
+            )
+        except ValueError:
+            raise InputError(
+                f"future covariates must have shape ({horizon}, {c}) per series"
+            ) from None
+        if not np.isfinite(out).all():
+            raise InputError("future covariates must be finite")
+        locs = np.stack([s.loc[self.target_dim :] for s in states])[:, None]
+        scales = np.stack([s.scale[self.target_dim :] for s in states])[:, None]
+        return ((out - locs) / scales).astype(np.float32)
+
+
+def _levels(levels: Sequence[float]) -> list[float]:
+    out = [float(v) for v in levels]
+    bad = [v for v in out if not 0.0 < v < 1.0]
+    if bad:
+        raise InputError(f"levels and quantiles must be fractions in (0, 1), got {bad}")
+    return out
+
+
+def _device(backend: str, device: str) -> str:
+    if backend == "torch":
+        available = torch.cuda.is_available()
+    else:
+        import onnxruntime as ort
+
+        available = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if device == "cuda" and not available:
+        raise InputError(f"device cuda was asked for but the {backend} backend has no CUDA here")
+    return device

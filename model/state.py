@@ -1,0 +1,240 @@
+"""The particle state of one series: a frozen, versioned structure and its bytes.
+
+This is what the state store (Redis) holds per series. It is the compact form of the filter's
+particles (model/compact.py): the last L scaled inputs, each particle's lineage over the
+window, the log-weights, the series' 64-bit noise seed and step count, and its scaling. The
+key/value windows are rebuilt from these and the artifact's noise table, so the bytes are a few
+kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
+update after a round trip through bytes gives bit for bit the result it gives on the original.
+
+Binary format, version 1, little-endian:
+    magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
+    sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
+    x_hist n x F x f32 (n = min(t, L) valid lags) | lineage P x (n - 1) x index (lags 2..n;
+    lag 1 of particle m is m itself) | logw P x f32 | crc32 u32 of all that precedes.
+`StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
+scaling taken from a series' own history.
+Shapes: B series, P particles, L window, F input features.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+MAGIC = b"SMCS"
+_HEAD = struct.Struct("<4sHH32sQQIHH")
+_INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
+
+
+class StateFormatError(ValueError):
+    """Bytes that are not a series state this code can read."""
+
+
+def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    out = np.ascontiguousarray(a, dtype=dtype)
+    if out is a:
+        out = out.copy()
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesState:
+    """Particles of one series after `t` observations (see the module docstring)."""
+
+    FORMAT_VERSION: ClassVar[int] = 1
+
+    model_id: str  # sha256 (hex) of the artifact weights and noise table
+    seed: int  # 64-bit key of the series' noise blocks
+    t: int  # observations absorbed so far (the next observation's seq number)
+    x_hist: np.ndarray  # (L, F) float32 scaled inputs, lag s at s-1, 0 beyond t
+    lineage: np.ndarray  # (P, L) int64 ancestor index at each lag, lineage[:, 0] = arange(P)
+    logw: np.ndarray  # (P,) float32 log-weights
+    loc: np.ndarray  # (F,) float64 scaling: scaled = (x - loc) / scale
+    scale: np.ndarray  # (F,) float64
+
+    def __post_init__(self) -> None:
+        for name, dtype in (
+            ("x_hist", np.float32),
+            ("lineage", np.int64),
+            ("logw", np.float32),
+            ("loc", np.float64),
+            ("scale", np.float64),
+        ):
+            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+        p, n_lag = self.lineage.shape
+        if self.x_hist.shape[0] != n_lag or self.logw.shape != (p,):
+            raise ValueError(
+                f"inconsistent state shapes: x_hist {self.x_hist.shape}, lineage "
+                f"{self.lineage.shape}, logw {self.logw.shape}"
+            )
+
+    @property
+    def n_particles(self) -> int:
+        return int(self.lineage.shape[0])
+
+    @property
+    def window(self) -> int:
+        return int(self.lineage.shape[1])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.x_hist.shape[1])
+
+    @property
+    def ess(self) -> float:
+        """Effective sample size 1 / sum w^2 of the current weights."""
+        logw = self.logw.astype(np.float64)
+        w = np.exp(logw - logw.max())
+        return float(w.sum() ** 2 / np.square(w).sum())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SeriesState):
+            return NotImplemented
+        return (self.model_id, self.seed, self.t) == (other.model_id, other.seed, other.t) and all(
+            np.array_equal(getattr(self, f), getattr(other, f))
+            for f in ("x_hist", "lineage", "logw", "loc", "scale")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_bytes(self) -> bytes:
+        p, n_lag = self.lineage.shape
+        f = self.n_features
+        n = min(self.t, n_lag)
+        width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
+        head = _HEAD.pack(
+            MAGIC,
+            self.FORMAT_VERSION,
+            width,
+            bytes.fromhex(self.model_id),
+            self.seed,
+            self.t,
+            p,
+            n_lag,
+            f,
+        )
+        body = b"".join(
+            (
+                head,
+                self.loc.astype("<f8").tobytes(),
+                self.scale.astype("<f8").tobytes(),
+                self.x_hist[:n].astype("<f4").tobytes(),
+                self.lineage[:, 1:n].astype(_INDEX[width]).tobytes(),
+                self.logw.astype("<f4").tobytes(),
+            )
+        )
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SeriesState:
+        """Parse `to_bytes` output; raises StateFormatError naming what is wrong."""
+        data = bytes(data)
+        if len(data) < _HEAD.size + 4:
+            raise StateFormatError(f"series state too short ({len(data)} bytes)")
+        magic, version, width, model_id, seed, t, p, n_lag, f = _HEAD.unpack_from(data)
+        if magic != MAGIC:
+            raise StateFormatError("not a series state (bad magic bytes)")
+        if version != cls.FORMAT_VERSION:
+            raise StateFormatError(
+                f"series state format version {version} is not supported (this code reads "
+                f"version {cls.FORMAT_VERSION}); rebuild the state from the series' history"
+            )
+        if width not in _INDEX or p < 1 or n_lag < 1 or f < 1 or t < 1:
+            raise StateFormatError("corrupt series state header")
+        n = min(t, n_lag)
+        sizes = (8 * f, 8 * f, 4 * n * f, width * p * (n - 1), 4 * p)
+        if len(data) != _HEAD.size + sum(sizes) + 4:
+            raise StateFormatError(
+                f"series state has {len(data)} bytes, its header implies "
+                f"{_HEAD.size + sum(sizes) + 4}"
+            )
+        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+        if zlib.crc32(data[:-4]) != crc:
+            raise StateFormatError("series state checksum mismatch (corrupt bytes)")
+        parts, pos = [], _HEAD.size
+        for size in sizes:
+            parts.append(data[pos : pos + size])
+            pos += size
+        x_hist = np.zeros((n_lag, f), np.float32)
+        x_hist[:n] = np.frombuffer(parts[2], "<f4").reshape(n, f)
+        lineage = np.zeros((p, n_lag), np.int64)
+        lineage[:, 0] = np.arange(p)
+        lineage[:, 1:n] = np.frombuffer(parts[3], _INDEX[width]).reshape(p, n - 1)
+        if lineage.size and lineage.max() >= p:
+            raise StateFormatError("corrupt series state: ancestor index out of range")
+        return cls(
+            model_id=model_id.hex(),
+            seed=int(seed),
+            t=int(t),
+            x_hist=x_hist,
+            lineage=lineage,
+            logw=np.frombuffer(parts[4], "<f4"),
+            loc=np.frombuffer(parts[0], "<f8"),
+            scale=np.frombuffer(parts[1], "<f8"),
+        )
+
+
+@dataclass
+class StateBatch:
+    """The states of B series stacked as numpy arrays (what the runtime steps)."""
+
+    seed: np.ndarray  # (B,) uint64
+    t: np.ndarray  # (B,) int64
+    x_hist: np.ndarray  # (B, L, F) float32
+    lineage: np.ndarray  # (B, P, L) int64
+    logw: np.ndarray  # (B, P) float32
+    loc: np.ndarray  # (B, F) float64
+    scale: np.ndarray  # (B, F) float64
+
+    @classmethod
+    def of(cls, states: Sequence[SeriesState]) -> StateBatch:
+        return cls(
+            seed=np.array([s.seed for s in states], dtype=np.uint64),
+            t=np.array([s.t for s in states], dtype=np.int64),
+            x_hist=np.stack([s.x_hist for s in states]),
+            lineage=np.stack([s.lineage for s in states]),
+            logw=np.stack([s.logw for s in states]),
+            loc=np.stack([s.loc for s in states]),
+            scale=np.stack([s.scale for s in states]),
+        )
+
+    def take(self, idx: np.ndarray) -> StateBatch:
+        return StateBatch(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+
+    def put(self, idx: np.ndarray, other: StateBatch) -> None:
+        for f in self.__dataclass_fields__:
+            getattr(self, f)[idx] = getattr(other, f)
+
+    def state(self, i: int, model_id: str) -> SeriesState:
+        return SeriesState(
+            model_id=model_id,
+            seed=int(self.seed[i]),
+            t=int(self.t[i]),
+            x_hist=self.x_hist[i],
+            lineage=self.lineage[i],
+            logw=self.logw[i],
+            loc=self.loc[i],
+            scale=self.scale[i],
+        )
+
+
+def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Location and scale of a series from its own history (T, F): mean and standard deviation
+    per feature ignoring NaN; a constant (or unseen) feature gets scale 1 (as Scaler.fit)."""
+    x = np.asarray(history, dtype=np.float64)
+    finite = np.isfinite(x)
+    count = finite.sum(axis=0)  # (F,)
+    safe = np.where(finite, x, 0.0)
+    loc = safe.sum(axis=0) / np.maximum(count, 1)
+    scale = np.sqrt((np.where(finite, x - loc, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1))
+    seen = count > 0
+    loc, scale = np.where(seen, loc, 0.0), np.where(seen, scale, 1.0)
+    constant = ~(scale > 1e-8 * np.maximum(1.0, np.abs(loc)))
+    return loc, np.where(constant, 1.0, scale)

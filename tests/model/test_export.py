@@ -1,0 +1,139 @@
+"""Artifacts: manifest, verification, ONNX graphs against eager PyTorch, torch-vs-onnx runtime
+parity, and the `smct forecast` command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from model.artifact import FILES, Artifact, ArtifactError, sha256_file
+from model.export import check_graphs
+from model.noise import NoiseLayout, noise_rows
+from model.runtime import Runtime
+from tests.model.conftest import variant
+from training.cli import app
+
+PARITY = 1e-4
+
+
+def test_manifest_describes_the_artifact(artifact: Path) -> None:
+    m = json.loads((artifact / "manifest.json").read_text())
+    assert m["type"] == "smct-artifact" and m["format_version"] == 1
+    assert m["model_config"]["d_model"] == 8 and m["context_length"] == 24 and m["particles"] == 10
+    assert m["features"] == {"inputs": ["x"], "targets": ["x"], "covariates": []}
+    assert m["scaling"]["mode"] == "global" and m["filter"]["resampling"] == "systematic"
+    assert "val_nll" in m["metrics"] and {"torch", "onnx", "onnxruntime", "smct"} <= set(
+        m["versions"]
+    )
+    assert set(m["files"]) == set(FILES)
+    assert all(m["files"][f] == sha256_file(artifact / f) for f in FILES)
+    assert max(m["graphs"]["parity_max_abs"].values()) < PARITY
+
+
+def _copy(artifact: Path, out: Path) -> Path:
+    shutil.copytree(artifact, out)
+    return out
+
+
+def test_loading_refuses_damaged_artifacts(artifact: Path, tmp_path: Path) -> None:
+    tampered = _copy(artifact, tmp_path / "tampered")
+    with open(tampered / "forecast_step.onnx", "r+b") as fh:
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 1]))
+    missing = variant(artifact, tmp_path / "missing")
+    (missing / "noise.f32").unlink()
+    cases = {
+        "checksum mismatch for forecast_step.onnx": tampered,
+        "file noise.f32 is missing": missing,
+        "artifact type is 'other'": variant(artifact, tmp_path / "type", type="other"),
+        "format version 99 is not supported": variant(artifact, tmp_path / "v", format_version=99),
+        "no manifest.json": tmp_path,
+        "unknown scaling mode": variant(artifact, tmp_path / "s", scaling={"mode": "robust"}),
+    }
+    for message, path in cases.items():
+        with pytest.raises(ArtifactError, match=message):
+            Runtime.load(path)
+    Artifact.open(artifact)  # the original is fine
+
+
+def test_exported_graphs_equal_eager(artifact: Path) -> None:
+    art = Artifact.open(artifact)
+    model = art.load_model()
+    noise = noise_rows(art.load_noise(), NoiseLayout(10, 8, 1))
+    report = check_graphs(model, noise, artifact, threshold=1.0)
+    assert max(report.values()) < PARITY
+
+
+def test_torch_and_onnx_backends_agree(rt_torch: Runtime, rt_onnx: Runtime, ar_series: Any) -> None:
+    """Same noise: max abs difference of issued intervals, scores and forecasts under 1e-4."""
+    histories = ar_series(4, 30, seed=5)
+    obs = [np.array([[0.3], [np.nan], [-1.0]])] * 4
+    levels = [0.8, 0.95]
+    out = {}
+    for name, rt in (("torch", rt_torch), ("onnx", rt_onnx)):
+        updated = rt.update(rt.create(histories), obs, levels)
+        states = [s for s, _ in updated]
+        out[name] = (updated, rt.forecast(states, 6, levels, 300, seed=0, quantiles=[0.1, 0.5]))
+    (upd_t, fc_t), (upd_o, fc_o) = out["torch"], out["onnx"]
+    diffs = []
+    for (st, rs_t), (so, rs_o) in zip(upd_t, upd_o, strict=True):
+        assert np.array_equal(st.lineage, so.lineage)
+        for a, b in zip(rs_t, rs_o, strict=True):
+            diffs += [np.abs(np.subtract(a.intervals[lv], b.intervals[lv])).max() for lv in levels]
+            if a.pit is not None:
+                diffs += [
+                    np.abs(a.pit - b.pit).max(),
+                    abs(a.log_score - b.log_score),
+                    abs(a.crps - b.crps),
+                ]
+    for a, b in zip(fc_t, fc_o, strict=True):
+        diffs += [np.abs(a.mean - b.mean).max(), np.abs(a.median - b.median).max()]
+        diffs += [np.abs(a.quantiles[q] - b.quantiles[q]).max() for q in (0.1, 0.5)]
+        diffs += [np.abs(np.subtract(a.intervals[lv], b.intervals[lv])).max() for lv in levels]
+    assert max(diffs) < PARITY
+
+
+def test_forecast_command(artifact: Path, tmp_path: Path) -> None:
+    x = np.cumsum(np.random.default_rng(0).normal(size=40))
+    table = tmp_path / "history.csv"
+    table.write_text(
+        "series_id,timestamp,x\n"
+        + "".join(
+            f"{sid},{t},{v:.4f}\n" for sid in ("a", "b") for t, v in enumerate(x + (sid == "b"))
+        )
+    )
+    runner = CliRunner()
+    args = [
+        "forecast",
+        "--artifact",
+        str(artifact),
+        "--input",
+        str(table),
+        "--horizon",
+        "5",
+        "--samples",
+        "200",
+        "--levels",
+        "80",
+        "95",
+        "--backend",
+        "onnx",
+    ]
+    result = runner.invoke(app, [*args, "--plot", str(tmp_path / "fan.png")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["levels"] == [80.0, 95.0] and [f["id"] for f in doc["forecasts"]] == ["a", "b"]
+    assert np.asarray(doc["forecasts"][0]["intervals"]["95"]["lo"]).shape == (5, 1)
+    assert (tmp_path / "fan.png").stat().st_size > 1000
+    result = runner.invoke(app, [*args, "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "id,step,target,mean,median,lo_80,hi_80,lo_95,hi_95" and len(lines) == 11

@@ -1,0 +1,227 @@
+"""The inference runtime: batching, missing values, scaling, forecasts, agreement with the
+evaluation code, and input errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from model.runtime import Forecast, InputError, Runtime
+from model.state import SeriesState
+from training.data import load_dataset
+from training.evaluate import multistep
+from training.metrics import summarize
+
+
+def test_create_and_update_count_observations(rt_torch: Runtime, ar_series: Any) -> None:
+    states = rt_torch.create(ar_series(2, 30))
+    assert [s.t for s in states] == [30, 30]
+    assert rt_torch.create(ar_series(2, 30)) == states  # same history, same seed, same state
+    out = rt_torch.update(states, [np.array([[0.1], [0.2]]), np.array([[0.3]])], [0.8, 0.95])
+    (s0, r0), (s1, r1) = out
+    assert (s0.t, s1.t) == (32, 31)
+    assert [r.seq for r in r0] == [30, 31] and [r.seq for r in r1] == [30]
+    r = r0[0]
+    assert r.value is not None and r.value.shape == (1,) and r.value[0] == 0.1
+    lo80, hi80 = r.intervals[0.8]
+    lo95, hi95 = r.intervals[0.95]
+    assert lo95 < lo80 < hi80 < hi95
+    assert r.covered == {0.8: bool(lo80 <= 0.1 <= hi80), 0.95: bool(lo95 <= 0.1 <= hi95)}
+    assert r.pit is not None and 0 < r.pit[0] < 1
+    assert r.log_score is not None and r.crps is not None and r.crps > 0
+    assert 1 <= r.ess <= 10 and r.resampled
+
+
+def test_batching_does_not_change_results(rt_torch: Runtime, ar_series: Any) -> None:
+    """A series gives the same state and scores (to float32 rounding: kernels sum in an order
+    that depends on the batch size) alone or in a batch with others that have more or fewer
+    observations: the noise is keyed by series and step, not by batch position."""
+    states = rt_torch.create(ar_series(3, 20))
+    assert rt_torch.create(ar_series(3, 20)[1:2])[0].lineage.tolist() == states[1].lineage.tolist()
+    obs = [np.array([[0.5], [np.nan], [1.0]]), np.array([[0.2]]), np.array([[0.0], [0.1]])]
+    together = rt_torch.update(states, obs, [0.9])
+    for i in range(3):
+        ((alone, results),) = rt_torch.update([states[i]], [obs[i]], [0.9])
+        batched, batched_results = together[i]
+        assert alone.t == batched.t and np.array_equal(alone.lineage, batched.lineage)
+        np.testing.assert_allclose(alone.logw, batched.logw, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(alone.x_hist, batched.x_hist, rtol=1e-5, atol=1e-5)
+        for r, rb in zip(results, batched_results, strict=True):
+            np.testing.assert_allclose(r.intervals[0.9], rb.intervals[0.9], rtol=1e-5)
+            assert (r.pit is None) == (rb.pit is None)
+
+
+def test_missing_values_advance_without_reweighting(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 30))
+    ((new, results),) = rt_torch.update([state], [np.array([[np.nan], [np.nan], [0.4]])], [0.8])
+    assert new.t == state.t + 3
+    for r in results[:2]:
+        assert r.value is None and r.covered is None and r.pit is None
+        assert r.log_score is None and r.crps is None
+        lo, hi = r.intervals[0.8]
+        assert np.isfinite(lo).all() and lo < hi  # an interval is still issued
+    assert results[2].value is not None and results[2].covered is not None
+    # a missing step feeds the predictive mean; with resampling every step, the weights
+    # after a missing step stay uniform, so the next one's ESS is P
+    assert results[1].ess == pytest.approx(10.0) and results[2].ess == pytest.approx(10.0)
+    assert np.isfinite(new.x_hist).all()
+    lo, hi = results[1].intervals[0.8]
+    assert lo < new.x_hist[1, 0] < hi  # the imputed input lies inside the issued interval
+
+
+def test_per_series_scaling_is_affine_invariant(rt_series: Runtime, ar_series: Any) -> None:
+    """x and 1000 x + 7 (same seed): forecasts and intervals map by the same affine map, PIT is
+    unchanged, the log score moves by -log 1000 and the CRPS scales by 1000."""
+    (h,) = ar_series(1, 30)
+    a, b = rt_series.create([h, 1000 * h + 7], seeds=[11, 11])
+    np.testing.assert_array_equal(a.lineage, b.lineage)
+    fa, fb = rt_series.forecast([a, b], 6, [0.8], 300, seed=3)
+    np.testing.assert_allclose(fb.mean, 1000 * fa.mean + 7, rtol=1e-5)
+    np.testing.assert_allclose(fb.intervals[0.8][1], 1000 * fa.intervals[0.8][1] + 7, rtol=1e-5)
+    (_, (ra,)), (_, (rb,)) = rt_series.update(
+        [a, b], [np.array([[0.3]]), np.array([[307.0]])], [0.9]
+    )
+    np.testing.assert_allclose(rb.intervals[0.9][0], 1000 * ra.intervals[0.9][0] + 7, rtol=1e-5)
+    np.testing.assert_allclose(rb.pit, ra.pit, atol=1e-6)
+    assert rb.log_score == pytest.approx(ra.log_score - np.log(1000), abs=1e-4)
+    assert rb.crps == pytest.approx(1000 * ra.crps, rel=1e-4)
+    assert b.loc[0] == pytest.approx(1000 * a.loc[0] + 7) and b.scale[0] == pytest.approx(
+        1000 * a.scale[0]
+    )
+
+
+def test_forecast_summaries_and_steps(rt_torch: Runtime, ar_series: Any) -> None:
+    states = rt_torch.create(ar_series(2, 25))
+    full = rt_torch.forecast(
+        states, 5, [0.5, 0.9], 200, return_samples=True, seed=1, quantiles=[0.05]
+    )
+    for f in full:
+        assert f.samples is not None and f.samples.shape == (200, 5, 1)
+        np.testing.assert_allclose(f.mean, f.samples.mean(axis=0))
+        lo50, hi50 = f.intervals[0.5]
+        lo90, hi90 = f.intervals[0.9]
+        assert (lo90 <= lo50).all() and (lo50 <= f.median).all() and (f.median <= hi50).all()
+        assert (hi50 <= hi90).all()
+        np.testing.assert_array_equal(f.quantiles[0.05], lo90)
+    steps = list(rt_torch.forecast_steps(states, 5, [0.9], 200, seed=1))
+    assert [h for h, _ in steps] == list(range(5))
+    for h, per_series in steps:
+        for f_step, f in zip(per_series, full, strict=True):
+            assert isinstance(f_step, Forecast) and f_step.mean.shape == (1, 1)
+            np.testing.assert_allclose(f_step.mean[0], f.mean[h])
+            np.testing.assert_allclose(f_step.intervals[0.9][1][0], f.intervals[0.9][1][h])
+    again = rt_torch.forecast(states, 5, [0.9], 200, seed=1)
+    np.testing.assert_array_equal(again[0].mean, full[0].mean)
+    other = rt_torch.forecast(states, 5, [0.9], 200, seed=2)
+    assert not np.array_equal(other[0].mean, full[0].mean)
+
+
+def test_stateless_forecast_agrees_with_evaluation(artifact: Any) -> None:
+    """forecast_history and training.evaluate.multistep (the core's evaluation) on the same
+    40 test windows of synthetic-1: the same metrics within Monte Carlo error (P = 100
+    particles, 400 paths). Tolerances: 10 % relative for mse, MPIW and CRPS, 0.06 for PICP."""
+    rt = Runtime.load(artifact, backend="onnx", particles=100)
+    data = load_dataset("synthetic-1", limit=64)
+    x = torch.as_tensor(data.test[:40])
+    hist, horizon = data.history, x.shape[1] - data.history
+    model = rt.artifact.load_model()
+    gen = torch.Generator().manual_seed(0)
+    _, ref, _ = multistep(model, data, x, 100, 400, gen, "systematic", 1.0)
+    forecasts = rt.forecast_history(
+        [w[:hist].numpy() for w in x], horizon, [0.8, 0.95], 400, return_samples=True, seed=0
+    )
+    samples = np.stack([f.samples for f in forecasts]).transpose(0, 2, 3, 1)  # (S, H, O, N)
+    got = summarize(samples, x[:, hist:, :1].numpy())
+    for key in ("mse", "crps"):
+        assert got[key] == pytest.approx(ref[key], rel=0.1), key
+    for level in ("0.8", "0.95"):
+        assert got["mpiw"][level] == pytest.approx(ref["mpiw"][level], rel=0.1)
+        assert got["picp"][level] == pytest.approx(ref["picp"][level], abs=0.06)
+
+
+def test_input_errors(rt_torch: Runtime, rt_series: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    bad = {
+        "at least 2 rows": lambda: rt_torch.create([np.array([[1.0]])]),
+        r"shape \(T, 1\)": lambda: rt_torch.create([np.ones((5, 2))]),
+        "infinite": lambda: rt_torch.update([state], [np.array([[np.inf]])], [0.9]),
+        "levels": lambda: rt_torch.update([state], [np.array([[1.0]])], [95]),
+        "2 states and 1": lambda: rt_torch.update([state, state], [np.array([[1.0]])], [0.9]),
+        "horizon": lambda: rt_torch.forecast([state], 0, [0.9], 10),
+        "never observed": lambda: rt_series.create([np.full((5, 1), np.nan)]),
+        "no covariates": lambda: rt_torch.forecast(
+            [state], 2, [0.9], 10, covariates=[np.ones((2, 0))]
+        ),
+        "backend": lambda: Runtime.load(rt_torch.artifact.path, backend="tf"),
+    }
+    for message, call in bad.items():
+        with pytest.raises(InputError, match=message):
+            call()
+    alien = SeriesState(
+        model_id="0" * 64,
+        seed=1,
+        t=state.t,
+        x_hist=state.x_hist,
+        lineage=state.lineage,
+        logw=state.logw,
+        loc=state.loc,
+        scale=state.scale,
+    )
+    with pytest.raises(InputError, match="belongs to model"):
+        rt_torch.update([alien], [np.array([[1.0]])], [0.9])
+    assert issubclass(InputError, ValueError)
+
+
+def _torch_only_artifact(out: Any, cfg: Any, scaling: dict[str, Any]) -> Any:
+    """An artifact without real ONNX graphs (empty files): enough for the torch backend."""
+    from model.artifact import FILTER_GRAPH, FORECAST_GRAPH, NOISE, WEIGHTS, write_manifest
+    from model.noise import make_table
+    from model.smc_transformer import SMCTransformer
+
+    torch.manual_seed(0)
+    out.mkdir()
+    torch.save(SMCTransformer(cfg).state_dict(), out / WEIGHTS)
+    make_table(1 << 20).tofile(out / NOISE)
+    (out / FILTER_GRAPH).write_bytes(b"")
+    (out / FORECAST_GRAPH).write_bytes(b"")
+    names = [f"f{i}" for i in range(cfg.d_in)]
+    write_manifest(
+        out,
+        {
+            "model_config": cfg.to_dict(),
+            "context_length": cfg.window,
+            "particles": 10,
+            "features": {"inputs": names, "targets": names[: cfg.d_out]},
+            "filter": {"resampling": "systematic", "threshold": 1.0},
+            "scaling": scaling,
+            "noise": {"size": 1 << 20},
+        },
+    )
+    return out
+
+
+def test_multivariate_targets_and_covariates(tmp_path: Any) -> None:
+    """Two targets and one covariate, two heads: per-dimension intervals and PIT, NaN
+    covariates fed as the mean, future covariates required to forecast."""
+    from model.config import ModelConfig
+
+    cfg = ModelConfig(d_in=3, d_out=2, d_model=8, n_heads=2, window=4, d_ff=8)
+    rt = Runtime.load(_torch_only_artifact(tmp_path / "a", cfg, {"mode": "per_series"}))
+    rng = np.random.default_rng(0)
+    history = rng.normal(size=(12, 3)) * [1.0, 10.0, 100.0] + [0.0, 5.0, 50.0]
+    (state,) = rt.create([history])
+    obs = np.array([[0.1, 5.0, np.nan], [np.nan, 4.0, 60.0], [0.2, 6.0, 40.0]])
+    ((new, results),) = rt.update([state], [obs], [0.9])
+    assert np.isfinite(new.x_hist).all() and new.t == 15
+    assert results[0].pit is not None and results[0].pit.shape == (2,)
+    assert results[1].value is None  # one target missing: the row is missing
+    lo, hi = results[2].intervals[0.9]
+    assert lo.shape == hi.shape == (2,) and (lo < hi).all()
+    assert results[2].covered == {0.9: bool(((lo <= [0.2, 6.0]) & ([0.2, 6.0] <= hi)).all())}
+    with pytest.raises(InputError, match="needs future covariates"):
+        rt.forecast([new], 3, [0.9], 20)
+    (f,) = rt.forecast([new], 3, [0.9], 20, covariates=[np.full((3, 1), 50.0)])
+    assert f.mean.shape == (3, 2) and np.isfinite(f.mean).all()

@@ -1,0 +1,98 @@
+"""The series state: bytes round trip, size, exact results after a round trip, bad bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+from model.runtime import Runtime, UpdateResult
+from model.state import SeriesState, StateFormatError
+
+
+def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
+    def flat(r: UpdateResult) -> list[Any]:
+        out: list[Any] = []
+        for f in dataclasses.fields(r):
+            v = getattr(r, f.name)
+            if isinstance(v, dict):
+                v = sorted((k, np.asarray(x).tolist()) for k, x in v.items())
+            elif isinstance(v, np.ndarray):
+                v = v.tolist()
+            out.append(v)
+        return out
+
+    return [flat(r) for r in a] == [flat(r) for r in b]
+
+
+def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> None:
+    """P = 100, window 24, one feature: a few kB (the float32 K/V window is 600 kB at d = 32)."""
+    rt = Runtime.load(rt_torch.artifact.path, backend="torch", particles=100)
+    (state,) = rt.create(ar_series(1, 40))
+    blob = state.to_bytes()
+    assert len(blob) <= 16 * 1024
+    assert len(blob) == 64 + 16 + 24 * 4 + 100 * 23 + 100 * 4 + 4  # header, scaling, x, lineage, w
+    back = SeriesState.from_bytes(blob)
+    assert back == state and back.to_bytes() == blob
+    assert (back.model_id, back.t, back.n_particles, back.ess) == (
+        state.model_id,
+        40,
+        100,
+        state.ess,
+    )
+
+
+def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series: Any) -> None:
+    rt = Runtime.load(rt_torch.artifact.path, backend="torch", particles=300)
+    states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
+    for s in states:
+        assert SeriesState.from_bytes(s.to_bytes()) == s
+    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 300 * 4 * 2 + 300 * 4 + 4
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_update_after_a_round_trip_is_identical(
+    backend: str, rt_torch: Runtime, rt_onnx: Runtime, ar_series: Any
+) -> None:
+    rt = rt_torch if backend == "torch" else rt_onnx
+    states = rt.create(ar_series(3, 30))
+    observations = [np.array([[0.5], [np.nan], [-0.2]]), np.array([[1.0]]), np.zeros((0, 1))]
+    direct = rt.update(states, observations, [0.8, 0.95])
+    restored = [SeriesState.from_bytes(s.to_bytes()) for s in states]
+    again = rt.update(restored, observations, [0.8, 0.95])
+    for (s1, r1), (s2, r2) in zip(direct, again, strict=True):
+        assert s1 == s2 and s1.to_bytes() == s2.to_bytes()
+        assert _equal_results(r1, r2)
+    f1 = rt.forecast([s for s, _ in direct], 4, [0.9], 50, return_samples=True)
+    f2 = rt.forecast([s for s, _ in again], 4, [0.9], 50, return_samples=True)
+    assert all(np.array_equal(a.samples, b.samples) for a, b in zip(f1, f2, strict=True))
+
+
+def test_states_are_immutable(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    with pytest.raises(ValueError):
+        state.logw[0] = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.t = 3  # type: ignore[misc]
+
+
+def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    blob = state.to_bytes()
+    flipped = bytearray(blob)
+    flipped[100] ^= 0x40
+    newer = blob[:4] + struct.pack("<H", SeriesState.FORMAT_VERSION + 1) + blob[6:]
+    cases = {
+        "too short": blob[:10],
+        "bad magic": b"XXXX" + blob[4:],
+        "version": newer,
+        "has .* bytes": blob + b"\0",
+        "checksum": bytes(flipped),
+    }
+    for message, data in cases.items():
+        with pytest.raises(StateFormatError, match=message):
+            SeriesState.from_bytes(data)
+    assert issubclass(StateFormatError, ValueError)
