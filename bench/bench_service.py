@@ -1,0 +1,392 @@
+"""Load benchmark of the forecasting service on a real Redis, beside a bare FastAPI endpoint.
+
+    python bench/bench_service.py --artifact artifacts/default [--clients 64] [--duration 10]
+
+Starts a redis-server, the service (`uvicorn service.main:app`, one process, Redis store) and a
+bare FastAPI app whose endpoint does one Redis GET and one SET of a value as large as a series
+state, each in its own uvicorn process on this machine. Then `--clients` concurrent keep-alive
+clients hit, phase by phase (in interleaved slices, so that load from elsewhere on the
+machine falls on every phase alike):
+    bare       POST /bare/{client}                           (GET + SET, nothing else)
+    update     POST /v1/series/{client}/observations         (one new observation each time:
+               load, filter update, forecast, compare-and-set, event)
+    forecast   GET  /v1/series/{client}/forecast             (from the stored state)
+and the throughput and p50/p99 latency of each phase are printed, with the ratio of online
+updates to the bare endpoint (the acceptance bar is 0.5). The client is a minimal asyncio
+HTTP/1.1 client so that it takes as little of the machine as possible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- the bare endpoint
+
+
+def make_bare_app() -> Any:
+    """uvicorn --factory target: POST /bare/{key} does one Redis GET and one SET."""
+    from fastapi import FastAPI
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    payload = b"x" * int(os.environ.get("BENCH_VALUE_BYTES", "512"))
+    app = FastAPI()
+
+    @app.post("/bare/{key}")
+    async def bare(key: str) -> dict[str, int]:
+        value = await redis.get(f"bare:{key}")
+        await redis.set(f"bare:{key}", payload)
+        return {"bytes": len(value or b"")}
+
+    return app
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, **env})
+    wait_port(port, proc)
+    return proc
+
+
+def uvicorn(target: str, port: int, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        *extra,
+    ]
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; responses must carry Content-Length."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        status = int((await self.reader.readline()).split()[1])
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc), NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Result:
+    name: str
+    latencies: list[float]
+    errors: int
+    seconds: float
+    cpu: float = 0.0  # CPU seconds of the server process over the phase, warm-up included
+    requests: int = 0  # requests answered over the phase, warm-up included
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu / max(self.requests, 1)
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    def pct(self, q: float) -> float:
+        xs = sorted(self.latencies)
+        return 1000 * xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+async def phase(
+    name: str,
+    server: tuple[int, int],
+    clients: int,
+    duration: float,
+    warmup: float,
+    make_request: Any,
+) -> Result:
+    """`clients` connections send requests back to back for warmup + duration seconds; only
+    those finished in the last `duration` seconds count. `server` is (port, pid)."""
+    port, pid = server
+    conns = [await Connection.open(port) for _ in range(clients)]
+    cpu0 = cpu_seconds(pid)
+    start = time.perf_counter()
+    t0, t1 = start + warmup, start + warmup + duration
+    latencies: list[float] = []
+    errors = requests = 0
+
+    async def client(i: int) -> None:
+        nonlocal errors, requests
+        state: dict[str, Any] = {}
+        while (now := time.perf_counter()) < t1:
+            method, path, body = make_request(i, state)
+            status, answer = await conns[i].request(method, path, body)
+            done = time.perf_counter()
+            requests += 1
+            if status != 200:
+                errors += 1
+                print(f"{name}: {status} {answer[:200]!r}", file=sys.stderr)
+                continue
+            if now >= t0:
+                latencies.append(done - now)
+            state["answer"] = answer
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    for c in conns:
+        c.close()
+    return Result(name, latencies, errors, duration, cpu_seconds(pid) - cpu0, requests)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def history(n: int = 30) -> list[float]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = [0.0]
+    for _ in range(n - 1):
+        x.append(round(0.5 * x[-1] + float(rng.standard_normal()), 6))
+    return x
+
+
+async def setup_series(port: int, clients: int) -> tuple[list[int], int]:
+    """PUT one series per client; returns their next seqs and the state size."""
+    conn = await Connection.open(port)
+    seqs, size = [], 0
+    for i in range(clients):
+        status, body = await conn.request(
+            "PUT", f"/v1/series/bench-{i}", json.dumps({"values": history()}).encode()
+        )
+        assert status in (200, 201), body
+        meta = json.loads(body)
+        seqs.append(meta["seq"])
+        size = meta["state_bytes"]
+    conn.close()
+    return seqs, size
+
+
+async def run(
+    args: argparse.Namespace, service: tuple[int, int], bare: tuple[int, int]
+) -> list[Result]:
+    """The phases against the (port, pid) of the service and of the bare app."""
+    seqs, _ = await setup_series(service[0], args.clients)
+    query = f"horizon={args.horizon}&num_samples={args.samples}"
+
+    def get_set(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
+        return "POST", f"/bare/{i}", b'{"observations":[{"seq":0,"value":0.5}]}'
+
+    def update(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
+        if "answer" in state:
+            seqs[i] = json.loads(state["answer"])["seq"]
+        body = {
+            "observations": [{"seq": seqs[i], "value": round(0.1 * (seqs[i] % 17), 3)}],
+            "horizon": args.horizon,
+            "num_samples": args.samples,
+        }
+        return "POST", f"/v1/series/bench-{i}/observations", json.dumps(body).encode()
+
+    def forecast(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
+        return "GET", f"/v1/series/bench-{i}/forecast?{query}", b""
+
+    phases = (
+        ("bare GET+SET", bare, get_set),
+        ("online update", service, update),
+        ("forecast", service, forecast),
+    )
+    totals = {name: Result(name, [], 0, 0.0) for name, _, _ in phases}
+    for _ in range(args.rounds):  # interleaved, so that a busy spell hits every phase alike
+        for name, server, fn in phases:
+            r = await phase(
+                name, server, args.clients, args.duration / args.rounds, args.warmup, fn
+            )
+            total = totals[name]
+            total.latencies += r.latencies
+            total.errors += r.errors
+            total.seconds += r.seconds
+            total.cpu += r.cpu
+            total.requests += r.requests
+    return list(totals.values())
+
+
+def report(results: list[Result], args: argparse.Namespace, state_bytes: int) -> float:
+    print(
+        f"\n{args.clients} concurrent clients, {args.duration:.0f} s per phase in {args.rounds} "
+        f"interleaved slices, each after {args.warmup:.0f} s warm-up; one uvicorn process "
+        "each, Redis on this machine; "
+        f"backend {args.backend}, {args.threads} model thread(s); "
+        f"returned forecast: horizon {args.horizon}, {args.samples} samples; state "
+        f"{state_bytes} bytes (the bare endpoint GETs and SETs as many); {os.cpu_count()} CPUs\n"
+    )
+    print(
+        "| endpoint | requests | throughput (req/s) | p50 (ms) | p99 (ms) | server CPU (ms/req) "
+        "| errors |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r.name} | {len(r.latencies)} | {r.throughput:.0f} | {r.pct(0.5):.1f} | "
+            f"{r.pct(0.99):.1f} | {r.cpu_ms_per_request:.2f} | {r.errors} |"
+        )
+    ratio = results[1].throughput / max(results[0].throughput, 1e-9)
+    cpu = results[1].cpu_ms_per_request / max(results[0].cpu_ms_per_request, 1e-9)
+    verdict = "meets" if ratio >= 0.5 else "is under"
+    print(
+        f"\nonline updates / bare endpoint = {ratio:.2f} ({verdict} the 0.5 bar); an update "
+        f"costs the server {cpu:.1f}x the CPU of a bare GET+SET"
+    )
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--artifact", type=Path, default=Path(os.environ.get("SMCT_ARTIFACT", "artifacts/default"))
+    )
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds before each slice")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved slices per phase")
+    parser.add_argument("--horizon", type=int, default=1, help="of the forecasts asked for")
+    parser.add_argument("--samples", type=int, default=100, help="of the forecasts asked for")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--backend", default="torch", help="torch | onnx")
+    parser.add_argument("--threads", type=int, default=1, help="SMCT_THREADS of the service")
+    parser.add_argument("--app", default="service.main:app", help="ASGI target of the service")
+    parser.add_argument("--check", action="store_true", help="exit 1 under the 0.5 bar")
+    args = parser.parse_args()
+    if not (args.artifact / "manifest.json").is_file():
+        raise SystemExit(
+            f"no artifact at {args.artifact}: train and export one first "
+            "(smct train ..., smct export ...), or pass --artifact"
+        )
+    redis_bin = shutil.which("redis-server") or "/usr/bin/redis-server"
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            redis_port, service_port, bare_port = free_port(), free_port(), free_port()
+            procs.append(
+                start(
+                    [
+                        redis_bin,
+                        "--port",
+                        str(redis_port),
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--dir",
+                        tmp,
+                    ],
+                    {},
+                    redis_port,
+                )
+            )
+            url = f"redis://127.0.0.1:{redis_port}/0"
+            service = start(
+                uvicorn(args.app, service_port),
+                {
+                    "SMCT_ARTIFACT": str(args.artifact),
+                    "SMCT_REDIS_URL": url,
+                    "SMCT_DEVICE": args.device,
+                    "SMCT_BACKEND": args.backend,
+                    "SMCT_THREADS": str(args.threads),
+                    "SMCT_BATCH_MAX_SIZE": str(args.clients),
+                    "SMCT_BATCH_MAX_WAIT_MS": str(args.batch_wait_ms),
+                    "SMCT_LOG_LEVEL": "WARNING",
+                },
+                service_port,
+            )
+            procs.append(service)
+            _, state_bytes = asyncio.run(setup_series(service_port, 1))
+            bare = start(
+                uvicorn(
+                    "bench_service:make_bare_app",
+                    bare_port,
+                    "--factory",
+                    "--app-dir",
+                    str(REPO / "bench"),
+                ),
+                {"BENCH_REDIS_URL": url, "BENCH_VALUE_BYTES": str(state_bytes)},
+                bare_port,
+            )
+            procs.append(bare)
+            results = asyncio.run(run(args, (service_port, service.pid), (bare_port, bare.pid)))
+        finally:
+            for proc in reversed(procs):
+                proc.terminate()
+                proc.wait(timeout=30)
+    ratio = report(results, args, state_bytes)
+    if args.check and ratio < 0.5:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+"""The model side of the service: the only module that calls the inference runtime.
+
+It turns HTTP values into arrays (checking them against the model's input spec), runs the
+runtime in one worker thread so the event loop stays free, groups concurrent requests into
+one batched runtime call (service/batching.py), and turns the runtime's numpy results into
+response schemas. Levels are percents here and fractions in the runtime.
+
+Shapes: T history length, K observations, F features, O targets, H horizon, N samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.runtime import Forecast, InputError, Runtime, UpdateResult
+from model.state import SeriesState, StateFormatError
+from service.batching import MicroBatcher
+from service.errors import IncompatibleState, InvalidInput
+from service.schemas import (
+    Interval,
+    ObservationResult,
+    PointInterval,
+    SeriesForecast,
+    StreamStep,
+)
+from service.settings import Settings, level_label
+
+log = logging.getLogger(__name__)
+
+MAX_ABS_VALUE = 1e30  # values in series units; the model computes in float32
+
+#: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
+BatchObserver = Callable[[str, int, float], None]
+
+
+def _no_observer(kind: str, size: int, seconds: float) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class ForecastParams:
+    horizon: int
+    levels: tuple[float, ...]  # percent, ascending
+    n_samples: int
+    return_samples: bool = False
+
+    @property
+    def fractions(self) -> list[float]:
+        return [level / 100.0 for level in self.levels]
+
+
+@dataclass(frozen=True)
+class NewState:
+    """A state to store, with what the store records beside it."""
+
+    state: bytes
+    seq: int
+    ess: float
+    particles: int
+
+
+@dataclass(frozen=True)
+class Update:
+    """The outcome of absorbing observations: new state, per-observation results, forecast."""
+
+    state: NewState
+    results: list[ObservationResult]
+    forecast: SeriesForecast
+
+
+class Engine:
+    """Batched, threaded access to one loaded Runtime."""
+
+    def __init__(
+        self, runtime: Runtime, *, max_batch: int = 64, max_wait_s: float = 0.002,
+        monitor_levels: Sequence[float] = (80.0, 95.0), observer: BatchObserver = _no_observer,
+    ) -> None:
+        self.runtime = runtime
+        self.monitor_levels = tuple(sorted(monitor_levels))
+        self._observe = observer
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="smct-model")
+        self._batcher = MicroBatcher(self._executor, max_size=max_batch, max_wait_s=max_wait_s)
+        self.active_streams = 0
+
+    @classmethod
+    def load(cls, settings: Settings, observer: BatchObserver = _no_observer) -> Engine:
+        """Load the artifact of `settings` (raises the runtime's ArtifactError)."""
+        torch.set_num_threads(settings.threads)  # more only thrashes beside the event loop
+        runtime = Runtime.load(
+            settings.artifact, backend=settings.backend, device=settings.device,
+            threads=settings.threads,
+        )
+        log.info(
+            "loaded model %s from %s (backend %s, device %s)",
+            runtime.model_version, settings.artifact, runtime.backend, runtime.device,
+        )
+        return cls(
+            runtime, max_batch=settings.batch_max_size,
+            max_wait_s=settings.batch_max_wait_ms / 1000.0,
+            monitor_levels=settings.monitor_levels, observer=observer,
+        )
+
+    async def close(self) -> None:
+        await self._batcher.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ the model's spec
+
+    @property
+    def model_version(self) -> str:
+        return self.runtime.model_version
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        rt = self.runtime
+        return {
+            "model_version": rt.model_version, "backend": rt.backend, "device": rt.device,
+            "n_features": rt.n_features, "target_dim": rt.target_dim,
+            "min_history": rt.min_history, "manifest": rt.manifest,
+        }
+
+    def history(self, values: Sequence[Any], field: str) -> np.ndarray:
+        """A history as (T, F) float64, NaN = missing; InvalidInput names the problem."""
+        x = self.matrix(values, field)
+        need = self.runtime.min_history
+        if len(x) < need:
+            raise InvalidInput(
+                f"{field} holds {len(x)} values; the model needs a history of at least {need}",
+                field=field,
+            )
+        if np.isnan(x[:, : self.runtime.target_dim]).all():
+            raise InvalidInput(f"{field} holds no observed value; send numbers, not only null",
+                               field=field)
+        return x
+
+    def matrix(self, values: Sequence[Any], field: str, suffix: str = "") -> np.ndarray:
+        """Values (number, list or None each) -> (K, F) float64 with NaN for missing."""
+        f = self.runtime.n_features
+        out = np.full((len(values), f), np.nan)
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            where = f"{field}[{i}]{suffix}"
+            if isinstance(v, list):
+                if len(v) != f:
+                    raise InvalidInput(
+                        f"{where} has {len(v)} features; the model takes {f} per value "
+                        f"({self.runtime.target_dim} target(s) first, then covariates)",
+                        field=where,
+                    )
+                out[i] = [np.nan if x is None else x for x in v]
+            elif f != 1:
+                raise InvalidInput(
+                    f"{where} is a single number; the model takes {f} features per value: "
+                    f"send a list of {f} numbers", field=where,
+                )
+            else:
+                out[i, 0] = v
+        too_big = np.abs(out) > MAX_ABS_VALUE
+        if too_big.any():
+            i = int(np.argwhere(too_big)[0][0])
+            where = f"{field}[{i}]{suffix}"
+            raise InvalidInput(
+                f"{where} is beyond +-{MAX_ABS_VALUE:g}, more than the model's float32 arithmetic "
+                "can take; rescale the series", field=where,
+            )
+        return out
+
+    # ------------------------------------------------------------------ batched calls
+
+    async def create(self, history: np.ndarray) -> NewState:
+        result: NewState = await self._batcher.submit("create", self._create_batch, history)
+        return result
+
+    async def update(
+        self, series_id: str, state: bytes, observations: np.ndarray, params: ForecastParams
+    ) -> Update:
+        """Absorb observations (K, F) into a stored state, then forecast from the new one."""
+        payload = (series_id, state, observations)
+        result: Update = await self._batcher.submit(
+            ("update", params), lambda items: self._update_batch(params, items), payload
+        )
+        return result
+
+    async def forecast(
+        self, series_id: str, state: bytes, params: ForecastParams
+    ) -> SeriesForecast:
+        result: SeriesForecast = await self._batcher.submit(
+            ("forecast", params), lambda items: self._forecast_batch(params, items),
+            (series_id, state),
+        )
+        return result
+
+    async def forecast_history(
+        self, series_id: str, history: np.ndarray, params: ForecastParams
+    ) -> SeriesForecast:
+        result: SeriesForecast = await self._batcher.submit(
+            ("history", params), lambda items: self._history_batch(params, items),
+            (series_id, history),
+        )
+        return result
+
+    # ------------------------------------------------------------------ streaming
+
+    async def start_stream(self, histories: Sequence[np.ndarray]) -> list[SeriesState]:
+        """Filter the histories (before the stream starts, so bad input is still a 422)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self.runtime.create, histories)
+        except InputError as exc:
+            raise InvalidInput(f"series: {exc}", field="series") from exc
+
+    async def stream_steps(
+        self, ids: Sequence[str], states: Sequence[SeriesState], params: ForecastParams
+    ) -> AsyncIterator[StreamStep]:
+        """One StreamStep per horizon step as the particles propagate; stops when closed."""
+        loop = asyncio.get_running_loop()
+        steps = iter(
+            self.runtime.forecast_steps(
+                states, params.horizon, params.fractions, params.n_samples,
+                return_samples=params.return_samples,
+            )
+        )
+        self.active_streams += 1
+        try:
+            for step in range(1, params.horizon + 1):
+                item = await loop.run_in_executor(self._executor, next, steps, None)
+                if item is None:
+                    break
+                forecasts = item[1]
+                yield StreamStep(
+                    step=step,
+                    forecasts=[
+                        self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)
+                    ],
+                )
+        finally:
+            self.active_streams -= 1
+            close = getattr(steps, "close", None)
+            if close is not None:  # after the step in flight, in the model thread
+                with contextlib.suppress(RuntimeError):  # the executor is shut down
+                    loop.run_in_executor(self._executor, close)
+
+    # ------------------------------------------------------------------ in the model thread
+
+    def _each(self, fn: Callable[[Sequence[Any]], list[Any]], items: Sequence[Any]) -> list[Any]:
+        """fn over the batch; if the runtime rejects the input, item by item, so that only
+        the bad items fail (with InvalidInput)."""
+        try:
+            return fn(items)
+        except (InputError, ValueError) as exc:
+            if len(items) == 1:
+                return [self._invalid(exc)]
+        out: list[Any] = []
+        for item in items:
+            try:
+                out.extend(fn([item]))
+            except (InputError, ValueError) as exc:
+                out.append(self._invalid(exc))
+        return out
+
+    def _invalid(self, exc: Exception) -> Exception:
+        if isinstance(exc, InputError):
+            return InvalidInput(str(exc))
+        if isinstance(exc, StateFormatError):
+            return IncompatibleState(
+                f"the stored state cannot be read by model {self.model_version} ({exc}); "
+                "re-create the series with PUT /v1/series/{id}"
+            )
+        return exc
+
+    def _timed(self, kind: str, size: int, call: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = call()
+        self._observe(kind, size, time.perf_counter() - start)
+        return out
+
+    def _new_state(self, state: SeriesState) -> NewState:
+        return NewState(state.to_bytes(), state.t, float(state.ess), state.n_particles)
+
+    def _create_batch(self, histories: Sequence[np.ndarray]) -> list[Any]:
+        def run(items: Sequence[np.ndarray]) -> list[NewState]:
+            states = self._timed("update", len(items), lambda: self.runtime.create(list(items)))
+            return [self._new_state(s) for s in states]
+
+        return self._each(run, histories)
+
+    def _update_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
+        def run(batch: Sequence[Any]) -> list[Update]:
+            states = [SeriesState.from_bytes(state) for _, state, _ in batch]
+            observations = [obs for _, _, obs in batch]
+            updated = self._timed(
+                "update", len(batch), lambda: self.runtime.update(states, observations, fractions)
+            )
+            new_states = [s for s, _ in updated]
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self.runtime.forecast(
+                    new_states, params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples,
+                ),
+            )
+            return [
+                Update(
+                    state=self._new_state(state),
+                    results=[self._result(r) for r in results],
+                    forecast=self._forecast(series_id, forecast, params),
+                )
+                for (series_id, _, _), (state, results), forecast in zip(
+                    batch, updated, forecasts, strict=True
+                )
+            ]
+
+        return self._each(run, items)
+
+    def _forecast_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
+        def run(batch: Sequence[Any]) -> list[SeriesForecast]:
+            states = [SeriesState.from_bytes(state) for _, state in batch]
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self.runtime.forecast(
+                    states, params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples,
+                ),
+            )
+            ids = [series_id for series_id, _ in batch]
+            return [self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    def _history_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
+        def run(batch: Sequence[Any]) -> list[SeriesForecast]:
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self.runtime.forecast_history(
+                    [h for _, h in batch], params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples,
+                ),
+            )
+            ids = [series_id for series_id, _ in batch]
+            return [self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    # ------------------------------------------------------------------ numpy -> schemas
+
+    def _forecast(self, series_id: str, f: Forecast, params: ForecastParams) -> SeriesForecast:
+        intervals = _by_level(f.intervals, params.fractions)
+        return SeriesForecast.model_construct(
+            id=series_id,
+            mean=_points(f.mean),
+            median=_points(f.median),
+            intervals={
+                level_label(level): Interval.model_construct(lo=_points(lo), hi=_points(hi))
+                for level, (lo, hi) in zip(params.levels, intervals, strict=True)
+            },
+            samples=_points(f.samples) if params.return_samples and f.samples is not None else None,
+        )
+
+    def _result(self, r: UpdateResult) -> ObservationResult:
+        levels = self.monitor_levels
+        intervals = _by_level(r.intervals, [level / 100.0 for level in levels])
+        covered = None
+        if r.covered is not None:
+            hits = _by_level(r.covered, [level / 100.0 for level in levels])
+            covered = {level_label(lv): bool(h) for lv, h in zip(levels, hits, strict=True)}
+        return ObservationResult.model_construct(
+            seq=int(r.seq),
+            value=None if r.value is None else _point(r.value),
+            intervals={
+                level_label(lv): PointInterval.model_construct(lo=_point(lo), hi=_point(hi))
+                for lv, (lo, hi) in zip(levels, intervals, strict=True)
+            },
+            covered=covered,
+            pit=None if r.pit is None else _point(r.pit),
+            log_score=_finite(r.log_score),
+            crps=_finite(r.crps),
+            anomaly=None if covered is None else not covered[level_label(levels[-1])],
+            ess=float(r.ess),
+            resampled=bool(r.resampled),
+        )
+
+
+def _by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
+    """Values of a runtime dict keyed by level fraction, in the order of `fractions`."""
+    out = []
+    for frac in fractions:
+        key = min(d, key=lambda k: abs(k - frac))
+        if abs(key - frac) > 1e-6:
+            raise KeyError(f"the runtime gave no interval at level {frac}")
+        out.append(d[key])
+    return out
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _points(a: np.ndarray) -> list[Any]:
+    """(..., O) -> nested lists, the last axis squeezed when O == 1; non-finite -> None."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape[-1] == 1:
+        a = a[..., 0]
+    finite = np.isfinite(a)
+    if finite.all():
+        out: list[Any] = a.tolist()
+        return out
+    obj = a.astype(object)
+    obj[~finite] = None
+    out = obj.tolist()
+    return out
+
+
+def _point(a: np.ndarray) -> Any:
+    """(O,) -> a number when O == 1, else a list; non-finite -> None."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    values = [float(v) if np.isfinite(v) else None for v in a]
+    return values[0] if len(values) == 1 else values

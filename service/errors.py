@@ -1,0 +1,195 @@
+"""Domain errors and the one boundary that turns them into HTTP answers.
+
+Every error answers a JSON body `{"error": code, "message": ..., "fields": [...]}` (schema
+`ErrorBody`) whose message says what was wrong and what to do about it. Bad input is a 4xx,
+an unreachable state store a 503 with Retry-After; a 500 only ever means a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """A failure the client can act on; subclasses fix the status code."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.field is not None:
+            out["fields"] = [{"field": self.field, "message": self.message}]
+        out.update(self.extra)
+        return out
+
+
+class InvalidInput(ServiceError):
+    """Well-formed JSON whose content the model cannot use (422)."""
+
+    status = 422
+    code = "invalid_input"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    code = "unauthorized"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class SeriesNotFound(ServiceError):
+    status = 404
+    code = "series_not_found"
+
+    def __init__(self, series_id: str) -> None:
+        super().__init__(
+            f"series {series_id!r} does not exist; create it with PUT /v1/series/{series_id}"
+        )
+
+
+class SeqConflict(ServiceError):
+    """An observation that does not continue the series (gap, or a changed value)."""
+
+    status = 409
+    code = "seq_conflict"
+
+    def __init__(self, message: str, *, next_seq: int) -> None:
+        super().__init__(f"{message}; the next seq is {next_seq}", next_seq=next_seq)
+
+
+class IncompatibleState(ServiceError):
+    """A stored state written by another model than the one served (409)."""
+
+    status = 409
+    code = "state_incompatible"
+
+
+class BodyTooLarge(ServiceError):
+    status = 413
+    code = "body_too_large"
+
+
+class StoreUnavailable(ServiceError):
+    """The state store cannot be reached; nothing was written (503)."""
+
+    status = 503
+    code = "store_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)})
+
+
+class Busy(ServiceError):
+    """Too many concurrent writers on one series; retrying later will succeed (503)."""
+
+    status = 503
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)})
+
+
+# --------------------------------------------------------------------------- the boundary
+
+_FIXES = {
+    "missing": "add this field",
+    "extra_forbidden": "remove this field (unknown fields are rejected)",
+    "float_type": "send a number, or null for a missing value",
+    "float_parsing": "send a number, or null for a missing value",
+    "finite_number": "send a finite number, or null for a missing value",
+    "int_type": "send an integer",
+    "int_parsing": "send an integer",
+    "int_from_float": "send an integer",
+    "list_type": "send a JSON array",
+    "json_invalid": "send a valid JSON document",
+    "model_attributes_type": "send a JSON object",
+    "dict_type": "send a JSON object",
+    "bool_type": "send true or false",
+    "string_pattern_mismatch": "use letters, digits and . _ : @ - (at most 128 characters)",
+}
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """("body", "series", 0, "values", 3) -> "series[0].values[3]"; query/path keep a prefix."""
+    parts = list(loc)
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("float", "list[nullable[float]]", "nullable[float]", "int"):
+            continue  # pydantic's union-branch markers
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def _validation_body(exc: RequestValidationError) -> dict[str, Any]:
+    fields: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for err in exc.errors():
+        path = field_path(tuple(err.get("loc", ())))
+        if path in seen:  # one message per field (unions report every branch)
+            continue
+        seen.add(path)
+        msg = str(err.get("msg", "invalid"))
+        fix = _FIXES.get(str(err.get("type", "")))
+        fields.append({"field": path, "message": f"{msg}; {fix}" if fix else msg})
+    summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
+    if len(fields) > 5:
+        summary += f"; and {len(fields) - 5} more"
+    return {"error": "invalid_input", "message": summary, "fields": fields}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """The one error boundary of the service."""
+
+    async def service_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ServiceError)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse(_validation_body(exc), status_code=422)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(
+            {"error": code, "message": str(exc.detail)},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(
+            {"error": "internal_error", "message": "internal error; it has been logged"},
+            status_code=500,
+        )
+
+    app.add_exception_handler(ServiceError, service_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,98 @@
+"""Stateless forecasts from histories sent with the request, whole or streamed step by step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from service.engine import Engine, ForecastParams
+from service.schemas import (
+    ForecastRequest,
+    ForecastResponse,
+    Interval,
+    SeriesForecast,
+    StreamStep,
+)
+from service.series import forecast_params
+from service.settings import Settings, level_label
+
+
+class ForecastService:
+    """The operations behind /v1/forecast and /v1/forecast/stream."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    def _prepare(self, req: ForecastRequest) -> tuple[ForecastParams, list[Any]]:
+        params = forecast_params(
+            self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
+            return_samples=req.return_samples, n_series=len(req.series),
+        )
+        histories = [
+            self.engine.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
+        ]
+        return params, histories
+
+    def _response(
+        self, params: ForecastParams, forecasts: list[SeriesForecast]
+    ) -> ForecastResponse:
+        return ForecastResponse.model_construct(
+            model_version=self.engine.model_version, horizon=params.horizon,
+            levels=[level_label(level) for level in params.levels],
+            num_samples=params.n_samples, forecasts=forecasts,
+        )
+
+    async def forecast(self, req: ForecastRequest) -> ForecastResponse:
+        params, histories = self._prepare(req)
+        forecasts = await asyncio.gather(
+            *(
+                self.engine.forecast_history(s.id, h, params)
+                for s, h in zip(req.series, histories, strict=True)
+            )
+        )
+        return self._response(params, list(forecasts))
+
+    async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
+        """SSE events: one `step` per horizon step, then `done` with the whole forecast.
+        Input is checked and the histories filtered before the first event."""
+        params, histories = self._prepare(req)
+        ids = [s.id for s in req.series]
+        states = await self.engine.start_stream(histories)
+        return self._events(params, ids, states)
+
+    async def _events(
+        self, params: ForecastParams, ids: list[str], states: Any
+    ) -> AsyncIterator[dict[str, str]]:
+        whole = [_empty(i, params) for i in ids]
+        async for step in self.engine.stream_steps(ids, states, params):
+            for acc, part in zip(whole, step.forecasts, strict=True):
+                _extend(acc, part)
+            yield {"event": "step", "id": str(step.step), "data": _json(step)}
+        yield {"event": "done", "data": self._response(params, whole).model_dump_json()}
+
+
+def _json(step: StreamStep) -> str:
+    return step.model_dump_json(exclude_none=True)
+
+
+def _empty(series_id: str, params: ForecastParams) -> SeriesForecast:
+    return SeriesForecast.model_construct(
+        id=series_id, mean=[], median=[],
+        intervals={level_label(lv): Interval.model_construct(lo=[], hi=[]) for lv in params.levels},
+        samples=[] if params.return_samples else None,
+    )
+
+
+def _extend(acc: SeriesForecast, part: SeriesForecast) -> None:
+    acc.mean.extend(part.mean)
+    acc.median.extend(part.median)
+    for label, interval in part.intervals.items():
+        acc.intervals[label].lo.extend(interval.lo)
+        acc.intervals[label].hi.extend(interval.hi)
+    if acc.samples is not None and part.samples is not None:
+        if not acc.samples:
+            acc.samples.extend([] for _ in part.samples)
+        for row, new in zip(acc.samples, part.samples, strict=True):
+            row.extend(new)

@@ -1,0 +1,117 @@
+"""The ASGI app: `service.main:app` (docs/contracts.md).
+
+`create_app` wires the parts; the heavy ones (the model runtime, the state store) are built
+in the lifespan, once per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from service.deps import ApiKey
+from service.engine import Engine
+from service.errors import install_error_handlers
+from service.forecasting import ForecastService
+from service.metrics import Metrics
+from service.middleware import BodyLimit, RequestMetrics
+from service.redis_store import RedisStore
+from service.routes import forecast, ops, series
+from service.series import SeriesService
+from service.settings import Settings
+from service.store import EmbeddedStore, StateStore, StoreObserver
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """
+Probabilistic forecasts from an SMC Transformer. Values are in the series' own units: a
+univariate value is a number, a multivariate one a list (targets first, then covariates);
+null is a missing value. Levels are percents in (0, 100).
+
+* **Stateless**: `POST /v1/forecast` (or `/v1/forecast/stream` for Server-Sent Events).
+* **Stateful**: `PUT /v1/series/{id}` with a history, then `POST .../observations` as values
+  arrive (each is scored against the forecast issued for it), `GET .../forecast`, and
+  `GET .../events` to follow a series.
+
+Errors answer `{"error", "message", "fields"}`; the message names the field and the fix.
+When `SMCT_API_KEYS` is set, `/v1` needs `Authorization: Bearer <key>`.
+"""
+
+
+def make_store(settings: Settings, observer: StoreObserver) -> StateStore:
+    """Redis when SMCT_REDIS_URL is set, else the embedded in-process store."""
+    if settings.redis_url:
+        return RedisStore(
+            settings.redis_url, timeout_s=settings.redis_timeout_s,
+            window=settings.idempotency_window, maxlen=settings.events_maxlen,
+            retry_after_s=settings.retry_after_s, observer=observer,
+        )
+    return EmbeddedStore(
+        window=settings.idempotency_window, maxlen=settings.events_maxlen, observer=observer
+    )
+
+
+def create_app(settings: Settings | None = None, *, runtime: Any = None) -> FastAPI:
+    """The service app; `runtime` (tests) replaces loading SMCT_ARTIFACT."""
+    settings = settings or Settings()
+    metrics = Metrics(settings.monitor_levels)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not logging.getLogger().handlers:
+            logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("service").setLevel(settings.log_level.upper())
+        if runtime is None:
+            try:
+                engine = await asyncio.to_thread(Engine.load, settings, metrics.observe_batch)
+            except Exception:
+                log.error(
+                    "cannot serve the artifact %s (SMCT_ARTIFACT); export one with `smct "
+                    "export` or point SMCT_ARTIFACT at one", settings.artifact,
+                )
+                raise
+        else:
+            engine = Engine(
+                runtime, max_batch=settings.batch_max_size,
+                max_wait_s=settings.batch_max_wait_ms / 1000.0,
+                monitor_levels=settings.monitor_levels, observer=metrics.observe_batch,
+            )
+        store = make_store(settings, metrics.observe_store)
+        metrics.set_model(engine.model_version, engine.runtime.backend, engine.runtime.device)
+        metrics.count_series(store.series_count)
+        app.state.settings = settings
+        app.state.metrics = metrics
+        app.state.engine = engine
+        app.state.store = store
+        app.state.series = SeriesService(engine, store, metrics, settings)
+        app.state.forecasts = ForecastService(engine, settings)
+        log.info("serving model %s with the %s store", engine.model_version, store.kind)
+        try:
+            yield
+        finally:
+            await engine.close()
+            await store.close()
+
+    app = FastAPI(
+        title="smct", summary="SMC Transformer forecasting service", version="0.1.0",
+        description=DESCRIPTION, lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    # the key check only exists when keys are set: an open API pays nothing for it
+    auth = [ApiKey] if settings.api_key_set else []
+    app.include_router(forecast.router, dependencies=auth)
+    app.include_router(series.router, dependencies=auth)
+    app.include_router(ops.router)
+    return app
+
+
+app = create_app()

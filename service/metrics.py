@@ -1,0 +1,222 @@
+"""Every Prometheus metric of the service (names fixed in docs/contracts.md).
+
+The rest of the service emits plain stats (durations, batch sizes, observation results);
+this module alone turns them into metrics. Base units, `smct_` prefix, counters end in
+`_total`, no per-series label. Each app owns a registry, so several apps can live in one
+process (tests) without clashing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+from service.schemas import ObservationResult
+from service.settings import level_label
+
+disable_created_metrics()  # no `_created` samples: one series per histogram/counter
+
+ROLLING_WINDOW = 1000  # observations behind smct_rolling_picp
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+FAST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+RATIO_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+PIT_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+SCALE_BUCKETS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
+#: negative log density; the first bound is >= 0 so that the histogram keeps its `_sum`
+LOG_SCORE_BUCKETS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 50.0)
+BYTES_BUCKETS = tuple(float(2**k) for k in range(8, 26, 2))  # 256 B .. 8 MiB
+
+
+class Metrics:
+    """The service's metrics on their own registry; `render()` gives the exposition."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, levels: Sequence[float]) -> None:
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.request_duration = Histogram(
+            "smct_http_request_duration_seconds", "Time to the response start of HTTP requests",
+            ["route", "method", "status"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.requests = Counter(
+            "smct_http_requests_total", "HTTP requests answered", ["route", "method", "status"],
+            registry=r,
+        )
+        self.update_duration = Histogram(
+            "smct_filter_update_duration_seconds", "Duration of one batched filter update call",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.forecast_duration = Histogram(
+            "smct_forecast_duration_seconds", "Duration of one batched forecast call",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.batch_size = Histogram(
+            "smct_batch_size", "Series per batched model call", ["kind"], buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.ess_ratio = Histogram(
+            "smct_ess_ratio", "ESS / particles of the weights at each update (0..1)",
+            buckets=RATIO_BUCKETS, registry=r,
+        )
+        self.interval_width = Histogram(
+            "smct_interval_width", "Width of the issued one-step interval, series units",
+            ["level"], buckets=SCALE_BUCKETS, registry=r,
+        )
+        self.crps = Histogram(
+            "smct_crps", "CRPS of the one-step forecast at each observation, series units",
+            buckets=SCALE_BUCKETS, registry=r,
+        )
+        self.log_score = Histogram(
+            "smct_log_score",
+            "Logarithmic score -log p(y) of each observation (lower is better, like CRPS)",
+            buckets=LOG_SCORE_BUCKETS, registry=r,
+        )
+        self.pit = Histogram(
+            "smct_pit", "PIT of each observed target (uniform when calibrated)",
+            buckets=PIT_BUCKETS, registry=r,
+        )
+        self.state_bytes = Histogram(
+            "smct_state_bytes", "Bytes of one stored series state", buckets=BYTES_BUCKETS,
+            registry=r,
+        )
+        self.store_duration = Histogram(
+            "smct_state_store_operation_duration_seconds", "Duration of state store operations",
+            ["operation"], buckets=FAST_BUCKETS, registry=r,
+        )
+        self.observations = Counter(
+            "smct_observations_total", "Observed (non-missing) values absorbed", registry=r
+        )
+        self.covered = Counter(
+            "smct_observations_covered_total", "Observed values inside the issued interval",
+            ["level"], registry=r,
+        )
+        self.resampling = Counter(
+            "smct_resampling_total", "Updates that resampled the particles", registry=r
+        )
+        self.anomalies = Counter(
+            "smct_anomalies_total", "Observed values outside the widest issued interval",
+            registry=r,
+        )
+        self.store_ops = Counter(
+            "smct_state_store_operations_total", "State store operations", ["operation"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "smct_state_store_errors_total", "State store operations that failed", ["operation"],
+            registry=r,
+        )
+        self.rolling_picp = Gauge(
+            "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
+            ["level"], registry=r,
+        )
+        self.model_info = Gauge(
+            "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
+            registry=r,
+        )
+        self.series_active = Gauge("smct_series_active", "Series in the state store", registry=r)
+        self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
+        self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
+        self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
+        for label in self._rolling:  # every level series exists from the start
+            self._child(self.covered, "level", label)
+            self._child(self.interval_width, "level", label)
+
+    def _child(self, metric: Any, *names_values: str) -> Any:
+        key = (metric._name, *names_values)
+        child = self._children.get(key)
+        if child is None:
+            it = iter(names_values)
+            child = self._children[key] = metric.labels(**dict(zip(it, it, strict=True)))
+        return child
+
+    # ------------------------------------------------------------------ plain stats in
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        labels = ("route", route, "method", method, "status", str(status))
+        self._child(self.request_duration, *labels).observe(seconds)
+        self._child(self.requests, *labels).inc()
+
+    def observe_store(self, operation: str, seconds: float, failed: bool) -> None:
+        self._child(self.store_duration, "operation", operation).observe(seconds)
+        self._child(self.store_ops, "operation", operation).inc()
+        if failed:
+            self._child(self.store_errors, "operation", operation).inc()
+
+    def observe_batch(self, kind: str, size: int, seconds: float) -> None:
+        """One model call over `size` series; kind = update | forecast."""
+        self._child(self.batch_size, "kind", kind).observe(size)
+        (self.update_duration if kind == "update" else self.forecast_duration).observe(seconds)
+
+    def observe_write(self, state_bytes: int) -> None:
+        self.state_bytes.observe(state_bytes)
+
+    def observe_observations(self, results: Sequence[ObservationResult], particles: int) -> None:
+        """The stats of newly absorbed observations (never of idempotent repeats)."""
+        for res in results:
+            self.ess_ratio.observe(min(1.0, res.ess / max(particles, 1)))
+            if res.resampled:
+                self.resampling.inc()
+            if res.covered is None:  # a missing value: no score
+                continue
+            self.observations.inc()
+            for label, hit in res.covered.items():
+                if hit:
+                    self._child(self.covered, "level", label).inc()
+                self._roll(label, hit)
+            for label, interval in res.intervals.items():
+                width_child = self._child(self.interval_width, "level", label)
+                for width in _widths(interval.lo, interval.hi):
+                    width_child.observe(width)
+            for p in _flat(res.pit):
+                self.pit.observe(p)
+            if res.log_score is not None:  # the answer's log density, as a loss
+                self.log_score.observe(-res.log_score)
+            if res.crps is not None:
+                self.crps.observe(res.crps)
+            if res.anomaly:
+                self.anomalies.inc()
+
+    def _roll(self, label: str, hit: bool) -> None:
+        window = self._rolling.get(label)
+        if window is None:
+            return
+        if len(window) == window.maxlen:
+            self._hits[label] -= window[0]
+        window.append(hit)
+        self._hits[label] += hit
+        self._child(self.rolling_picp, "level", label).set(self._hits[label] / len(window))
+
+    def set_model(self, model_version: str, backend: str, device: str) -> None:
+        self.model_info.labels(model_version=model_version, backend=backend, device=device).set(1)
+
+    def count_series(self, count: Callable[[], int | None]) -> None:
+        """Report smct_series_active from `count` at each scrape, when the store knows it."""
+        if count() is not None:
+            self.series_active.set_function(lambda: float(count() or 0))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _flat(value: object) -> list[float]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [float(v) for v in value if v is not None]
+    return [float(value)]  # type: ignore[arg-type]
+
+
+def _widths(lo: object, hi: object) -> list[float]:
+    return [h - low for low, h in zip(_flat(lo), _flat(hi), strict=False)]

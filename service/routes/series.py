@@ -1,0 +1,113 @@
+"""Stateful series: PUT/GET/DELETE /v1/series/{id}, observations, forecast, events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+from sse_starlette import EventSourceResponse
+
+from service.deps import EngineDep, LastEventId, SeriesDep, SeriesIdPath
+from service.routes import errors
+from service.schemas import (
+    ForecastQuery,
+    ModelInfo,
+    ModelsResponse,
+    ObservationsRequest,
+    ObservationsResponse,
+    SeriesCreate,
+    SeriesForecast,
+    SeriesInfo,
+)
+from service.store import StoredEvent
+
+router = APIRouter(prefix="/v1", tags=["series"])  # + the API key check (service/main.py)
+
+
+@router.put(
+    "/series/{series_id}", response_model=SeriesInfo, responses=errors(401, 413, 422, 503),
+    summary="Create or replace a series from its history",
+    status_code=status.HTTP_200_OK,
+)
+async def put_series(
+    series_id: SeriesIdPath, body: SeriesCreate, series: SeriesDep, response: Response
+) -> SeriesInfo:
+    """The history holds seqs 0..t-1; the next observation has seq t. 201 when created."""
+    info = await series.put(series_id, body.values)
+    if info.version == 1:
+        response.status_code = status.HTTP_201_CREATED
+    return info
+
+
+@router.post(
+    "/series/{series_id}/observations", response_model=ObservationsResponse,
+    responses=errors(401, 404, 409, 413, 422, 503),
+    summary="Absorb new observations; score the forecasts issued for them",
+)
+async def observe(
+    series_id: SeriesIdPath, body: ObservationsRequest, series: SeriesDep
+) -> Response:
+    """Per observation: the intervals issued for it and whether they covered it, PIT, log
+    score, CRPS, anomaly flag and ESS; then the new forecast. A repeated seq with the same
+    value gets the same answer (header `Idempotent-Replay: true`) without a second update."""
+    answer = await series.append(series_id, body)  # rendered once: stored, published, sent
+    headers = {"Idempotent-Replay": "true"} if answer.replay else None
+    return Response(answer.json, media_type="application/json", headers=headers)
+
+
+@router.get(
+    "/series/{series_id}/forecast", response_model=SeriesForecast,
+    responses=errors(401, 404, 409, 422, 503), summary="Forecast from the stored state",
+)
+async def series_forecast(
+    series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep
+) -> SeriesForecast:
+    return await series.forecast(series_id, query)
+
+
+@router.get(
+    "/series/{series_id}/events", response_class=EventSourceResponse,
+    responses={
+        200: {
+            "description": "events `created`, `replaced`, `update`, `deleted`; id = version",
+            "content": {"text/event-stream": {"example": 'event: update\nid: 7\ndata: {...}\n\n'}},
+        },
+        **errors(401, 404, 422, 503),
+    },
+    summary="Follow a series' updates (Server-Sent Events; Last-Event-ID resumes)",
+)
+async def series_events(
+    series_id: SeriesIdPath, series: SeriesDep, last_event_id: LastEventId = None
+) -> EventSourceResponse:
+    """Updates made through any worker; without Last-Event-ID the stream starts now."""
+    return EventSourceResponse(_sse(await series.events(series_id, last_event_id)), ping=15)
+
+
+async def _sse(events: AsyncIterator[StoredEvent]) -> AsyncIterator[dict[str, str]]:
+    async for event in events:
+        kind = json.loads(event.data).get("type", "update")
+        yield {"id": str(event.version), "event": kind, "data": event.data}
+
+
+@router.get(
+    "/series/{series_id}", response_model=SeriesInfo, responses=errors(401, 404, 422, 503),
+    summary="A series' metadata",
+)
+async def get_series(series_id: SeriesIdPath, series: SeriesDep) -> SeriesInfo:
+    return await series.info(series_id)
+
+
+@router.delete(
+    "/series/{series_id}", status_code=status.HTTP_204_NO_CONTENT,
+    responses=errors(401, 404, 422, 503), summary="Delete a series",
+)
+async def delete_series(series_id: SeriesIdPath, series: SeriesDep) -> None:
+    await series.delete(series_id)
+
+
+@router.get("/models", response_model=ModelsResponse, responses=errors(401), tags=["model"],
+            summary="The served model")
+async def models(engine: EngineDep) -> ModelsResponse:
+    return ModelsResponse(models=[ModelInfo(**engine.spec)])

@@ -1,0 +1,418 @@
+"""Every HTTP request and response body of the service, with bounds and examples.
+
+Values are in the series' own units. A univariate value is a number, a multivariate one a
+list (targets first, then covariates); null is a missing value. Levels are percents in
+(0, 100) and appear as string keys like "80" and "95". Requests reject unknown fields; the
+limits that depend on the deployment (SMCT_MAX_HORIZON, SMCT_MAX_SAMPLES) and on the model
+(feature count, shortest history) are checked by the service, with the same 422 answer.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_serializer,
+)
+from pydantic_core import PydanticCustomError
+
+SERIES_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+MAX_VALUES = 100_000  # values in one history
+MAX_SERIES = 1_000  # series in one stateless forecast request
+MAX_OBSERVATIONS = 1_000  # observations in one append
+
+_POINT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number"},
+        {"type": "null"},
+        {"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+    ],
+    "description": "a number (univariate), a list (one entry per feature), null = missing",
+}
+
+
+def _number(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if type(value) is int or type(value) is float:
+        if math.isfinite(value):
+            return float(value)
+        raise PydanticCustomError(
+            "value_not_finite", "{where} is not finite; send a finite number or null (missing)",
+            {"where": where},
+        )
+    raise PydanticCustomError(
+        "value_type", "{where} = {got} is not a number; send a number, or null for a missing value",
+        {"where": where, "got": repr(value)[:40]},
+    )
+
+
+def _point(value: Any, where: str = "value") -> float | None | list[float | None]:
+    if isinstance(value, list):
+        if not value:
+            raise PydanticCustomError(
+                "value_empty", "{where} is an empty list; send one number per feature",
+                {"where": where},
+            )
+        return [_number(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return _number(value, where)
+
+
+def _values(value: Any) -> list[float | None | list[float | None]]:
+    if not isinstance(value, list):
+        raise PydanticCustomError("list_type", "send a JSON array of values")
+    return [_point(v, f"values[{i}]") for i, v in enumerate(value)]
+
+
+Point = Annotated[
+    float | None | list[float | None], PlainValidator(_point), WithJsonSchema(_POINT_SCHEMA)
+]
+Values = Annotated[
+    list[float | None | list[float | None]],
+    PlainValidator(_values),
+    WithJsonSchema({"type": "array", "items": _POINT_SCHEMA}),
+]
+SeriesId = Annotated[str, Field(pattern=SERIES_ID_PATTERN, examples=["store-42"])]
+Level = Annotated[float, Field(gt=0, lt=100, description="percent in (0, 100)")]
+Horizon = Annotated[int, Field(ge=1, le=1_000_000, description="steps ahead (<= SMCT_MAX_HORIZON)")]
+NumSamples = Annotated[
+    int, Field(ge=1, le=100_000_000, description="sample paths (<= SMCT_MAX_SAMPLES)")
+]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _unique_levels(levels: list[float] | None) -> list[float] | None:
+    return None if levels is None else sorted(set(levels))
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class SeriesHistory(_Request):
+    id: SeriesId
+    values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
+
+
+class ForecastRequest(_Request):
+    """A stateless forecast of one or more series from their histories."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "series": [{"id": "a", "values": [0.1, 0.4, None, 0.3, 0.2, 0.5]}],
+                    "horizon": 12,
+                    "levels": [80, 95],
+                    "num_samples": 1000,
+                    "return_samples": False,
+                }
+            ]
+        },
+    )
+
+    series: Annotated[list[SeriesHistory], Field(min_length=1, max_length=MAX_SERIES)]
+    horizon: Horizon | None = Field(None, description="default SMCT_DEFAULT_HORIZON")
+    levels: Annotated[list[Level], Field(min_length=1, max_length=16)] | None = Field(
+        None, description="interval levels in percent; default SMCT_LEVELS"
+    )
+    num_samples: NumSamples | None = Field(None, description="default SMCT_DEFAULT_SAMPLES")
+    return_samples: bool = False
+
+    _levels = field_validator("levels")(_unique_levels)
+
+    @field_validator("series")
+    @classmethod
+    def _distinct_ids(cls, series: list[SeriesHistory]) -> list[SeriesHistory]:
+        ids = [s.id for s in series]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"series id {dup!r} appears twice; give every series its own id")
+        return series
+
+
+class ForecastQuery(_Request):
+    """Query of GET /v1/series/{series_id}/forecast; levels may repeat or be comma-separated."""
+
+    horizon: Horizon | None = None
+    levels: list[str] | None = Field(None, examples=[["80", "95"]])
+    num_samples: NumSamples | None = None
+    return_samples: bool = False
+
+    @field_validator("levels")
+    @classmethod
+    def _parse_levels(cls, raw: list[str] | None) -> list[str] | None:
+        if raw is None:
+            return None
+        out: set[float] = set()
+        for item in raw:
+            for part in item.split(","):
+                try:
+                    level = float(part)
+                except ValueError:
+                    raise ValueError(
+                        f"level {part!r} is not a number; use e.g. levels=80,95"
+                    ) from None
+                if not 0 < level < 100:
+                    raise ValueError(f"level {level:g} is outside (0, 100); use e.g. levels=80,95")
+                out.add(level)
+        return [f"{level:g}" for level in sorted(out)]
+
+    def level_values(self) -> list[float] | None:
+        return None if self.levels is None else [float(x) for x in self.levels]
+
+
+class SeriesCreate(_Request):
+    """The history of a series: values 0..t-1; the next observation has seq t."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"values": [0.1, 0.4, 0.3, 0.2, 0.5]}]}
+    )
+
+    values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
+
+
+class Observation(_Request):
+    seq: int = Field(ge=0, description="position in the series: the history holds 0..t-1")
+    value: Point
+
+
+class ObservationsRequest(_Request):
+    """New observations with consecutive seqs, starting at the series' next seq."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"observations": [{"seq": 5, "value": 0.42}]}]},
+    )
+
+    observations: Annotated[list[Observation], Field(min_length=1, max_length=MAX_OBSERVATIONS)]
+    horizon: Horizon | None = Field(None, description="of the returned forecast")
+    num_samples: NumSamples | None = Field(None, description="of the returned forecast")
+
+    @field_validator("observations")
+    @classmethod
+    def _consecutive(cls, obs: list[Observation]) -> list[Observation]:
+        for i in range(1, len(obs)):
+            if obs[i].seq != obs[i - 1].seq + 1:
+                raise ValueError(
+                    f"observations[{i}].seq is {obs[i].seq} after {obs[i - 1].seq}; "
+                    "seqs in one request must be consecutive and ascending"
+                )
+        return obs
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class Interval(BaseModel):
+    lo: list[Point]
+    hi: list[Point]
+
+
+class SeriesForecast(BaseModel):
+    """One series' forecast: per step a value (number, or list when multivariate)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "a",
+                    "mean": [0.31, 0.29],
+                    "median": [0.3, 0.29],
+                    "intervals": {
+                        "80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9]},
+                        "95": {"lo": [-0.5, -0.6], "hi": [1.1, 1.2]},
+                    },
+                }
+            ]
+        }
+    )
+
+    id: str
+    mean: list[Point]
+    median: list[Point]
+    intervals: dict[str, Interval]
+    samples: list[list[Point]] | None = Field(
+        None, description="(num_samples, horizon) sample paths; only when asked"
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_samples(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("samples", 0) is None:
+            del out["samples"]
+        return out
+
+
+class ForecastResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_version": "3f2a9c1e77d0", "horizon": 2, "levels": ["80"],
+                    "num_samples": 1000,
+                    "forecasts": [
+                        {"id": "a", "mean": [0.31, 0.29], "median": [0.3, 0.29],
+                         "intervals": {"80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9]}}}
+                    ],
+                }
+            ]
+        }
+    )
+
+    model_version: str
+    horizon: int
+    levels: list[str]
+    num_samples: int
+    forecasts: list[SeriesForecast]
+
+
+class PointInterval(BaseModel):
+    lo: Point
+    hi: Point
+
+
+class ObservationResult(BaseModel):
+    """How the forecast issued for an observation fared, and the filter after absorbing it."""
+
+    seq: int
+    value: Point
+    intervals: dict[str, PointInterval] = Field(description="one-step intervals issued for it")
+    covered: dict[str, bool] | None = Field(description="per level; null when the value is missing")
+    pit: Point = Field(description="predictive CDF at the value (per target); 0..1")
+    log_score: float | None = Field(
+        description="log predictive density of the value (higher is better; the metric "
+        "smct_log_score records its negative)"
+    )
+    crps: float | None
+    anomaly: bool | None = Field(description="outside the widest issued interval")
+    ess: float = Field(description="effective sample size of the particle weights (particles)")
+    resampled: bool
+
+
+class ObservationsResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "store-42", "seq": 6, "version": 2,
+                    "observations": [
+                        {
+                            "seq": 5, "value": 0.42,
+                            "intervals": {"80": {"lo": -0.4, "hi": 0.9},
+                                          "95": {"lo": -0.8, "hi": 1.3}},
+                            "covered": {"80": True, "95": True}, "pit": 0.61,
+                            "log_score": -0.93, "crps": 0.21, "anomaly": False, "ess": 8.7,
+                            "resampled": True,
+                        }
+                    ],
+                    "forecast": {"id": "store-42", "mean": [0.3], "median": [0.3],
+                                 "intervals": {"80": {"lo": [-0.5], "hi": [1.1]},
+                                               "95": {"lo": [-0.9], "hi": [1.5]}}},
+                }
+            ]
+        }
+    )
+
+    id: str
+    seq: int = Field(description="the next seq")
+    version: int
+    observations: list[ObservationResult]
+    forecast: SeriesForecast
+
+
+class SeriesInfo(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "store-42", "seq": 25, "version": 3, "ess": 8.7, "particles": 10,
+                    "model_version": "3f2a9c1e", "state_bytes": 62464,
+                    "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:05:00Z",
+                }
+            ]
+        }
+    )
+
+    id: str
+    seq: int = Field(description="the next seq: observations absorbed so far")
+    version: int = Field(description="state version; +1 on every write")
+    ess: float
+    particles: int
+    model_version: str
+    state_bytes: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ModelInfo(BaseModel):
+    model_version: str
+    backend: str
+    device: str
+    n_features: int
+    target_dim: int
+    min_history: int
+    manifest: dict[str, Any]
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+
+
+class Health(BaseModel):
+    status: str = Field(examples=["ok"])
+    checks: dict[str, str] = Field(default_factory=dict)
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": "seq_conflict",
+                    "message": "seq 7 leaves a gap; the next seq is 5",
+                    "next_seq": 5,
+                }
+            ]
+        }
+    )
+
+    error: str
+    message: str
+    fields: list[FieldError] | None = None
+    next_seq: int | None = None
+
+
+class StreamStep(BaseModel):
+    """Data of one `step` event of POST /v1/forecast/stream (one value per series)."""
+
+    step: int = Field(description="1-based forecast step")
+    forecasts: list[SeriesForecast]
+
+
+class SeriesEvent(BaseModel):
+    """Data of an event of GET /v1/series/{series_id}/events; the SSE id is `version`."""
+
+    type: str = Field(description="created | replaced | update | deleted")
+    id: str
+    version: int
+    seq: int
+    observations: list[ObservationResult] | None = None
+    forecast: SeriesForecast | None = None

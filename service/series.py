@@ -1,0 +1,300 @@
+"""Stateful series: create, observe, forecast, watch and delete, on the state store.
+
+Appending observations is a compare-and-set loop: load state, version and the records of
+the seqs in the request; check the seqs (a repeat with the same value is answered from its
+record, a gap or a changed value is a 409 naming the next seq); run the filter update; write
+the new state only if the version did not move. If another writer won, the whole thing runs
+again on its state, so an observation is never lost nor applied twice, whatever the number of
+workers. Metrics are recorded only for writes that won.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from service.engine import Engine, ForecastParams, NewState, Update
+from service.errors import (
+    Busy,
+    IncompatibleState,
+    InvalidInput,
+    SeqConflict,
+    SeriesNotFound,
+    StoreUnavailable,
+)
+from service.metrics import Metrics
+from service.schemas import (
+    ForecastQuery,
+    ObservationsRequest,
+    SeriesEvent,
+    SeriesForecast,
+    SeriesInfo,
+)
+from service.settings import Settings
+from service.store import Applied, Loaded, SeriesMeta, StateStore, StoredEvent, Write
+
+log = logging.getLogger(__name__)
+
+MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
+EVENTS_POLL_S = 10.0
+
+
+def forecast_params(
+    settings: Settings, *, horizon: int | None, levels: Sequence[float] | None,
+    num_samples: int | None, return_samples: bool = False, n_series: int = 1,
+) -> ForecastParams:
+    """Request parameters with the service defaults, checked against the configured limits."""
+    h = horizon or min(settings.default_horizon, settings.max_horizon)
+    n = num_samples or min(settings.default_samples, settings.max_samples)
+    if h > settings.max_horizon:
+        raise InvalidInput(
+            f"horizon {h} is over this service's maximum {settings.max_horizon} "
+            "(SMCT_MAX_HORIZON); ask for a shorter horizon", field="horizon",
+        )
+    if n > settings.max_samples:
+        raise InvalidInput(
+            f"num_samples {n} is over this service's maximum {settings.max_samples} "
+            "(SMCT_MAX_SAMPLES); ask for fewer samples", field="num_samples",
+        )
+    if return_samples and n * h * n_series > MAX_RETURNED_SAMPLE_VALUES:
+        raise InvalidInput(
+            f"returning {n} samples x {h} steps x {n_series} series is over "
+            f"{MAX_RETURNED_SAMPLE_VALUES} values; ask for fewer samples or a shorter horizon, "
+            "or set return_samples to false", field="num_samples",
+        )
+    chosen = tuple(sorted(set(levels))) if levels else settings.monitor_levels
+    return ForecastParams(h, chosen, n, return_samples)
+
+
+def canonical(value: Any) -> str:
+    """The form in which an observation's value is remembered and compared."""
+    return json.dumps(value if isinstance(value, list) else [value])
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer rendered once, as JSON of its response schema (also what the store keeps)."""
+
+    json: str
+    replay: bool = False  # it repeats the answer to an earlier request
+
+
+def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
+    return SeriesInfo(
+        id=series_id, seq=meta.seq, version=meta.version, ess=meta.ess,
+        particles=meta.particles, model_version=meta.model_version,
+        state_bytes=meta.state_bytes,
+        created_at=datetime.fromtimestamp(meta.created_at, UTC),
+        updated_at=datetime.fromtimestamp(meta.updated_at, UTC),
+    )
+
+
+class SeriesService:
+    """The operations behind /v1/series; the engine does the model calls."""
+
+    def __init__(
+        self, engine: Engine, store: StateStore, metrics: Metrics, settings: Settings
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.metrics = metrics
+        self.settings = settings
+
+    # ------------------------------------------------------------------ create, read, delete
+
+    async def put(self, series_id: str, values: Sequence[Any]) -> SeriesInfo:
+        """Create or replace a series from its history (values 0..t-1)."""
+        new = await self.engine.create(self.engine.history(values, "values"))
+        for _ in range(self.settings.commit_retries):
+            old = await self.store.meta(series_id)
+            now = time.time()
+            meta = SeriesMeta(
+                version=(old.version if old else 0) + 1, seq=new.seq, ess=new.ess,
+                particles=new.particles, model_version=self.engine.model_version,
+                state_bytes=len(new.state), created_at=old.created_at if old else now,
+                updated_at=now,
+            )
+            event = SeriesEvent(
+                type="replaced" if old else "created", id=series_id, version=meta.version,
+                seq=meta.seq,
+            )
+            write = Write(
+                expected_version=old.version if old else 0, state=new.state, meta=meta,
+                event=event.model_dump_json(exclude_none=True), reset=True,
+            )
+            if await self.store.commit(series_id, write):
+                self.metrics.observe_write(meta.state_bytes)
+                return series_info(series_id, meta)
+        raise self._busy(series_id)
+
+    async def info(self, series_id: str) -> SeriesInfo:
+        meta = await self.store.meta(series_id)
+        if meta is None:
+            raise SeriesNotFound(series_id)
+        return series_info(series_id, meta)
+
+    async def delete(self, series_id: str) -> None:
+        for _ in range(self.settings.commit_retries):
+            meta = await self.store.meta(series_id)
+            if meta is None:
+                raise SeriesNotFound(series_id)
+            event = SeriesEvent(
+                type="deleted", id=series_id, version=meta.version + 1, seq=meta.seq
+            ).model_dump_json(exclude_none=True)
+            if await self.store.delete(series_id, meta.version, event):
+                return
+        raise self._busy(series_id)
+
+    async def forecast(self, series_id: str, query: ForecastQuery) -> SeriesForecast:
+        params = forecast_params(
+            self.settings, horizon=query.horizon, levels=query.level_values(),
+            num_samples=query.num_samples, return_samples=query.return_samples,
+        )
+        rec = await self._load(series_id)
+        return await self.engine.forecast(series_id, rec.state, params)
+
+    # ------------------------------------------------------------------ observations
+
+    async def append(self, series_id: str, req: ObservationsRequest) -> Answer:
+        """Absorb observations; the answer is JSON of schemas.ObservationsResponse."""
+        obs = req.observations
+        seqs = [o.seq for o in obs]
+        values = [canonical(o.value) for o in obs]
+        x = self.engine.matrix([o.value for o in obs], "observations", suffix=".value")
+        params = forecast_params(
+            self.settings, horizon=req.horizon, levels=None, num_samples=req.num_samples
+        )
+        for _ in range(self.settings.commit_retries):
+            rec = await self._load(series_id, seqs)
+            n_old = self._check_seqs(rec, seqs, values)
+            if n_old == len(obs):
+                return Answer(await self._replay(series_id, rec, seqs, params), replay=True)
+            upd = await self.engine.update(series_id, rec.state, x[n_old:], params)
+            old = [rec.applied[s].answer for s in seqs[:n_old]]
+            body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
+            if await self.store.commit(series_id, write):
+                self.metrics.observe_observations(upd.results, upd.state.particles)
+                self.metrics.observe_write(len(upd.state.state))
+                return Answer(body, replay=False)
+        raise self._busy(series_id)
+
+    def _check_seqs(self, rec: Loaded, seqs: list[int], values: list[str]) -> int:
+        """How many of the request's observations were applied before (checked repeats)."""
+        nxt = rec.meta.seq
+        if seqs[0] > nxt:
+            raise SeqConflict(f"seq {seqs[0]} leaves a gap", next_seq=nxt)
+        n_old = max(0, min(len(seqs), nxt - seqs[0]))
+        for seq, value in zip(seqs[:n_old], values[:n_old], strict=True):
+            applied = rec.applied.get(seq)
+            if applied is None:
+                raise SeqConflict(
+                    f"seq {seq} was absorbed earlier than the last "
+                    f"{self.settings.idempotency_window} remembered observations (or is part of "
+                    "the history) and cannot be repeated", next_seq=nxt,
+                )
+            if applied.value != value:
+                raise SeqConflict(
+                    f"seq {seq} already holds the value {applied.value}, not {value}", next_seq=nxt
+                )
+        return n_old
+
+    def _write(
+        self, series_id: str, rec: Loaded, seqs: list[int], values: list[str], upd: Update,
+        repeated: list[str],
+    ) -> tuple[str, Write]:
+        """The answer (JSON, with the `repeated` answers first) and the write that stores the
+        new state, the applied records and the update event (the answer of the new seqs)."""
+        new: NewState = upd.state
+        if new.seq != seqs[-1] + 1:
+            raise RuntimeError(f"runtime advanced to t={new.seq}, expected {seqs[-1] + 1}")
+        meta = rec.meta.next(
+            seq=new.seq, ess=new.ess, particles=new.particles, state_bytes=len(new.state),
+            model_version=self.engine.model_version,
+        )
+        answers = [r.model_dump_json() for r in upd.results]
+        forecast = upd.forecast.model_dump_json(exclude_none=True)
+        ending = f"{meta.version} {forecast}"
+        applied = [
+            Applied(seq=s, value=v, answer=a, ending=ending if s == seqs[-1] else None)
+            for s, v, a in zip(seqs, values, answers, strict=True)
+        ]
+        head = f'"id":{json.dumps(series_id)},"seq":{meta.seq},"version":{meta.version}'
+        news, forecast_part = ",".join(answers), f'"forecast":{forecast}'
+        event = f'{{"type":"update",{head},"observations":[{news}],{forecast_part}}}'
+        body = f'{{{head},"observations":[{",".join(repeated + answers)}],{forecast_part}}}'
+        write = Write(
+            expected_version=rec.meta.version, state=new.state, meta=meta, applied=applied,
+            event=event,
+        )
+        return body, write
+
+    async def _replay(
+        self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams
+    ) -> str:
+        """The answer to a request whose observations were all applied before: the stored
+        one when the request ends where an earlier one ended."""
+        answers = [rec.applied[s].answer for s in seqs]
+        ending = rec.applied[seqs[-1]].ending
+        if ending is not None:
+            version, _, forecast = ending.partition(" ")
+        else:  # the repeat ends elsewhere than the original request: forecast afresh
+            version = str(rec.meta.version)
+            fresh = await self.engine.forecast(series_id, rec.state, params)
+            forecast = fresh.model_dump_json(exclude_none=True)
+        head = f'"id":{json.dumps(series_id)},"seq":{seqs[-1] + 1},"version":{version}'
+        return f'{{{head},"observations":[{",".join(answers)}],"forecast":{forecast}}}'
+
+    async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:
+        rec = await self.store.load(series_id, seqs)
+        if rec is None:
+            raise SeriesNotFound(series_id)
+        if rec.meta.model_version != self.engine.model_version:
+            raise IncompatibleState(
+                f"series {series_id!r} was written by model {rec.meta.model_version}, and this "
+                f"service runs model {self.engine.model_version}; re-create it with "
+                f"PUT /v1/series/{series_id}"
+            )
+        return rec
+
+    def _busy(self, series_id: str) -> Busy:
+        return Busy(
+            f"series {series_id!r} is being written by other requests; retry in "
+            f"{self.settings.retry_after_s} s", retry_after_s=self.settings.retry_after_s,
+        )
+
+    # ------------------------------------------------------------------ events
+
+    async def events(
+        self, series_id: str, last_event_id: int | None
+    ) -> AsyncIterator[StoredEvent]:
+        """The series' events after `last_event_id` (default: from now on); checked for
+        existence before the stream starts, ends after a `deleted` event."""
+        meta = await self.store.meta(series_id)
+        if meta is not None:
+            after = meta.version if last_event_id is None else last_event_id
+        elif last_event_id is not None and await self.store.read_events(
+            series_id, last_event_id, 0
+        ):  # deleted since: its last events (the `deleted` one) are still readable
+            after = last_event_id
+        else:
+            raise SeriesNotFound(series_id)
+        return self._follow(series_id, after)
+
+    async def _follow(self, series_id: str, after: int) -> AsyncIterator[StoredEvent]:
+        while True:
+            try:
+                events = await self.store.read_events(series_id, after, EVENTS_POLL_S)
+            except StoreUnavailable:
+                await asyncio.sleep(self.settings.retry_after_s)
+                continue
+            for event in events:
+                after = event.version
+                yield event
+                if '"type":"deleted"' in event.data:
+                    return

@@ -1,0 +1,82 @@
+"""Service settings, read once from the environment (prefix ``SMCT_``; docs/contracts.md).
+
+The service never repeats model hyperparameters: everything about the model comes from the
+artifact. These settings only say where things are and how much a request may ask for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Environment of one service process."""
+
+    model_config = SettingsConfigDict(env_prefix="SMCT_", extra="ignore", frozen=True)
+
+    artifact: Path = Field(default=Path("artifacts/default"), description="artifact directory")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    backend: Literal["torch", "onnx"] = "torch"
+    redis_url: str | None = Field(default=None, description="unset: the embedded store")
+    api_keys: str = Field(default="", description="comma-separated bearer keys; empty: open")
+    log_level: str = "INFO"
+    threads: int = Field(
+        default=1, ge=1, description="intra-op threads of the model (torch and onnxruntime); 1 "
+        "suits a process per core, the event loop taking the rest",
+    )
+
+    # limits on what one request may ask for
+    max_horizon: int = Field(default=256, ge=1)
+    max_samples: int = Field(default=10_000, ge=1)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+
+    # micro-batching of model calls
+    batch_max_size: int = Field(default=64, ge=1)
+    batch_max_wait_ms: float = Field(default=2.0, ge=0.0)
+
+    # online monitoring: the levels (percent) of the intervals issued before each observation
+    levels: str = Field(default="80,95", description="comma-separated percents in (0, 100)")
+    default_horizon: int = Field(default=12, ge=1)
+    default_samples: int = Field(default=1000, ge=1)
+
+    # state store
+    redis_timeout_s: float = Field(default=1.0, gt=0.0)
+    retry_after_s: int = Field(default=1, ge=1)
+    commit_retries: int = Field(default=16, ge=1)
+    idempotency_window: int = Field(default=1024, ge=1, description="seqs remembered per series")
+    events_maxlen: int = Field(default=256, ge=1, description="update events kept per series")
+
+    @field_validator("levels")
+    @classmethod
+    def _check_levels(cls, value: str) -> str:
+        parse_levels(value)
+        return value
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+
+    @property
+    def monitor_levels(self) -> tuple[float, ...]:
+        """The monitoring levels in percent, ascending."""
+        return parse_levels(self.levels)
+
+
+def parse_levels(text: str) -> tuple[float, ...]:
+    """"80,95" -> (80.0, 95.0); every level must lie strictly between 0 and 100."""
+    try:
+        levels = tuple(sorted({float(part) for part in text.split(",") if part.strip()}))
+    except ValueError as exc:
+        raise ValueError(f"levels must be comma-separated numbers, got {text!r}") from exc
+    if not levels or not all(0.0 < level < 100.0 for level in levels):
+        raise ValueError(f"levels must be percents strictly between 0 and 100, got {text!r}")
+    return levels
+
+
+def level_label(level: float) -> str:
+    """The label of a level in percent: 80.0 -> "80", 99.5 -> "99.5"."""
+    return f"{level:g}"

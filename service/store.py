@@ -1,0 +1,234 @@
+"""The state store contract, and the embedded in-process store that implements it.
+
+A series is three records, written together and atomically:
+    state    the particle state (`SeriesState.to_bytes`, opaque here) and its metadata,
+             with a `version` that grows by one on every write;
+    applied  per applied seq, the value and the answer given for it (idempotent repeats),
+             the last `window` seqs only;
+    events   the update events, id = version, the last `maxlen` only (SSE resume).
+Every write is a compare-and-set on the version: two writers never both win, so an
+observation is never lost or applied twice. The Redis store (service/redis_store.py) keeps
+the same contract; the same tests run against both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Protocol
+
+#: how long the events of a deleted series stay readable (the `deleted` event ends streams)
+_DELETED_EVENTS_TTL_S = 60.0
+
+#: observer(operation, seconds, failed): the store's plain stats (service/metrics.py)
+StoreObserver = Callable[[str, float, bool], None]
+
+
+def _no_observer(operation: str, seconds: float, failed: bool) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class SeriesMeta:
+    """What the store knows about a series besides its state bytes."""
+
+    version: int  # 1 on creation, +1 on every write
+    seq: int  # observations absorbed so far: the next seq
+    ess: float
+    particles: int
+    model_version: str
+    state_bytes: int
+    created_at: float  # unix seconds
+    updated_at: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> SeriesMeta:
+        return cls(**json.loads(text))
+
+    def next(self, **changes: object) -> SeriesMeta:
+        """The metadata of the next version."""
+        return replace(self, version=self.version + 1, updated_at=time.time(), **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """An applied observation: its canonical value and the answer given for it (JSON)."""
+
+    seq: int
+    value: str
+    answer: str
+    ending: str | None = None  # when it ended its request: JSON of the rest of that answer
+
+
+@dataclass(frozen=True)
+class Loaded:
+    meta: SeriesMeta
+    state: bytes
+    applied: dict[int, Applied] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    version: int
+    data: str  # JSON of schemas.SeriesEvent
+
+
+@dataclass(frozen=True)
+class Write:
+    """One compare-and-set write: replaces state and metadata when the version matches."""
+
+    expected_version: int  # 0: the series must not exist
+    state: bytes
+    meta: SeriesMeta  # meta.version == expected_version + 1
+    applied: Sequence[Applied] = ()
+    event: str = ""
+    reset: bool = False  # a new history: forget the applied records
+
+
+class StateStore(Protocol):
+    """What the service needs from a state store; every method may raise StoreUnavailable."""
+
+    kind: str
+
+    async def ping(self) -> None: ...
+
+    async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
+        """State, metadata and the applied records of `seqs` (those still remembered)."""
+        ...
+
+    async def meta(self, series_id: str) -> SeriesMeta | None: ...
+
+    async def commit(self, series_id: str, write: Write) -> bool:
+        """Apply `write` atomically if the version is still `write.expected_version`."""
+        ...
+
+    async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
+        """Delete the series if its version is `expected_version`; the event ends its stream."""
+        ...
+
+    async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
+        """Events with version > `after`, waiting up to `timeout_s` for the first one."""
+        ...
+
+    def series_count(self) -> int | None:
+        """Number of series, where cheap to know (None otherwise)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class _Series:
+    meta: SeriesMeta
+    state: bytes
+    applied: dict[int, Applied] = field(default_factory=dict)
+
+
+class EmbeddedStore:
+    """The state store of a single process: dictionaries, and events on asyncio."""
+
+    kind = "embedded"
+
+    def __init__(
+        self, *, window: int = 1024, maxlen: int = 256, observer: StoreObserver = _no_observer
+    ) -> None:
+        self._series: dict[str, _Series] = {}
+        self._events: dict[str, deque[StoredEvent]] = {}
+        self._wakeup: dict[str, asyncio.Event] = {}
+        self._window = window
+        self._maxlen = maxlen
+        self._observe = observer
+
+    def _timed(self, operation: str, start: float) -> None:
+        self._observe(operation, time.perf_counter() - start, False)
+
+    async def ping(self) -> None:
+        return None
+
+    async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
+        start = time.perf_counter()
+        rec = self._series.get(series_id)
+        self._timed("load", start)
+        if rec is None:
+            return None
+        applied = {s: rec.applied[s] for s in seqs if s in rec.applied}
+        return Loaded(meta=rec.meta, state=rec.state, applied=applied)
+
+    async def meta(self, series_id: str) -> SeriesMeta | None:
+        start = time.perf_counter()
+        rec = self._series.get(series_id)
+        self._timed("meta", start)
+        return None if rec is None else rec.meta
+
+    async def commit(self, series_id: str, write: Write) -> bool:
+        start = time.perf_counter()
+        try:
+            rec = self._series.get(series_id)
+            if (rec.meta.version if rec else 0) != write.expected_version:
+                return False
+            if rec is None or write.reset:
+                if rec is None:
+                    self._events.pop(series_id, None)
+                rec = _Series(meta=write.meta, state=write.state)
+                self._series[series_id] = rec
+            rec.meta, rec.state = write.meta, write.state
+            for a in write.applied:
+                rec.applied[a.seq] = a
+                rec.applied.pop(a.seq - self._window, None)
+            self._publish(series_id, StoredEvent(write.meta.version, write.event))
+            return True
+        finally:
+            self._timed("commit", start)
+
+    async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
+        start = time.perf_counter()
+        try:
+            rec = self._series.get(series_id)
+            if rec is None or rec.meta.version != expected_version:
+                return False
+            del self._series[series_id]
+            self._publish(series_id, StoredEvent(expected_version + 1, event))
+            events = self._events[series_id]
+            asyncio.get_running_loop().call_later(
+                _DELETED_EVENTS_TTL_S, self._forget_events, series_id, events
+            )
+            return True
+        finally:
+            self._timed("delete", start)
+
+    def _forget_events(self, series_id: str, events: deque[StoredEvent]) -> None:
+        if self._events.get(series_id) is events and series_id not in self._series:
+            del self._events[series_id]
+
+    def _publish(self, series_id: str, event: StoredEvent) -> None:
+        self._events.setdefault(series_id, deque(maxlen=self._maxlen)).append(event)
+        wake = self._wakeup.pop(series_id, None)
+        if wake is not None:
+            wake.set()
+
+    async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
+        def newer() -> list[StoredEvent]:
+            return [e for e in self._events.get(series_id, ()) if e.version > after]
+
+        found = newer()
+        if found or timeout_s <= 0:
+            return found
+        wake = self._wakeup.setdefault(series_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(wake.wait(), timeout_s)
+        except TimeoutError:
+            return []
+        return newer()
+
+    def series_count(self) -> int | None:
+        return len(self._series)
+
+    async def close(self) -> None:
+        return None

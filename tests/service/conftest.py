@@ -1,0 +1,335 @@
+"""Fixtures of the service tests: a tiny trained artifact, real redis-servers, apps, uvicorn.
+
+The artifact is trained once per session (synthetic-1, 10 particles, d_model 8, one epoch on
+64 windows) and exported with model/export.py; the runtime loaded from it is shared by the
+in-process apps. Redis tests start their own `redis-server` on a free port (skipped when the
+binary is missing, unless CI is set).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+from fastapi.testclient import TestClient  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(
+    port: int, timeout_s: float = 10.0, proc: subprocess.Popen[Any] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("filterwarnings", "ignore:Using `httpx` with `starlette.testclient`")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _export(ckpt: Any, out: Path) -> None:
+    """Save the checkpoint and export it exactly as `smct export` does (its defaults)."""
+    from training.cli import export
+
+    ckpt.save(out.with_name(out.name + "-checkpoint"))
+    export(checkpoint=out.with_name(out.name + "-checkpoint"), out=out, particles=None,
+           scaling=None, force=True)
+
+
+TRAIN = {"dataset": "synthetic-1", "particles": 10, "epochs": 1, "d_model": 8, "limit": 64}
+
+
+def _code_key() -> str:
+    """Hash of the code that trains and exports the test artifact, and of its settings."""
+    digest = hashlib.sha256(repr(sorted(TRAIN.items())).encode())
+    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/*.py")]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def artifact(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny trained model (synthetic-1, P=10, d_model=8, one epoch on 64 windows), exported
+    as a serving artifact; cached in pytest's cache under a hash of the model and training
+    code, so only the first run after a change pays for training and ONNX export."""
+    from training.config import TrainConfig
+    from training.data import load_dataset
+    from training.trainer import train
+
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    root = cache.mkdir("smct-service-artifact") if cache else tmp_path_factory.mktemp("artifact")
+    out = root / _code_key()
+    if (out / "manifest.json").is_file():
+        return out
+    if cache:  # artifacts of older code are stale: drop them (the noise table is 32 MB)
+        for old in root.iterdir():
+            shutil.rmtree(old, ignore_errors=True)
+    cfg = TrainConfig(**TRAIN)  # type: ignore[arg-type]
+    ckpt = train(cfg, load_dataset(cfg.dataset, limit=cfg.limit), progress=False)
+    _export(ckpt, out)
+    return out
+
+
+TEST_SAMPLES = 200  # SMCT_DEFAULT_SAMPLES of the test apps: keeps the suite quick
+
+
+@pytest.fixture(scope="session")
+def runtime(artifact: Path) -> Any:
+    """The runtime of the in-process apps, with one model thread as the service sets it
+    (SMCT_THREADS=1; more threads only thrash on a small shared machine)."""
+    import torch
+
+    from model.runtime import Runtime
+
+    torch.set_num_threads(1)
+    return Runtime.load(artifact, backend="torch", device="cpu")
+
+
+# --------------------------------------------------------------------------- redis
+
+
+class RedisServer:
+    """A redis-server of its own, in a temporary directory; can be stopped and restarted."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.dir = directory
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), "--dbfilename", "dump.rdb"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port, proc=self.proc)
+        return self
+
+    def cli(self, *args: str) -> str:
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=2)
+        try:
+            return str(client.execute_command(*args))
+        finally:
+            client.close()
+
+    def shutdown_saving(self) -> None:
+        """Stop it, keeping its data on disk for the next start."""
+        with contextlib.suppress(Exception):
+            self.cli("SHUTDOWN", "SAVE")
+        self.wait()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.wait()
+
+    def wait(self) -> None:
+        if self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(19)  # SIGSTOP: connections hang, as with a partitioned server
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(18)  # SIGCONT
+
+
+def _need_redis() -> None:
+    if not Path(REDIS_SERVER).exists():
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing (CI is set)")
+        pytest.skip("redis-server is not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the session; tests flush it (see `redis_url`)."""
+    _need_redis()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    redis_server.cli("FLUSHALL")
+    return redis_server.url
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server for this test alone, to stop, pause and restart."""
+    _need_redis()
+    server = RedisServer(tmp_path).start()
+    yield server
+    with contextlib.suppress(Exception):
+        server.resume()
+    server.kill()
+
+
+# --------------------------------------------------------------------------- apps
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """Each test that uses it runs against both stores."""
+    if request.param == "embedded":
+        return None
+    return str(request.getfixturevalue("redis_url"))
+
+
+AppFactory = Callable[..., TestClient]
+
+
+@pytest.fixture
+def make_client(runtime: Any) -> Iterator[AppFactory]:
+    """make_client(**settings) -> a started TestClient of an app on the shared runtime."""
+    from service.main import create_app
+    from service.settings import Settings
+
+    stack = contextlib.ExitStack()
+
+    def make(*, runtime_override: Any = None, **overrides: Any) -> TestClient:
+        defaults = {"batch_max_wait_ms": 1.0, "default_samples": TEST_SAMPLES}
+        settings = Settings(**{**defaults, **overrides})
+        app = create_app(settings, runtime=runtime_override or runtime)
+        return stack.enter_context(TestClient(app, raise_server_exceptions=False))
+
+    with stack:
+        yield make
+
+
+@pytest.fixture
+def client(make_client: AppFactory, store_url: str | None) -> TestClient:
+    return make_client(redis_url=store_url)
+
+
+# --------------------------------------------------------------------------- real servers
+
+
+class ThreadServer:
+    """uvicorn serving an app object in a thread of the test process."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.app = app
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                           lifespan="on", timeout_graceful_shutdown=1)
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class ProcessServer:
+    """`python -m uvicorn service.main:app` in a subprocess, configured by environment."""
+
+    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def launch(self) -> ProcessServer:
+        """Start the process without waiting for it (see `ready`)."""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "service.main:app", "--host", "127.0.0.1",
+             "--port", str(self.port), "--log-level", "warning"],
+            cwd=REPO, env=self.env,
+        )
+        return self
+
+    def ready(self) -> ProcessServer:
+        wait_port(self.port, timeout_s=60, proc=self.proc)
+        return self
+
+    def start(self) -> ProcessServer:
+        return self.launch().ready()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> ProcessServer:
+        return self.ready() if self.proc is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture
+def server_env(artifact: Path) -> dict[str, str]:
+    """Environment of a service subprocess on the test artifact."""
+    return {
+        "SMCT_ARTIFACT": str(artifact), "SMCT_DEVICE": "cpu", "SMCT_BACKEND": "torch",
+        "SMCT_LOG_LEVEL": "WARNING", "SMCT_DEFAULT_SAMPLES": str(TEST_SAMPLES),
+    }

@@ -1,0 +1,247 @@
+"""Every endpoint of the API, against both state stores (embedded and a real Redis)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.schemas import ObservationsResponse
+from tests.service.conftest import TEST_SAMPLES
+
+LEVELS = ["80", "95"]
+
+
+def history(runtime: Any, n: int = 30, seed: int = 0) -> list[float]:
+    """A synthetic-1-like series, long enough for the model."""
+    rng = np.random.default_rng(seed)
+    x = [0.0]
+    for _ in range(max(n, runtime.min_history) - 1):
+        x.append(0.5 * x[-1] + rng.standard_normal())
+    return [round(v, 6) for v in x]
+
+
+def put(client: TestClient, runtime: Any, series_id: str = "s1", n: int = 30) -> dict[str, Any]:
+    r = client.put(f"/v1/series/{series_id}", json={"values": history(runtime, n)})
+    assert r.status_code in (200, 201), r.text
+    return dict(r.json())
+
+
+def observe(client: TestClient, seq: int, value: Any, series_id: str = "s1") -> Any:
+    """POST one observation."""
+    body = {"observations": [{"seq": seq, "value": value}]}
+    return client.post(f"/v1/series/{series_id}/observations", json=body)
+
+
+def check_forecast(f: dict[str, Any], horizon: int, levels: list[str] = LEVELS) -> None:
+    assert len(f["mean"]) == len(f["median"]) == horizon
+    assert sorted(f["intervals"]) == sorted(levels)
+    for band in f["intervals"].values():
+        assert len(band["lo"]) == len(band["hi"]) == horizon
+        assert all(lo <= hi for lo, hi in zip(band["lo"], band["hi"], strict=True))
+    assert all(isinstance(v, float) for v in f["mean"])  # univariate: numbers, not lists
+
+
+# --------------------------------------------------------------------------- stateless
+
+
+def test_forecast_answers_one_forecast_per_series(client: TestClient, runtime: Any) -> None:
+    body = {
+        "series": [
+            {"id": "a", "values": history(runtime)}, {"id": "b", "values": history(runtime, seed=1)}
+        ],
+        "horizon": 5, "levels": [95, 80], "num_samples": 200,
+    }
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["horizon"] == 5 and out["levels"] == LEVELS and out["num_samples"] == 200
+    assert [f["id"] for f in out["forecasts"]] == ["a", "b"]
+    for f in out["forecasts"]:
+        check_forecast(f, 5)
+        assert "samples" not in f or f["samples"] is None
+        lo80, hi80 = f["intervals"]["80"]["lo"], f["intervals"]["80"]["hi"]
+        lo95, hi95 = f["intervals"]["95"]["lo"], f["intervals"]["95"]["hi"]
+        assert all(a <= b + 1e-9 for a, b in zip(lo95, lo80, strict=True))  # nested bands
+        assert all(a >= b - 1e-9 for a, b in zip(hi95, hi80, strict=True))
+
+
+def test_forecast_returns_samples_when_asked(client: TestClient, runtime: Any) -> None:
+    body = {"series": [{"id": "a", "values": history(runtime)}], "horizon": 3, "num_samples": 50,
+            "return_samples": True}
+    f = client.post("/v1/forecast", json=body).json()["forecasts"][0]
+    assert np.asarray(f["samples"]).shape == (50, 3)
+    median = np.median(np.asarray(f["samples"]), axis=0)
+    assert np.allclose(median, f["median"], atol=1e-6 + 0.5 * np.ptp(f["samples"]))
+
+
+def test_forecast_uses_service_defaults(client: TestClient, runtime: Any) -> None:
+    out = client.post("/v1/forecast", json={"series": [{"id": "a", "values": history(runtime)}]})
+    assert out.status_code == 200, out.text
+    body = out.json()
+    assert (body["horizon"], body["levels"], body["num_samples"]) == (12, LEVELS, TEST_SAMPLES)
+    check_forecast(body["forecasts"][0], 12)
+
+
+def test_missing_values_in_history_are_accepted(client: TestClient, runtime: Any) -> None:
+    values: list[float | None] = list(history(runtime))
+    values[5] = values[9] = None
+    r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": values}], "horizon": 2})
+    assert r.status_code == 200, r.text
+
+
+# --------------------------------------------------------------------------- series lifecycle
+
+
+def test_put_get_replace_delete(client: TestClient, runtime: Any) -> None:
+    r = client.put("/v1/series/s1", json={"values": history(runtime, 30)})
+    assert r.status_code == 201
+    meta = r.json()
+    assert meta["id"] == "s1" and meta["seq"] == 30 and meta["version"] == 1
+    assert meta["particles"] > 0 and 0 < meta["ess"] <= meta["particles"] + 1e-6
+    assert meta["state_bytes"] > 0 and meta["model_version"] == runtime.model_version
+    assert client.get("/v1/series/s1").json() == meta
+
+    r = client.put("/v1/series/s1", json={"values": history(runtime, 40)})
+    assert r.status_code == 200
+    assert (r.json()["seq"], r.json()["version"]) == (40, 2)
+    assert r.json()["created_at"] == meta["created_at"] < r.json()["updated_at"]
+
+    assert client.delete("/v1/series/s1").status_code == 204
+    for method, path in [("GET", "/v1/series/s1"), ("DELETE", "/v1/series/s1"),
+                         ("GET", "/v1/series/s1/forecast")]:
+        r = client.request(method, path)
+        assert r.status_code == 404 and r.json()["error"] == "series_not_found"
+    r = client.post("/v1/series/s1/observations", json={"observations": [{"seq": 0, "value": 1}]})
+    assert r.status_code == 404 and "PUT /v1/series/s1" in r.json()["message"]
+
+
+def test_observation_scores_the_issued_forecast(client: TestClient, runtime: Any) -> None:
+    meta = put(client, runtime)
+    t = meta["seq"]
+    r = observe(client, t, 0.3)
+    assert r.status_code == 200, r.text
+    ObservationsResponse.model_validate_json(r.text)  # the documented schema
+    out = r.json()
+    assert (out["id"], out["seq"], out["version"]) == ("s1", t + 1, 2)
+    (res,) = out["observations"]
+    assert res["seq"] == t and res["value"] == pytest.approx(0.3)
+    assert sorted(res["intervals"]) == LEVELS
+    for level in LEVELS:
+        lo, hi = res["intervals"][level]["lo"], res["intervals"][level]["hi"]
+        assert lo <= hi
+        assert res["covered"][level] == (lo <= 0.3 <= hi)
+    assert res["anomaly"] == (not res["covered"]["95"])
+    assert 0.0 <= res["pit"] <= 1.0
+    assert math.isfinite(res["log_score"]) and res["crps"] >= 0.0
+    assert 0 < res["ess"] <= meta["particles"] + 1e-6
+    assert isinstance(res["resampled"], bool)
+    check_forecast(out["forecast"], 12)
+    after = client.get("/v1/series/s1").json()
+    assert (after["seq"], after["version"]) == (t + 1, 2)
+
+
+def test_several_observations_and_a_missing_one(client: TestClient, runtime: Any) -> None:
+    t = put(client, runtime)["seq"]
+    obs = [{"seq": t, "value": 0.1}, {"seq": t + 1, "value": None}, {"seq": t + 2, "value": -0.2}]
+    r = client.post("/v1/series/s1/observations", json={"observations": obs, "horizon": 4})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert [o["seq"] for o in out["observations"]] == [t, t + 1, t + 2]
+    missing = out["observations"][1]
+    assert missing["value"] is None and missing["covered"] is None and missing["pit"] is None
+    assert missing["anomaly"] is None and missing["log_score"] is None
+    assert out["seq"] == t + 3 and out["version"] == 2
+    check_forecast(out["forecast"], 4)
+
+
+def test_repeated_seq_is_idempotent(client: TestClient, runtime: Any) -> None:
+    t = put(client, runtime)["seq"]
+    body = {"observations": [{"seq": t, "value": 1.5}, {"seq": t + 1, "value": 2.5}]}
+    first = client.post("/v1/series/s1/observations", json=body)
+    again = client.post("/v1/series/s1/observations", json=body)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    ObservationsResponse.model_validate_json(again.text)
+    assert again.headers["Idempotent-Replay"] == "true"
+    assert "Idempotent-Replay" not in first.headers
+    meta = client.get("/v1/series/s1").json()
+    assert (meta["seq"], meta["version"]) == (t + 2, 2)  # no second update
+    # the same value written differently (int for float) is the same observation
+    one = client.post("/v1/series/s1/observations",
+                      json={"observations": [{"seq": t + 1, "value": 2.5}]})
+    assert one.status_code == 200
+    assert one.json()["observations"] == first.json()["observations"][1:]
+
+
+def test_partly_repeated_request_applies_only_new_seqs(client: TestClient, runtime: Any) -> None:
+    t = put(client, runtime)["seq"]
+    first = observe(client, t, 1)
+    both = client.post(
+        "/v1/series/s1/observations",
+        json={"observations": [{"seq": t, "value": 1.0}, {"seq": t + 1, "value": 2}]},
+    )
+    assert both.status_code == 200, both.text
+    assert both.json()["observations"][0] == first.json()["observations"][0]
+    assert both.json()["seq"] == t + 2 and both.json()["version"] == 3
+
+
+def test_gap_and_changed_value_are_409_with_the_next_seq(client: TestClient, runtime: Any) -> None:
+    t = put(client, runtime)["seq"]
+    gap = observe(client, t + 2, 1)
+    assert gap.status_code == 409
+    assert gap.json()["next_seq"] == t and f"next seq is {t}" in gap.json()["message"]
+    observe(client, t, 1)
+    changed = observe(client, t, 2)
+    assert changed.status_code == 409 and changed.json()["next_seq"] == t + 1
+    old = observe(client, 3, 2)
+    assert old.status_code == 409 and old.json()["next_seq"] == t + 1
+    meta = client.get("/v1/series/s1").json()
+    assert (meta["seq"], meta["version"]) == (t + 1, 2)
+
+
+def test_forecast_from_stored_state(client: TestClient, runtime: Any) -> None:
+    put(client, runtime)
+    query = {"horizon": 3, "levels": "50,90", "num_samples": 100}
+    r = client.get("/v1/series/s1/forecast", params=query)
+    assert r.status_code == 200, r.text
+    check_forecast(r.json(), 3, ["50", "90"])
+    query2 = "horizon=2&levels=80&levels=99.5&return_samples=true&num_samples=20"
+    r = client.get(f"/v1/series/s1/forecast?{query2}")
+    assert r.status_code == 200, r.text
+    check_forecast(r.json(), 2, ["80", "99.5"])
+    assert np.asarray(r.json()["samples"]).shape == (20, 2)
+    assert client.get("/v1/series/s1/forecast").status_code == 200
+
+
+def test_models_and_health(client: TestClient, runtime: Any) -> None:
+    (model,) = client.get("/v1/models").json()["models"]
+    assert model["model_version"] == runtime.model_version
+    assert model["n_features"] == runtime.n_features and model["min_history"] == runtime.min_history
+    assert isinstance(model["manifest"], dict)
+    assert client.get("/health/live").json()["status"] == "ok"
+    ready = client.get("/health/ready")
+    assert ready.status_code == 200 and ready.json()["checks"] == {"artifact": "ok", "store": "ok"}
+
+
+def test_openapi_documents_every_route_with_examples(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for path, method in [
+        ("/v1/forecast", "post"), ("/v1/forecast/stream", "post"),
+        ("/v1/series/{series_id}", "put"),
+        ("/v1/series/{series_id}", "get"), ("/v1/series/{series_id}", "delete"),
+        ("/v1/series/{series_id}/observations", "post"), ("/v1/series/{series_id}/forecast", "get"),
+        ("/v1/series/{series_id}/events", "get"), ("/v1/models", "get"), ("/health/live", "get"),
+        ("/health/ready", "get"), ("/metrics", "get"),
+    ]:
+        assert method in paths[path], (path, method)
+        assert paths[path][method].get("summary")
+    schemas = spec["components"]["schemas"]
+    for name in ("ForecastRequest", "SeriesCreate", "ObservationsRequest", "ErrorBody"):
+        assert schemas[name].get("examples"), name
+    assert "422" in paths["/v1/series/{series_id}/observations"]["post"]["responses"]
+    assert "409" in paths["/v1/series/{series_id}/observations"]["post"]["responses"]

@@ -1,0 +1,124 @@
+"""The micro-batcher: concurrent submissions share calls, bounded in size and wait."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from service.batching import MicroBatcher
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    """A batch function that doubles numbers, fails on negative ones, and records its calls."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.calls: list[list[Any]] = []
+        self.threads: set[str] = set()
+        self.delay_s = delay_s
+
+    def __call__(self, items: Sequence[Any]) -> list[Any]:
+        self.calls.append(list(items))
+        self.threads.add(threading.current_thread().name)
+        time.sleep(self.delay_s)
+        return [ValueError(f"bad {x}") if x < 0 else 2 * x for x in items]
+
+
+@pytest.fixture
+def executor() -> Any:
+    with ThreadPoolExecutor(1, thread_name_prefix="model") as pool:
+        yield pool
+
+
+async def test_concurrent_submissions_share_one_call(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.05)
+    run = Recorder()
+    results = await asyncio.gather(*(batcher.submit("k", run, i) for i in range(20)))
+    assert results == [2 * i for i in range(20)]
+    assert len(run.calls) == 1 and sorted(run.calls[0]) == list(range(20))
+    assert run.threads == {"model_0"}  # never on the event loop's thread
+    await batcher.close()
+
+
+async def test_batches_are_bounded_in_size(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=8, max_wait_s=0.05)
+    run = Recorder()
+    results = await asyncio.gather(*(batcher.submit("k", run, i) for i in range(20)))
+    assert results == [2 * i for i in range(20)]
+    assert [len(c) for c in run.calls] == [8, 8, 4]
+    await batcher.close()
+
+
+async def test_full_batches_do_not_wait(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=4, max_wait_s=5.0)
+    run = Recorder()
+    start = time.perf_counter()
+    await asyncio.gather(*(batcher.submit("k", run, i) for i in range(4)))
+    assert time.perf_counter() - start < 1.0
+    await batcher.close()
+
+
+async def test_a_lone_request_waits_at_most_max_wait(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.02)
+    start = time.perf_counter()
+    assert await batcher.submit("k", Recorder(), 3) == 6
+    assert time.perf_counter() - start < 0.5
+    await batcher.close()
+
+
+async def test_different_keys_are_not_mixed(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.05)
+    a, b = Recorder(), Recorder()
+    pairs = [(k, r, i) for i in range(6) for k, r in (("a", a), ("b", b))]
+    out = await asyncio.gather(*(batcher.submit(k, r, i) for k, r, i in pairs))
+    assert out == [2 * i for i in range(6) for _ in range(2)]
+    assert [sorted(c) for c in a.calls] == [list(range(6))]
+    assert [sorted(c) for c in b.calls] == [list(range(6))]
+    await batcher.close()
+
+
+async def test_an_error_fails_only_its_own_request(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.05)
+    run = Recorder()
+    out = await asyncio.gather(*(batcher.submit("k", run, i) for i in (1, -1, 2)),
+                               return_exceptions=True)
+    assert out[0] == 2 and out[2] == 4 and isinstance(out[1], ValueError)
+
+    def broken(items: Sequence[Any]) -> list[Any]:
+        raise RuntimeError("the call failed")
+
+    with pytest.raises(RuntimeError):
+        await batcher.submit("x", broken, 1)
+    assert await batcher.submit("k", run, 5) == 10  # the batcher still works
+    await batcher.close()
+
+
+async def test_cancelled_requests_are_dropped(executor: Any) -> None:
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.1)
+    run = Recorder()
+    gone = asyncio.create_task(batcher.submit("k", run, 1))
+    kept = asyncio.create_task(batcher.submit("k", run, 2))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    assert await kept == 4
+    assert run.calls == [[2]]
+    await batcher.close()
+
+
+async def test_requests_queue_while_a_call_runs(executor: Any) -> None:
+    """Under load, batches grow by themselves: arrivals during a call form the next batch."""
+    batcher = MicroBatcher(executor, max_size=64, max_wait_s=0.0)
+    run = Recorder(delay_s=0.1)
+    first = asyncio.create_task(batcher.submit("k", run, 0))
+    await asyncio.sleep(0.03)
+    rest = [asyncio.create_task(batcher.submit("k", run, i)) for i in range(1, 11)]
+    await asyncio.gather(first, *rest)
+    assert [len(c) for c in run.calls] == [1, 10]
+    await batcher.close()

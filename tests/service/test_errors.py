@@ -1,0 +1,193 @@
+"""Errors: 422 naming the field and the fix, 401, 404, 413, and never a 500 for bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service.conftest import AppFactory
+from tests.service.test_api import history, observe, put
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def app_client(make_client: AppFactory) -> TestClient:
+    """The embedded store suffices: input is checked before the store is touched."""
+    return make_client(max_horizon=48, max_samples=500, max_body_bytes=64 * 1024)
+
+
+def assert_422(r: Any, field: str, *words: str) -> None:
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["error"] == "invalid_input"
+    assert any(f["field"] == field for f in body["fields"]), body
+    for word in words:
+        assert word in body["message"], (word, body["message"])
+
+
+def forecast(client: TestClient, runtime: Any, **fields: Any) -> Any:
+    body = {"series": [{"id": "a", "values": history(runtime)}], **fields}
+    return client.post("/v1/forecast", json=body)
+
+
+def test_non_numeric_values(app_client: TestClient, runtime: Any) -> None:
+    values: list[Any] = list(history(runtime))
+    values[3] = "12"
+    r = app_client.post("/v1/forecast", json={"series": [{"id": "a", "values": values}]})
+    assert_422(r, "series[0].values", "values[3]", "not a number", "null for a missing value")
+    bad: Any
+    for bad in (True, {"x": 1}, []):
+        values[3] = bad
+        r = app_client.put("/v1/series/x", json={"values": values})
+        assert r.status_code == 422, (bad, r.text)
+    r = observe(app_client, 0, "a", "x")
+    assert_422(r, "observations[0].value", "not a number")
+
+
+def test_non_finite_values(app_client: TestClient, runtime: Any) -> None:
+    text = '{"series": [{"id": "a", "values": [1.0, NaN, 2.0, Infinity]}]}'
+    r = app_client.post("/v1/forecast", content=text, headers=JSON)
+    assert_422(r, "series[0].values", "not finite")
+    r = app_client.post("/v1/forecast", json={"series": [{"id": "a", "values": [1.0, 2.0, 1e300]}]})
+    assert_422(r, "series[0].values[2]", "float32", "rescale")
+
+
+def test_wrong_feature_count(app_client: TestClient, runtime: Any) -> None:
+    f = runtime.n_features
+    values: list[Any] = list(history(runtime))
+    values[2] = [1.0] * (f + 1)
+    r = app_client.post("/v1/forecast", json={"series": [{"id": "a", "values": values}]})
+    assert_422(r, "series[0].values[2]", f"has {f + 1} features", f"takes {f}")
+    put(app_client, runtime)
+    t = app_client.get("/v1/series/s1").json()["seq"]
+    r = app_client.post("/v1/series/s1/observations",
+                        json={"observations": [{"seq": t, "value": [1.0] * (f + 1)}]})
+    assert_422(r, "observations[0].value", "features")
+
+
+def test_empty_or_short_history(app_client: TestClient, runtime: Any) -> None:
+    r = app_client.put("/v1/series/x", json={"values": []})
+    assert_422(r, "values", "at least 1")
+    r = app_client.put("/v1/series/x", json={"values": [None] * max(runtime.min_history, 3)})
+    assert_422(r, "values", "no observed value")
+    if runtime.min_history > 1:
+        short = history(runtime)[: runtime.min_history - 1]
+        r = app_client.put("/v1/series/x", json={"values": short})
+        assert_422(r, "values", f"at least {runtime.min_history}")
+    r = app_client.post("/v1/forecast", json={"series": []})
+    assert_422(r, "series", "at least 1")
+
+
+def test_configured_maxima(app_client: TestClient, runtime: Any) -> None:
+    assert_422(forecast(app_client, runtime, horizon=49), "horizon", "SMCT_MAX_HORIZON", "48")
+    assert_422(forecast(app_client, runtime, num_samples=501), "num_samples", "SMCT_MAX_SAMPLES")
+    assert_422(forecast(app_client, runtime, horizon=0), "horizon", "greater than or equal to 1")
+    put(app_client, runtime)
+    r = app_client.get("/v1/series/s1/forecast?horizon=100")
+    assert_422(r, "horizon", "SMCT_MAX_HORIZON")
+
+
+def test_levels_outside_0_100(app_client: TestClient, runtime: Any) -> None:
+    assert_422(forecast(app_client, runtime, levels=[0, 80]), "levels[0]", "greater than 0")
+    assert_422(forecast(app_client, runtime, levels=[100]), "levels[0]", "less than 100")
+    put(app_client, runtime)
+    r = app_client.get("/v1/series/s1/forecast?levels=80,120")
+    assert_422(r, "query.levels", "outside (0, 100)")
+    r = app_client.get("/v1/series/s1/forecast?levels=abc")
+    assert_422(r, "query.levels", "not a number")
+
+
+def test_unknown_fields_and_bad_json(app_client: TestClient, runtime: Any) -> None:
+    assert_422(forecast(app_client, runtime, horizn=3), "horizn", "remove this field")
+    r = app_client.post("/v1/forecast", content=b"{not json", headers=JSON)
+    assert r.status_code == 422 and "JSON" in r.json()["message"]
+    r = app_client.put("/v1/series/x", json=[1, 2, 3])
+    assert r.status_code == 422
+
+
+def test_bad_series_id_and_seqs(app_client: TestClient, runtime: Any) -> None:
+    r = app_client.put("/v1/series/bad%20id!", json={"values": history(runtime)})
+    assert_422(r, "path.series_id", "letters, digits")
+    obs = [{"seq": 5, "value": 1}, {"seq": 7, "value": 1}]
+    r = app_client.post("/v1/series/x/observations", json={"observations": obs})
+    assert_422(r, "observations", "consecutive")
+    r = observe(app_client, -1, 1, "x")
+    assert_422(r, "observations[0].seq", "greater than or equal to 0")
+    dup = {"series": [{"id": "a", "values": history(runtime)}] * 2}
+    assert_422(app_client.post("/v1/forecast", json=dup), "series", "appears twice")
+
+
+def test_oversized_body_is_413(app_client: TestClient, runtime: Any) -> None:
+    big = {"values": [0.5] * 20_000}  # ~100 kB > 64 kB
+    r = app_client.put("/v1/series/x", json=big)
+    assert r.status_code == 413 and "SMCT_MAX_BODY_BYTES" in r.json()["message"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies as it streams
+        yield b'{"values": ['
+        for _ in range(20_000):
+            yield b"0.5, "
+        yield b"0.5]}"
+
+    r = app_client.put("/v1/series/x", content=chunks(), headers=JSON)
+    assert r.status_code == 413
+
+
+def test_api_keys(make_client: AppFactory, runtime: Any) -> None:
+    client = make_client(api_keys="k1, k2")
+    body = {"series": [{"id": "a", "values": history(runtime)}], "horizon": 2}
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer"
+    assert "Authorization: Bearer" in r.json()["message"]
+    r = client.post("/v1/forecast", json=body, headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 401
+    r = client.post("/v1/forecast", json=body, headers={"Authorization": "Basic azE6"})
+    assert r.status_code == 401
+    for key in ("k1", "k2"):
+        r = client.post("/v1/forecast", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200, r.text
+    assert client.get("/v1/models").status_code == 401
+    for open_path in ("/health/live", "/health/ready", "/metrics"):
+        assert client.get(open_path).status_code == 200
+
+
+def test_unknown_route_and_method(app_client: TestClient) -> None:
+    r = app_client.get("/v1/nothing")
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
+    r = app_client.patch("/v1/series/x", json={})
+    assert r.status_code == 405
+
+
+GARBAGE: list[Any] = [
+    None, 0, "x", [], {}, {"values": None}, {"values": [[]]}, {"values": [[None]]},
+    {"values": [1e308, -1e308, 1e-308]}, {"values": [[1, 2], 3]}, {"observations": None},
+    {"observations": [{}]}, {"observations": [{"seq": 1e20, "value": 1}]},
+    {"observations": [{"seq": "1", "value": 1}]}, {"observations": [{"seq": 2**70, "value": 1}]},
+    {"series": [{"id": "", "values": [1]}]},
+    {"series": [{"id": "a", "values": [1, 2]}], "horizon": 1.5},
+    {"series": [{"id": "a", "values": [1, 2, 3]}], "levels": [50, 50, 50]},
+    {"series": [{"id": "a", "values": [1, 2, 3]}], "num_samples": -5},
+    {"series": [{"id": "a", "values": [1, 2, 3]}], "return_samples": "yes"},
+]
+
+
+def test_no_input_makes_it_answer_500(app_client: TestClient, runtime: Any) -> None:
+    put(app_client, runtime)
+    targets = [
+        ("POST", "/v1/forecast"), ("POST", "/v1/forecast/stream"), ("PUT", "/v1/series/g"),
+        ("PUT", "/v1/series/s1"), ("POST", "/v1/series/s1/observations"),
+        ("POST", "/v1/series/zz/observations"),
+    ]
+    for method, path in targets:
+        for body in GARBAGE:
+            r = app_client.request(method, path, json=body)
+            assert r.status_code < 500, (method, path, body, r.status_code, r.text)
+    for query in ("horizon=-1", "horizon=x", "num_samples=0", "levels=", "levels=nan",
+                  "return_samples=maybe", "levels=1e400"):
+        r = app_client.get(f"/v1/series/s1/forecast?{query}")
+        assert r.status_code < 500, (query, r.text)
+    r = app_client.get("/v1/series/s1/events", headers={"Last-Event-ID": "abc"})
+    assert r.status_code == 422

@@ -1,0 +1,142 @@
+"""The Prometheus metrics of docs/contracts.md: present, consistent with the answers, lint-clean."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.service.test_api import observe, put
+
+HISTOGRAMS = {
+    "smct_http_request_duration_seconds", "smct_filter_update_duration_seconds",
+    "smct_forecast_duration_seconds", "smct_batch_size", "smct_ess_ratio", "smct_interval_width",
+    "smct_crps", "smct_log_score", "smct_pit", "smct_state_bytes",
+    "smct_state_store_operation_duration_seconds",
+}
+COUNTERS = {
+    "smct_observations", "smct_observations_covered", "smct_resampling", "smct_anomalies",
+    "smct_state_store_operations", "smct_state_store_errors", "smct_http_requests",
+}
+GAUGES = {"smct_rolling_picp", "smct_model_info", "smct_series_active"}
+LABELS = {"route", "method", "status", "kind", "level", "operation", "model_version", "backend",
+          "device", "le"}
+
+
+def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """sample name and sorted labels -> value."""
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: dict[Any, float], name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def feed(client: TestClient, runtime: Any, n: int = 12) -> list[dict[str, Any]]:
+    """n observations (one missing) one request each; returns the per-observation results."""
+    t = put(client, runtime)["seq"]
+    results = []
+    for i in range(n):
+        v = None if i == 3 else (0.4 * i if i % 5 else 25.0)  # some far outside the intervals
+        r = observe(client, t + i, v)
+        assert r.status_code == 200, r.text
+        results.extend(r.json()["observations"])
+    return results
+
+
+def test_every_contract_metric_is_exposed(client: TestClient, runtime: Any) -> None:
+    feed(client, runtime, 3)
+    client.get("/v1/series/s1/forecast")
+    text = client.get("/metrics").text
+    families = {f.name: f.type for f in text_string_to_metric_families(text)}
+    for name in HISTOGRAMS:
+        assert families.get(name) == "histogram", name
+    for name in COUNTERS:
+        assert families.get(name) == "counter", name
+    for name in GAUGES - {"smct_series_active"}:
+        assert families.get(name) == "gauge", name
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            assert set(sample.labels) <= LABELS, sample  # never a per-series label
+            assert "s1" not in sample.labels.values()
+
+
+def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any) -> None:
+    before = scrape(client)
+    results = feed(client, runtime)
+    body = {"observations": [{"seq": results[-1]["seq"], "value": results[-1]["value"]}]}
+    assert client.post("/v1/series/s1/observations", json=body).headers["Idempotent-Replay"]
+    after = scrape(client)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    observed = [r for r in results if r["covered"] is not None]
+    assert delta("smct_observations_total") == len(observed) == len(results) - 1
+    for level in ("80", "95"):
+        hits = sum(r["covered"][level] for r in observed)
+        assert delta("smct_observations_covered_total", level=level) == hits
+        assert value(after, "smct_rolling_picp", level=level) == pytest.approx(hits / len(observed))
+        assert delta("smct_interval_width_count", level=level) == len(observed)
+        widths = sum(r["intervals"][level]["hi"] - r["intervals"][level]["lo"] for r in observed)
+        assert delta("smct_interval_width_sum", level=level) == pytest.approx(widths)
+    assert delta("smct_anomalies_total") == sum(bool(r["anomaly"]) for r in observed) >= 1
+    assert delta("smct_resampling_total") == sum(r["resampled"] for r in results)
+    assert delta("smct_pit_count") == len(observed)
+    assert delta("smct_pit_sum") == pytest.approx(sum(r["pit"] for r in observed))
+    assert delta("smct_crps_count") == delta("smct_log_score_count") == len(observed)
+    assert delta("smct_log_score_sum") == pytest.approx(-sum(r["log_score"] for r in observed))
+    assert delta("smct_ess_ratio_count") == len(results)
+    assert 0 < value(after, "smct_ess_ratio_sum") <= value(after, "smct_ess_ratio_count")
+    assert delta("smct_filter_update_duration_seconds_count") >= len(results)
+    assert delta("smct_forecast_duration_seconds_count") >= len(results)
+    assert delta("smct_batch_size_count", kind="update") >= len(results)
+    assert delta("smct_state_bytes_count") == len(results) + 1  # + the PUT
+    assert delta("smct_state_store_operations_total", operation="commit") == len(results) + 1
+    route = "/v1/series/{series_id}/observations"
+    posts = {"route": route, "method": "POST", "status": "200"}
+    assert delta("smct_http_requests_total", **posts) == len(results) + 1
+    assert delta("smct_http_request_duration_seconds_count", route=route, method="POST",
+                 status="200") == len(results) + 1
+    assert value(after, "smct_model_info", model_version=runtime.model_version,
+                 backend=runtime.backend, device=runtime.device) == 1
+
+
+def test_error_answers_are_counted_by_status(client: TestClient) -> None:
+    client.get("/v1/series/nope")
+    client.get("/no/such/route")
+    s = scrape(client)
+    assert value(s, "smct_http_requests_total", route="/v1/series/{series_id}", method="GET",
+                 status="404") == 1
+    assert value(s, "smct_http_requests_total", route="unmatched", method="GET", status="404") == 1
+
+
+def test_series_active_with_the_embedded_store(make_client: Any, runtime: Any) -> None:
+    client = make_client()
+    put(client, runtime, "a")
+    put(client, runtime, "b")
+    assert value(scrape(client), "smct_series_active") == 2
+
+
+def test_promtool_check_metrics(client: TestClient, runtime: Any) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing (CI is set); see tests/deploy/install_tools.sh")
+        pytest.skip("promtool is not installed")
+    feed(client, runtime, 3)
+    text = client.get("/metrics").text
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr

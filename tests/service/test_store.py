@@ -1,0 +1,144 @@
+"""The state store contract, run against the embedded store and a real Redis alike."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from service.errors import StoreUnavailable
+from service.redis_store import RedisStore, keys
+from service.store import Applied, EmbeddedStore, SeriesMeta, StateStore, Write
+from tests.service.conftest import RedisServer
+
+StoreFactory = Callable[..., StateStore]
+pytestmark = pytest.mark.anyio
+
+
+def meta(version: int, seq: int = 10) -> SeriesMeta:
+    now = time.time()
+    return SeriesMeta(version, seq, 5.0, 10, "m1", 3, now, now)
+
+
+def write(version: int, seq: int, **kw: object) -> Write:
+    event = f'{{"type":"update","version":{version}}}'
+    return Write(expected_version=version - 1, state=f"s{version}".encode(),
+                 meta=meta(version, seq), event=event, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def make_store(store_url: str | None) -> AsyncIterator[StoreFactory]:
+    made: list[StateStore] = []
+
+    def make(**kw: object) -> StateStore:
+        store: StateStore = (
+            RedisStore(store_url, **kw) if store_url else EmbeddedStore(**kw)  # type: ignore[arg-type]
+        )
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+async def test_create_load_and_compare_and_set(make_store: StoreFactory) -> None:
+    store = make_store()
+    assert await store.load("a") is None and await store.meta("a") is None
+    assert await store.commit("a", write(1, 10, reset=True))
+    assert not await store.commit("a", write(1, 10, reset=True))  # exists already
+    loaded = await store.load("a")
+    assert loaded is not None and loaded.state == b"s1"
+    assert (loaded.meta.version, loaded.meta.seq) == (1, 10)
+    applied = [Applied(10, "[1.0]", '{"seq":10}'), Applied(11, "[2.0]", '{"seq":11}', '{"v":2}')]
+    assert await store.commit("a", write(2, 12, applied=applied))
+    assert not await store.commit("a", write(2, 12, applied=applied))  # stale version: refused
+    loaded = await store.load("a", [9, 10, 11, 12])
+    assert loaded is not None and loaded.state == b"s2" and loaded.meta.seq == 12
+    assert loaded.applied == {10: applied[0], 11: applied[1]}
+    meta_only = await store.meta("a")
+    assert meta_only == loaded.meta
+
+
+async def test_concurrent_writers_one_wins(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.commit("a", write(1, 0, reset=True))
+    results = await asyncio.gather(*(store.commit("a", write(2, i)) for i in range(20)))
+    assert sum(results) == 1
+    loaded = await store.load("a")
+    assert loaded is not None and loaded.meta.version == 2
+
+
+async def test_applied_records_are_bounded_and_reset(make_store: StoreFactory) -> None:
+    store = make_store(window=4)
+    await store.commit("a", write(1, 0, reset=True))
+    for v, seq in enumerate(range(10), start=2):
+        assert await store.commit("a", write(v, seq + 1, applied=[Applied(seq, "[0]", "{}")]))
+    loaded = await store.load("a", list(range(10)))
+    assert loaded is not None and sorted(loaded.applied) == [6, 7, 8, 9]
+    assert await store.commit("a", write(12, 3, reset=True))  # a new history forgets them
+    loaded = await store.load("a", list(range(10)))
+    assert loaded is not None and loaded.applied == {}
+
+
+async def test_events_resume_after_a_version(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.commit("a", write(1, 0, reset=True))
+    await store.commit("a", write(2, 1))
+    await store.commit("a", write(3, 2))
+    events = await store.read_events("a", 1, 0.1)
+    assert [e.version for e in events] == [2, 3]
+    assert events[0].data == '{"type":"update","version":2}'
+    assert await store.read_events("a", 3, 0.05) == []
+
+    waiter = asyncio.create_task(store.read_events("a", 3, 5.0))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await store.commit("a", write(4, 3))
+    got = await asyncio.wait_for(waiter, 5)
+    assert [e.version for e in got] == [4]
+
+
+async def test_events_are_capped(make_store: StoreFactory) -> None:
+    store = make_store(maxlen=5)
+    await store.commit("a", write(1, 0, reset=True))
+    for v in range(2, 300):
+        await store.commit("a", write(v, v))
+    events = await store.read_events("a", 0, 0.1)
+    assert events[-1].version == 299 and len(events) < 150  # Redis trims approximately
+
+
+async def test_delete_then_recreate(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.commit("a", write(1, 0, reset=True))
+    await store.commit("a", write(2, 1))
+    assert not await store.delete("a", 1, "{}")  # stale
+    assert await store.delete("a", 2, '{"type":"deleted"}')
+    assert await store.load("a") is None
+    assert [e.version for e in await store.read_events("a", 2, 0.1)] == [3]  # the deleted event
+    assert not await store.delete("a", 2, "{}")
+    assert await store.commit("a", write(1, 5, reset=True))  # a new series, new event stream
+    assert [e.version for e in await store.read_events("a", 0, 0.1)] == [1]
+
+
+async def test_redis_keys_share_a_hash_tag(redis_url: str) -> None:
+    state, applied, events = keys("store-42")
+    assert {k.split("}")[0] for k in (state, applied, events)} == {"smct:{store-42"}
+
+
+async def test_unreachable_redis_is_store_unavailable(own_redis: RedisServer) -> None:
+    store = RedisStore(own_redis.url, timeout_s=0.3, retry_after_s=2)
+    await store.commit("a", write(1, 0, reset=True))
+    own_redis.shutdown_saving()
+    for call in (store.ping(), store.load("a"), store.meta("a"), store.commit("a", write(2, 1)),
+                 store.delete("a", 1, "{}"), store.read_events("a", 0, 0.1)):
+        with pytest.raises(StoreUnavailable) as info:
+            await call
+        assert info.value.headers["Retry-After"] == "2"
+    own_redis.start()  # the data comes back from its dump
+    loaded = await store.load("a")
+    assert loaded is not None and loaded.meta.version == 1
+    assert await store.commit("a", write(2, 1))
+    await store.close()
