@@ -119,11 +119,19 @@ def select(
     selected = FilterState(
         window=_gather(state.window, anc),
         query=_gather(state.query, anc),
-        x_prev=_gather(state.x_prev, anc),
+        x_prev=_select_input(state.x_prev, anc),
         valid=state.valid,
         logw=logw,
     )
     return selected, anc, do, ess_prev
+
+
+def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
+    """The last input of each selected particle; an observed input is shared by all particles
+    (an expanded view, stride 0 on the particle axis) and needs no gather."""
+    if x_prev.stride(1) == 0 and anc.shape[1] == x_prev.shape[1]:
+        return x_prev
+    return _gather(x_prev, anc)
 
 
 def mutate(model: SMCTransformer, state: FilterState, eps_z: Tensor) -> Tensor:
