@@ -39,6 +39,7 @@ BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
 MIN_HISTORY = 2
 CHUNK_BYTES = 4 << 20  # noise rows gathered by one backend call (see Runtime._step)
+MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see Runtime._scale)
 
 
 class InputError(ValueError):
@@ -422,8 +423,20 @@ class Runtime:
     # ------------------------------------------------------------------ checks and scaling
 
     def _scale(self, x: np.ndarray, batch: StateBatch) -> np.ndarray:
-        """Series units (B, F) -> scaled float64, NaN kept."""
-        return (np.asarray(x, dtype=np.float64) - batch.loc) / batch.scale
+        """Series units (B, F) -> scaled float64, NaN kept. A value more than MAX_SCALED
+        scales from the series' location is refused: float32 likelihoods would overflow and
+        leave every particle with zero weight."""
+        xs = (np.asarray(x, dtype=np.float64) - batch.loc) / batch.scale
+        far = np.abs(np.nan_to_num(xs)) > MAX_SCALED
+        if far.any():
+            row, col = (int(i[0]) for i in np.nonzero(far))
+            raise InputError(
+                f"value {float(np.asarray(x)[row, col]):.6g} of feature {col} is more than "
+                f"{MAX_SCALED:.0e} scales from the series' level ({float(batch.loc[row, col]):.6g}"
+                f" +- {float(batch.scale[row, col]):.6g}); check its units, or create the "
+                "series again from a history at that level"
+            )
+        return xs
 
     def _rows(self, a: np.ndarray, what: str, min_rows: int) -> np.ndarray:
         arr = np.asarray(a, dtype=np.float64)

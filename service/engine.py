@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.artifact import ArtifactError
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState, StateFormatError
 from service.batching import MicroBatcher
@@ -100,6 +101,12 @@ class Engine:
             settings.artifact, backend=settings.backend, device=settings.device,
             threads=settings.threads,
         )
+        if runtime.n_features > runtime.target_dim:
+            raise ArtifactError(
+                f"{settings.artifact}: the model takes {runtime.n_features - runtime.target_dim}"
+                " covariates, and the HTTP API has no field for future covariates yet; serve a "
+                "model without covariates (offline, model.runtime.Runtime.forecast takes them)"
+            )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
             runtime.model_version, settings.artifact, runtime.backend, runtime.device,
@@ -258,15 +265,17 @@ class Engine:
         the bad items fail (with InvalidInput)."""
         try:
             return fn(items)
-        except (InputError, ValueError) as exc:
+        except Exception as exc:  # retry one by one: a bad item must not fail the others
             if len(items) == 1:
-                return [self._invalid(exc)]
+                return [self._invalid(exc) if isinstance(exc, InputError | ValueError) else exc]
         out: list[Any] = []
         for item in items:
             try:
                 out.extend(fn([item]))
             except (InputError, ValueError) as exc:
                 out.append(self._invalid(exc))
+            except Exception as exc:  # noqa: BLE001 - only this item's request fails
+                out.append(exc)
         return out
 
     def _invalid(self, exc: Exception) -> Exception:

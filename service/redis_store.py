@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
 from service.store import (
@@ -95,18 +96,30 @@ class RedisStore:
         self._redis = Redis.from_url(url, socket_timeout=timeout_s, **common)
         # blocking XREAD waits longer than a command may take: its own connections
         self._blocking = Redis.from_url(url, socket_timeout=EVENTS_BLOCK_S + timeout_s, **common)
+        # writes are never resent by the client: a resent commit after a timeout could run
+        # twice; the caller repeats the whole (idempotent) request instead
+        self._writer = Redis.from_url(
+            url, socket_timeout=timeout_s, **{**common, "retry": Retry(NoBackoff(), 0)}
+        )
         self._load = self._redis.register_script(_LOAD)
-        self._commit = self._redis.register_script(_COMMIT)
-        self._delete = self._redis.register_script(_DELETE)
+        self._commit = self._writer.register_script(_COMMIT)
+        self._delete = self._writer.register_script(_DELETE)
         self._window = window
         self._maxlen = maxlen
         self._retry_after_s = retry_after_s
         self._observe = observer
 
     def _unavailable(self, operation: str, exc: Exception) -> StoreUnavailable:
+        if operation in ("commit", "delete") and isinstance(exc, RedisTimeoutError):
+            outcome = (
+                "the write may or may not have been applied; repeat the same request (it is "
+                f"idempotent) in {self._retry_after_s} s"
+            )
+        else:
+            outcome = f"nothing was changed, retry in {self._retry_after_s} s"
         return StoreUnavailable(
             f"the state store cannot be reached ({type(exc).__name__} during {operation}); "
-            f"nothing was changed, retry in {self._retry_after_s} s",
+            + outcome,
             retry_after_s=self._retry_after_s,
         )
 
@@ -175,4 +188,5 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._redis.aclose()
+        await self._writer.aclose()
         await self._blocking.aclose()

@@ -44,8 +44,12 @@ def _number(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if type(value) is int or type(value) is float:
-        if math.isfinite(value):
-            return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond the float range
+            number = math.inf
+        if math.isfinite(number):
+            return number
         raise PydanticCustomError(
             "value_not_finite", "{where} is not finite; send a finite number or null (missing)",
             {"where": where},
