@@ -19,6 +19,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -96,10 +97,12 @@ class RedisStore:
         self._redis = Redis.from_url(url, socket_timeout=timeout_s, **common)
         # blocking XREAD waits longer than a command may take: its own connections
         self._blocking = Redis.from_url(url, socket_timeout=EVENTS_BLOCK_S + timeout_s, **common)
-        # writes are never resent by the client: a resent commit after a timeout could run
-        # twice; the caller repeats the whole (idempotent) request instead
+        # writes are resent only when the connection was refused or dropped (a pooled
+        # connection that went stale when Redis restarted), never after a timeout, when the
+        # script may already have run; the caller repeats the whole (idempotent) request
+        once_on_refusal = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
         self._writer = Redis.from_url(
-            url, socket_timeout=timeout_s, **{**common, "retry": Retry(NoBackoff(), 0)}
+            url, socket_timeout=timeout_s, **{**common, "retry": once_on_refusal}
         )
         self._load = self._redis.register_script(_LOAD)
         self._commit = self._writer.register_script(_COMMIT)
