@@ -56,3 +56,34 @@ def test_em_update_step_sizes_and_scalar_covariances() -> None:
     eta = em_update(model, {"obs.sigma_obs": torch.tensor([0.1])}, update=4)
     assert eta == pytest.approx(4**-0.6)
     assert model.obs.sigma_obs.item() == pytest.approx((1 - eta) * 0.7 + eta * 0.1)
+
+
+def test_loss_and_em_follow_the_genealogy_of_the_final_particles() -> None:
+    # hand-built run, B=1, T=3 (two steps), P=2, D=1: ancestors a_1 = [1, 0], a_2 = [1, 1],
+    # so the final particles m = 0, 1 descend from particle 1 at time 1 and 0 at time 0
+    import math
+    from types import SimpleNamespace
+
+    from model.inference import FilterRun
+
+    model = SMCTransformer(ModelConfig(d_in=1, d_out=1, d_model=1, window=2, sigma_init=1.0))
+    model.obs.sigma_obs.fill_(1.0)
+    ll = torch.tensor([[[-1.0, -2.0], [-3.0, -5.0]]])  # (1, 2, 2): time 1, time 2
+    pred = torch.tensor([[[[0.0], [1.0]], [[2.0], [4.0]]]])  # (1, 2, 2, 1)
+    w = torch.tensor([0.25, 0.75])
+    run = FilterRun(
+        state=SimpleNamespace(logw=w.log().view(1, 2)),  # type: ignore[arg-type]
+        ancestors=torch.tensor([[[1, 0], [1, 1]]]), logw_pred=torch.zeros(1, 2, 2), pred=pred,
+        loglik=ll, log_evidence=torch.zeros(1, 2), ess=torch.zeros(1, 2),
+        resampled=torch.ones(1, 2, dtype=torch.bool), eps_z=torch.zeros(1, 2, 2, 1),
+        eps_qkv=torch.zeros(1, 3, 2, 3, 1),
+    )
+    x = torch.tensor([[[0.0], [1.5], [3.0]]])
+    loss, stats = genealogy_objective(model, run, x)
+    state_ll = -0.5 * math.log(2 * math.pi) * (2 + 9)  # z at 2 steps, q/k/v at 3 times
+    path = [-2.0 + -3.0, -2.0 + -5.0]  # ll at time 1 of particle 1, at time 2 of m
+    expected = -sum(float(w[m]) * (path[m] + state_ll) for m in range(2)) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    # EM: residuals on the genealogy, (1.5 - 1)^2 at time 1, (3 - pred_2[m])^2 at time 2
+    em = sum(float(w[m]) * ((1.5 - 1.0) ** 2 + (3.0 - [2.0, 4.0][m]) ** 2) for m in range(2)) / 2
+    assert stats["obs.sigma_obs"].item() == pytest.approx(em, rel=1e-6)
