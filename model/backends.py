@@ -5,11 +5,19 @@ keep forecast paths in their own tensor type between steps. The filter update is
 model/compact.compact_step (UpdateGraph); forecast paths start from the compact state
 (`start_paths`, PyTorch for both backends) and move by model/filter.forecast_step.
 
+Paths are drawn from P particles (N >> P in the service: 100 samples from 10 particles), so
+the windows are rebuilt once per particle and gathered into the paths (model/filter.
+expand_paths); the torch backend goes further and keeps the paths as particles plus ancestors
+(`LazyPaths`) through the first step, whose attention is then computed once per particle: a
+one-step forecast never builds the N windows. Gathering copies values, so the numbers are
+those of the paths built one by one.
+
 Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -19,7 +27,7 @@ from torch import Tensor
 from model import artifact as art
 from model.compact import materialize
 from model.export import FORECAST_INPUTS, UPDATE_INPUTS, ForecastGraph, UpdateGraph
-from model.filter import FilterState
+from model.filter import FilterState, expand_paths
 from model.resampling import get_resampler
 from model.smc_transformer import SMCTransformer
 
@@ -68,6 +76,12 @@ class Backend(Protocol):
     ) -> tuple[Any, np.ndarray]: ...
 
 
+def draw_paths(logw: Tensor, u: Tensor) -> Tensor:
+    """Particle of each of N equally weighted paths, drawn by weight (systematic, uniforms
+    u (B, N)), section 3.3: logw (B, P) -> ancestors (B, N)."""
+    return get_resampler("systematic")(logw, u)
+
+
 def start_paths(
     model: SMCTransformer,
     noise: Tensor,
@@ -78,12 +92,84 @@ def start_paths(
     logw: Tensor,
     u: Tensor,
 ) -> FilterState:
-    """N equally weighted paths drawn by weight (systematic, uniforms u (B, N)) from the
-    particles of a compact state, as a FilterState (section 3.3)."""
-    b, n = u.shape
-    anc = get_resampler("systematic")(logw, u)  # (B, N)
-    chosen = lineage.gather(1, anc.unsqueeze(-1).expand(b, n, lineage.shape[-1]))  # (B, N, L)
-    return materialize(model, noise, base, x_hist, valid, chosen, lineage.shape[1])
+    """N equally weighted paths drawn by weight (uniforms u (B, N)) from the particles of a
+    compact state, as a FilterState (B, N, ...): the P particles' windows, gathered."""
+    return LazyPaths.start(model, noise, base, x_hist, valid, lineage, logw, u).expand()
+
+
+def _gather(x: Tensor, idx: Tensor) -> Tensor:
+    """Select particles: x (B, P, ...), idx (B, N) -> (B, N, ...) (as filter._gather)."""
+    view = idx.view(idx.shape + (1,) * (x.dim() - 2))
+    return x.gather(1, view.expand(idx.shape + x.shape[2:]))
+
+
+@dataclass(frozen=True)
+class LazyPaths:
+    """N forecast paths held as the P particles they descend from and each path's particle
+    (ancestors (B, N)), and, once a step has moved them, what that step fed each path: key and
+    value (B, N, 2, D), query (B, N, D), input (B, N, F). `expand` builds the FilterState of
+    the N paths, which later steps move with model/filter.forecast_step."""
+
+    particles: FilterState  # (B, P, ...) with zero log-weights
+    ancestors: Tensor  # (B, N)
+    kv: Tensor | None = None  # (B, N, 2, D)
+    query: Tensor | None = None  # (B, N, D)
+    x_prev: Tensor | None = None  # (B, N, F)
+    valid: Tensor | None = None  # (B, L)
+
+    @classmethod
+    def start(
+        cls,
+        model: SMCTransformer,
+        noise: Tensor,
+        base: Tensor,
+        x_hist: Tensor,
+        valid: Tensor,
+        lineage: Tensor,
+        logw: Tensor,
+        u: Tensor,
+    ) -> LazyPaths:
+        particles = materialize(model, noise, base, x_hist, valid, lineage, lineage.shape[1])
+        return cls(particles, draw_paths(logw, u))
+
+    def last_inputs(self) -> Tensor:
+        """X_t of every path (B, N, F): the same for all particles (compact.materialize), as
+        the same stride-0 view that materialize makes (a linear layer rounds it alike)."""
+        x_prev = self.particles.x_prev
+        return x_prev[:, :1].expand(x_prev.shape[0], self.ancestors.shape[1], x_prev.shape[2])
+
+    def expand(self) -> FilterState:
+        paths = expand_paths(self.particles, self.ancestors)  # (B, N, ...)
+        if self.kv is None:
+            return replace(paths, x_prev=self.last_inputs())
+        assert self.query is not None and self.x_prev is not None and self.valid is not None
+        old = _gather(self.particles.window[:, :, :-1], self.ancestors)  # (B, N, L-1, 2, D)
+        window = torch.cat([self.kv.unsqueeze(2), old], dim=2)  # filter._push
+        return FilterState(window, self.query, self.x_prev, self.valid, paths.logw)
+
+    def first_step(
+        self,
+        model: SMCTransformer,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+    ) -> tuple[LazyPaths, Tensor]:
+        """model/filter.forecast_step on the paths, with the attention of eq. (3) computed
+        once per particle (a path's window and query are its particle's). -> (paths, x_t)."""
+        parts = self.particles
+        mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
+        z = mu + torch.sqrt(model.sigma_z) * eps_z  # (B, N, D), filter.mutate
+        pred = model.readout(z, self.last_inputs())  # (B, N, O)
+        x_t = model.obs.sample(pred, eps_x)  # (B, N, O)
+        x_in = model.obs.as_input(x_t)
+        if covariates is not None:
+            cov = covariates.unsqueeze(1).expand(-1, x_in.shape[1], -1)
+            x_in = torch.cat([x_in, cov], dim=-1)
+        qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), filter.absorb
+        valid = torch.cat([torch.ones_like(parts.valid[:, :1]), parts.valid[:, :-1]], dim=1)
+        moved = LazyPaths(parts, self.ancestors, qkv[:, :, 1:], qkv[:, :, 0], x_in, valid)
+        return moved, x_t
 
 
 class TorchBackend:
@@ -124,28 +210,34 @@ class TorchBackend:
         lineage: np.ndarray,
         logw: np.ndarray,
         u: Tensor,
-    ) -> FilterState:
+    ) -> LazyPaths:
         args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, u)]
-        return start_paths(self.model, self.noise, *args)
+        return LazyPaths.start(self.model, self.noise, *args)
 
     @torch.inference_mode()
     def forecast_step(
         self,
-        paths: FilterState,
+        paths: FilterState | LazyPaths,
         eps_z: Tensor,
         eps_x: Tensor,
         eps_qkv: Tensor,
         covariates: Tensor | None,
-    ) -> tuple[FilterState, np.ndarray]:
+    ) -> tuple[FilterState | LazyPaths, np.ndarray]:
         cov = None if covariates is None else self._t(covariates)
+        eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
+        if isinstance(paths, LazyPaths):
+            if paths.kv is None:
+                moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
+                return moved, x.cpu().numpy()
+            paths = paths.expand()
         out = self.forecast_graph(
             paths.window,
             paths.query,
             paths.x_prev,
             paths.valid,
-            self._t(eps_z),
-            self._t(eps_x),
-            self._t(eps_qkv),
+            eps_z,
+            eps_x,
+            eps_qkv,
             cov,
         )
         window, query, x_prev, valid, x_t = out

@@ -107,8 +107,12 @@ def lineage_noise(model: SMCTransformer, noise: Tensor, base: Tensor, lineage: T
     """[eps_k | eps_v] along lineages: base (B, L + 1), lineage (B, N, L) -> (B, N, Hd, L, 2R)
     (lag s at index s-1)."""
     b, n, n_lag = lineage.shape
-    kv = _kv_pairs(model, noise, base[:, 1:].view(b, 1, n_lag), lineage)  # (B, N, L, Hd, 2R)
-    return kv.transpose(2, 3)
+    hd = model.cfg.n_heads
+    pairs = noise.view(-1, 2 * noise.shape[-1])  # (rows / 2, 2R), as _kv_pairs
+    heads = torch.arange(hd, device=lineage.device).view(hd, 1)
+    # indices laid out (B, N, Hd, L): the gather writes the attention's layout, no transpose
+    idx = (base[:, 1:].view(b, 1, 1, n_lag) // 2 + lineage.unsqueeze(2) * hd) + heads
+    return _rows(pairs, idx)  # (B, N, Hd, L, 2R)
 
 
 def attend(
