@@ -1,0 +1,108 @@
+"""Every forecaster of the benchmark by name: `make_forecaster(name, d_in, d_out, cfg)` and
+`load_forecaster(path)`. An unknown name is a ValueError that lists the valid ones.
+
+name                    family (paper)                                      uncertainty from
+lstm, transformer       deterministic baselines (seed 001 B.1)              none (N.A.)
+lstm-drop-{0.1,0.5}     LSTM, MC dropout before the output layer (B.1)      dropout masks
+transformer-drop-...    Transformer, 2 MC dropout layers as Vaswani (B.1)   dropout masks
+bayes-lstm              Bayesian LSTM, Bayes by backprop (B.1)              weight samples
+pf-lstm, pf-gru         particle filter RNNs (seed 002)                     particles
+sto-trans, h-sto-trans  Gumbel-softmax stochastic attention (seed 004)      passes, Gaussian
+ensemble                5 Transformers with Gaussian heads                  members, Gaussian
+ets                     local AutoETS, statsmodels (classical reference)    ETS simulation
+smc-transformer         the SMC Transformer (seed 001)                      particles
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from model.baselines.base import FitConfig, Forecaster, NeuralForecaster, read_manifest
+from model.baselines.bayes import BayesForecaster, BayesianLSTMNet, bayes_lstm
+from model.baselines.classical import ETSForecaster
+from model.baselines.pf_rnn import PFRNNNet, pf_rnn
+from model.baselines.recurrent import LSTMNet, lstm
+from model.baselines.smc import SMCForecaster
+from model.baselines.stochastic_attention import (
+    HierarchicalStochasticTransformerNet,
+    StochasticTransformerNet,
+    h_sto_trans,
+    sto_trans,
+)
+from model.baselines.transformer import EnsembleNet, TransformerNet, ensemble, transformer
+
+Factory = Callable[[int, int, FitConfig], Forecaster]
+
+FORECASTERS: dict[str, Factory] = {
+    "lstm": lambda f, o, c: lstm(f, o, c.d_model),
+    "lstm-drop-0.1": lambda f, o, c: lstm(f, o, c.d_model, dropout=0.1),
+    "lstm-drop-0.5": lambda f, o, c: lstm(f, o, c.d_model, dropout=0.5),
+    "transformer": lambda f, o, c: transformer(f, o, c.d_model, c.d_ff),
+    "transformer-drop-0.1": lambda f, o, c: transformer(f, o, c.d_model, c.d_ff, dropout=0.1),
+    "transformer-drop-0.5": lambda f, o, c: transformer(f, o, c.d_model, c.d_ff, dropout=0.5),
+    "bayes-lstm": lambda f, o, c: bayes_lstm(f, o, c.d_model),
+    "pf-lstm": lambda f, o, c: pf_rnn(f, o, c.d_model, c.particles, "lstm"),
+    "pf-gru": lambda f, o, c: pf_rnn(f, o, c.d_model, c.particles, "gru"),
+    "sto-trans": lambda f, o, c: sto_trans(f, o, c.d_model, c.d_ff),
+    "h-sto-trans": lambda f, o, c: h_sto_trans(f, o, c.d_model, c.d_ff),
+    "ensemble": lambda f, o, c: ensemble(f, o, c.d_model, c.d_ff),
+    "ets": lambda f, o, c: ETSForecaster(o),
+    "smc-transformer": lambda f, o, c: SMCForecaster(c.particles),
+}
+
+NETS: dict[str, type] = {
+    cls.kind: cls
+    for cls in (LSTMNet, TransformerNet, EnsembleNet, BayesianLSTMNet, PFRNNNet,
+                StochasticTransformerNet, HierarchicalStochasticTransformerNet)
+}
+
+
+def names() -> list[str]:
+    return list(FORECASTERS)
+
+
+def resolve(spec: str) -> list[str]:
+    """"all" or a comma-separated list of names -> the names, checked."""
+    if spec.strip() == "all":
+        return names()
+    chosen = [s.strip() for s in spec.split(",") if s.strip()]
+    for name in chosen:
+        if name not in FORECASTERS:
+            raise ValueError(f"unknown model {name!r}; valid: all, {', '.join(FORECASTERS)}")
+    return chosen
+
+
+def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = None) -> Forecaster:
+    """A fresh, untrained forecaster for inputs of F = d_in features and O = d_out targets."""
+    if name not in FORECASTERS:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(FORECASTERS)}")
+    return FORECASTERS[name](d_in, d_out, cfg or FitConfig())
+
+
+def load_forecaster(path: Path) -> Forecaster:
+    """A forecaster saved by its `save(path)`; checks the manifest's type and version."""
+    manifest = read_manifest(Path(path))
+    kind, config = manifest["type"], manifest["config"]
+    if kind == "smc-transformer":
+        return SMCForecaster.load(Path(path), config)
+    if kind == "ets":
+        return ETSForecaster(config["d_out"], config["history"])
+    if kind not in FORECASTERS:
+        raise ValueError(f"{path}: unknown forecaster type {kind!r}")
+    net_cfg: dict[str, Any] = dict(config["net"])
+    net_kind = _net_kind(kind)
+    net = NETS[net_kind](**net_cfg)
+    wrapper = BayesForecaster if net_kind == "bayes-lstm" else NeuralForecaster
+    forecaster = wrapper(kind, net).load_weights(Path(path))
+    if config.get("fit"):
+        forecaster.fit_config = FitConfig.from_dict(config["fit"])
+    return forecaster
+
+
+def _net_kind(name: str) -> str:
+    for prefix in ("lstm", "transformer"):
+        if name == prefix or name.startswith(prefix + "-drop"):
+            return prefix
+    return "pf-rnn" if name.startswith("pf-") else name

@@ -1,0 +1,110 @@
+"""The benchmark runner, its tables and figures, and the `smct benchmark` command."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from training.benchmark import BenchmarkConfig, evaluate_forecaster, run_benchmark, subset_windows
+from training.cli import app
+from training.data import SeriesData, SyntheticTruth, load_dataset
+from training.report import metrics_table
+
+
+class Oracle:
+    """Draws from the known law of the synthetic series: the scores a perfect model gets."""
+
+    name = "oracle"
+
+    def __init__(self, truth: SyntheticTruth) -> None:
+        self.truth = truth
+
+    def sample_unistep(self, x: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        return self.truth.sample(x[:, :-1, 0], n, rng)[:, :, None, :]  # (S, T-1, 1, N)
+
+    def sample_multistep(self, x: np.ndarray, history: int, n: int, seed: int = 0) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        cur = np.repeat(x[:, history - 1, 0:1], n, axis=1)  # (S, N)
+        out = []
+        for _ in range(x.shape[1] - history):
+            cur = self.truth.sample(cur, 1, rng)[..., 0]
+            out.append(cur)
+        return np.stack(out, axis=1)[:, :, None, :]  # (S, H, 1, N)
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> SeriesData:
+    return load_dataset("synthetic-2", seed=3)
+
+
+def test_scores_are_aligned_with_the_step_they_forecast(synthetic: SeriesData) -> None:
+    """A perfect model must score the true dist-mse and nominal coverage; a one-step shift
+    between samples and observations (the published code's bug) would not."""
+    assert synthetic.truth is not None
+    record, fans = evaluate_forecaster(Oracle(synthetic.truth), synthetic, synthetic.test, 400)
+    expected = synthetic.truth.dist_mse_truth(synthetic.test[:, :-1, 0])
+    assert abs(record["unistep"]["dist_mse"] - expected) < 0.03
+    for kind in ("unistep", "multistep"):  # 2,400 and 1,300 scored points
+        assert abs(record[kind]["picp"]["0.95"] - 0.95) < 0.03, kind
+        assert abs(record[kind]["picp"]["0.8"] - 0.8) < 0.05, kind
+    assert not record["point_forecast"]
+    assert fans["unistep"].shape == (24, 1, 400) and fans["multistep"].shape == (13, 1, 400)
+    assert len(record["picp_per_step_0.95"]) == 13
+
+
+def test_subset_windows_is_evenly_spaced() -> None:
+    x = np.arange(10)[:, None, None]
+    assert subset_windows(x, 4)[:, 0, 0].tolist() == [0, 3, 6, 9]
+    assert subset_windows(x, None) is x
+
+
+def test_quick_benchmark_writes_tables_and_figures(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    cfg = BenchmarkConfig(
+        datasets=["synthetic-1"], models=["lstm", "lstm-drop-0.5", "ets", "smc-transformer"],
+        out=tmp_path, quick=True, particles=4, progress=False, test_windows=6, samples=30,
+    )
+    summary = run_benchmark(cfg, command="smct benchmark --quick")
+    out = tmp_path / "synthetic-1"
+    for name in ("results.csv", "results.md", "fan_unistep.png", "fan_multistep.png",
+                 "picp_per_step.png", "ancestors.png"):
+        assert (out / name).stat().st_size > 0, name
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [r["model"] for r in rows] == cfg.models
+    assert {"uni_dist_mse", "multi_picp_0.95", "uni_crps", "train_seconds"} <= set(rows[0])
+    assert rows[0]["point_forecast"] == "True" and float(rows[0]["multi_mpiw_0.95"]) == 0.0
+    md = (out / "results.md").read_text()
+    assert "Beside the paper" in md and "| lstm | " in md and "N.A." in md
+    assert "| true model |  | 0.50 | 0.500 | 0.50 |" in md  # Model I: sigma^2 = 0.5
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["command"] == "smct benchmark --quick" and summary["quick"]
+    assert "smct benchmark --quick" in (tmp_path / "summary.md").read_text()
+
+
+def test_point_forecasts_are_reported_as_not_available() -> None:
+    metrics = {"mse": 1.0, "dist_mse": 0.0, "crps": 0.5, "picp": {"0.8": 0.0, "0.95": 0.0},
+               "mpiw": {"0.8": 0.0, "0.95": 0.0}}
+    record = {"model": "lstm", "unistep": metrics, "multistep": metrics, "point_forecast": True,
+              "train_seconds": 1.0, "infer_ms_per_window": 2.0}
+    table = metrics_table([record], "unistep", synthetic=True)
+    assert table.splitlines()[-1].count("N.A.") == 5
+
+
+def test_cli_benchmark_quick(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, [
+        "benchmark", "--quick", "--datasets", "synthetic-2", "--models", "transformer,pf-gru",
+        "--out", str(tmp_path), "--no-progress", "--no-figures", "--test-windows", "4",
+        "--samples", "20",
+    ])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "synthetic-2" / "results.md").exists()
+    args = ["benchmark", "--quick", "--models", "gpt", "--out", str(tmp_path)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0 and "valid" in str(res.exception)

@@ -1,0 +1,186 @@
+"""The benchmark: train and evaluate every forecaster on every data set, identically scored.
+
+For each data set and model: fit on the training windows (timed), draw unistep samples of
+X_t | X_{1:t-1} (t = 2..T) and multistep sample paths of X_{tau_H + h} | X_{1:tau_H} on the
+test windows (timed), and score both with training.metrics.summarize against the observation
+of the same step (samples of X_t against X_t, never X_{t-1}). Results go to
+`out/<dataset>/results.{csv,md}`, `out/results.json`, `out/summary.md` and PNG figures
+(training.figures); see `smct benchmark --help`.
+
+Shapes: S windows, T time, H horizon, O targets, N samples.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from model.baselines import FitConfig, make_forecaster, resolve
+from model.baselines.smc import SMCForecaster
+from training.data import DATASETS, SeriesData, load_dataset
+from training.metrics import picp_per_step, summarize
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Budget on one data set: training windows kept (None = all), epochs, batch size, test
+    windows scored (evenly spaced, None = all) and samples per forecast."""
+
+    limit: int | None
+    epochs: int
+    batch_size: int
+    test_windows: int | None
+    samples: int
+
+
+#: full run: paper settings on the synthetic sets (50 epochs, batch 32, all windows); the real
+#: sets with fewer training windows and epochs so the whole run fits ~40 min on 2 CPU cores.
+FULL: dict[str, Plan] = {
+    "synthetic-1": Plan(None, 50, 32, None, 500),
+    "synthetic-2": Plan(None, 50, 32, None, 500),
+    "covid": Plan(300, 8, 32, 120, 200),
+    "air-quality": Plan(1000, 10, 64, 150, 200),
+    "stock": Plan(600, 10, 64, 120, 200),
+}
+QUICK = Plan(48, 1, 32, 12, 50)
+
+
+@dataclass
+class BenchmarkConfig:
+    datasets: list[str] = field(default_factory=lambda: list(DATASETS))
+    models: list[str] = field(default_factory=lambda: resolve("all"))
+    out: Path = Path("results")
+    quick: bool = False
+    seed: int = 0
+    particles: int = 10
+    d_model: int = 32
+    threads: int | None = 1
+    epochs: int | None = None  # override every plan's epochs
+    limit: int | None = None  # override every plan's training windows
+    test_windows: int | None = None
+    samples: int | None = None
+    progress: bool = True
+    figures: bool = True
+
+    def plan(self, dataset: str) -> Plan:
+        base = QUICK if self.quick else FULL.get(dataset, Plan(2000, 10, 64, 300, 200))
+        over = {k: v for k, v in (("epochs", self.epochs), ("limit", self.limit),
+                                  ("test_windows", self.test_windows),
+                                  ("samples", self.samples)) if v is not None}
+        return replace(base, **over)
+
+    def fit_config(self, plan: Plan) -> FitConfig:
+        d_model = 16 if self.quick else self.d_model
+        return FitConfig(epochs=plan.epochs, batch_size=plan.batch_size, seed=self.seed,
+                         d_model=d_model, d_ff=d_model, particles=self.particles,
+                         threads=self.threads)
+
+
+def subset_windows(x: np.ndarray, n: int | None) -> np.ndarray:
+    """`n` evenly spaced windows of x (S, T, F), in order (all when n is None or >= S)."""
+    if n is None or n >= len(x):
+        return x
+    return x[np.linspace(0, len(x) - 1, n).round().astype(int)]
+
+
+def evaluate_forecaster(forecaster: Any, data: SeriesData, x: np.ndarray, n: int,
+                        seed: int = 0) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Unistep and multistep metrics of one trained forecaster on windows x (S, T, F).
+
+    Returns the record ({"unistep", "multistep", "infer_seconds", "picp_per_step_0.95"}) and
+    the raw samples of the first window for the fan charts.
+    """
+    o, hist = data.target_dim, data.history
+    start = time.perf_counter()
+    uni = forecaster.sample_unistep(x, n, seed=seed)  # (S, T-1, O, N)
+    multi = forecaster.sample_multistep(x, hist, n, seed=seed + 1)  # (S, H, O, N)
+    seconds = time.perf_counter() - start
+    y_uni, x_prev, y_multi = x[:, 1:, :o], x[:, :-1, :o], x[:, hist:, :o]
+    record = {
+        "unistep": summarize(uni, y_uni, x_prev=x_prev, truth=data.truth),
+        "multistep": summarize(multi, y_multi),
+        "picp_per_step_0.95": picp_per_step(multi, y_multi, 0.95).tolist(),
+        "infer_seconds": seconds,
+        "infer_ms_per_window": 1000 * seconds / len(x),
+        "point_forecast": bool(np.ptp(uni[:, :, :, : min(n, 8)], axis=-1).max() == 0.0),
+    }
+    return record, {"unistep": np.array(uni[0]), "multistep": np.array(multi[0])}
+
+
+def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
+              x_test: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+    """Fit one forecaster and evaluate it; returns (record, first-window samples, forecaster)."""
+    torch.set_num_threads(cfg.threads or torch.get_num_threads())
+    fit_cfg = cfg.fit_config(plan)
+    forecaster = make_forecaster(name, data.n_features, data.target_dim, fit_cfg)
+    start = time.perf_counter()
+    history = forecaster.fit(data, fit_cfg, progress=cfg.progress)
+    train_seconds = time.perf_counter() - start
+    record, samples = evaluate_forecaster(forecaster, data, x_test, plan.samples, cfg.seed)
+    record.update(model=name, dataset=data.name, train_seconds=train_seconds, epochs=len(history))
+    return record, samples, forecaster
+
+
+def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
+    """Every model on one data set; writes its tables and figures; returns its results."""
+    from training import figures, report
+
+    plan = cfg.plan(dataset)
+    data = load_dataset(dataset, seed=cfg.seed, limit=plan.limit)
+    x_test = subset_windows(data.test, plan.test_windows)
+    records, fans, ancestors = [], {}, None
+    for name in cfg.models:
+        bar.set_description(f"{dataset} / {name}")
+        record, samples, forecaster = run_model(name, data, cfg, plan, x_test)
+        records.append(record)
+        fans[name] = samples
+        if isinstance(forecaster, SMCForecaster):
+            ancestors = forecaster.distinct_ancestors(x_test, seed=cfg.seed)
+        log.info("%s %s: train %.1fs, multistep PICP95 %.3f", dataset, name,
+                 record["train_seconds"], record["multistep"]["picp"]["0.95"])
+        bar.update()
+    out = cfg.out / dataset
+    out.mkdir(parents=True, exist_ok=True)
+    setting = {"plan": asdict(plan), "train_windows": len(data.train),
+               "test_windows": len(x_test), "window": data.window, "history": data.history,
+               "target_dim": data.target_dim, "particles": cfg.particles,
+               "d_model": cfg.fit_config(plan).d_model, "seed": cfg.seed}
+    if data.truth is not None:  # dist-mse of the true law on the scored windows
+        setting["dist_mse_truth"] = data.truth.dist_mse_truth(x_test[:, :-1, 0])
+    report.write_dataset(out, dataset, records, setting)
+    if cfg.figures:
+        figures.fan_charts(out / "fan_unistep.png", data, x_test[0], fans, "unistep")
+        figures.fan_charts(out / "fan_multistep.png", data, x_test[0], fans, "multistep")
+        figures.picp_per_step(out / "picp_per_step.png", dataset, records)
+        if ancestors is not None:
+            figures.distinct_ancestors(out / "ancestors.png", dataset, ancestors, cfg.particles)
+    return {"dataset": dataset, "setting": setting, "records": records}
+
+
+def run_benchmark(cfg: BenchmarkConfig, command: str = "") -> dict[str, Any]:
+    """Run every data set of `cfg`; writes out/results.json and out/summary.md."""
+    from training import report
+
+    for name in cfg.datasets:
+        if name not in DATASETS:
+            raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    total = len(cfg.datasets) * len(cfg.models)
+    with tqdm(total=total, disable=not cfg.progress, desc="benchmark", unit="model") as bar:
+        for dataset in cfg.datasets:
+            results.append(run_dataset(dataset, cfg, bar))
+    summary = {"command": command, "quick": cfg.quick, "datasets": results}
+    (cfg.out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+    report.write_summary(cfg.out / "summary.md", summary)
+    return summary
