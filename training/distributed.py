@@ -95,7 +95,7 @@ def epoch_order(n: int, info: Dist, seed: int, epoch: int) -> list[int]:
     """This rank's sequence indices for an epoch: torch's DistributedSampler (shuffled with
     the same seed on every rank, strided split, padded to equal length)."""
     sampler: DistributedSampler[int] = DistributedSampler(
-        range(n),
+        range(n),  # type: ignore[arg-type]  # any sized sequence works
         num_replicas=info.world,
         rank=info.rank,
         shuffle=True,

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from model.config import ModelConfig
 from model.inference import run_filter
-from model.smc_transformer import SMCTransformer
+from model.smc_transformer import GaussianObservation, SMCTransformer
 from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
@@ -54,6 +54,12 @@ def predictive_nll(model: SMCTransformer, x: torch.Tensor, cfg: TrainConfig, see
         total += -run.log_evidence.sum().item()
         count += run.log_evidence.numel()
     return total / max(count, 1) / model.cfg.d_out
+
+
+def _sigma_obs(model: SMCTransformer) -> list[float] | None:
+    """Current diagonal of Sigma_obs (None for a categorical model)."""
+    obs = model.obs
+    return obs.sigma_obs.tolist() if isinstance(obs, GaussianObservation) else None
 
 
 def scaling_record(data: SeriesData) -> dict[str, Any]:
@@ -119,7 +125,8 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
             opt.step()
             em_update(model, distributed.all_reduce_mean(stats, info.world), step, cfg.em_exponent)
             losses.append(loss.item())
-            sigma_obs = model.obs.sigma_obs.mean().item() if model.cfg.obs == "gaussian" else 0.0
+            sigma = _sigma_obs(model)
+            sigma_obs = sum(sigma) / len(sigma) if sigma else 0.0
             bar.set_postfix(
                 epoch=epoch,
                 batch=f"{b + 1}/{n_batches}",
@@ -135,7 +142,7 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
             "val_nll": predictive_nll(model, x_val, cfg, seed=cfg.seed + 1),
             "seconds": seconds,
             "sequences_per_second": len(order) * info.world / seconds,
-            "sigma_obs": model.obs.sigma_obs.tolist() if model.cfg.obs == "gaussian" else None,
+            "sigma_obs": _sigma_obs(model),
         }
         history.append(record)
         if info.main:
