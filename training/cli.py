@@ -15,7 +15,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 @app.command()
 def train(
-    dataset: Annotated[str, typer.Option(help="synthetic-1, synthetic-2, covid, air-quality, stock, or a CSV/Parquet path")] = "synthetic-1",
+    dataset: Annotated[
+        str,
+        typer.Option(
+            help="synthetic-1, synthetic-2, covid, air-quality, stock, or a CSV/Parquet path"
+        ),
+    ] = "synthetic-1",
     out: Annotated[Path, typer.Option(help="checkpoint directory to write")] = Path("runs/model"),
     particles: int = 10,
     epochs: int = 50,
@@ -33,7 +38,9 @@ def train(
     em_exponent: float = 0.6,
     device: str = "cpu",
     limit: Optional[int] = None,  # noqa: UP045
-    distributed: Annotated[bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")] = False,
+    distributed: Annotated[
+        bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")
+    ] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
 ) -> None:
@@ -58,7 +65,14 @@ def train(
         if rank != 0:  # checkpoints and logs from rank 0 only
             return
     if evaluate_after:
-        ckpt.metrics = run_eval(ckpt.model, data, particles=particles, seed=seed, resampling=resampling, threshold=resample_threshold)
+        ckpt.metrics = run_eval(
+            ckpt.model,
+            data,
+            particles=particles,
+            seed=seed,
+            resampling=resampling,
+            threshold=resample_threshold,
+        )
     ckpt.save(out)
     typer.echo(f"checkpoint written to {out}")
     if ckpt.metrics:
@@ -85,8 +99,15 @@ def evaluate(
     cfg = ckpt.train_config
     data = load_dataset(dataset or cfg.dataset, seed=cfg.seed, limit=cfg.limit)
     result = run_eval(
-        ckpt.model, data, particles=particles or cfg.particles, n_samples=samples, seed=seed,
-        resampling=cfg.resampling, threshold=cfg.resample_threshold, split=split, per_step=per_step,
+        ckpt.model,
+        data,
+        particles=particles or cfg.particles,
+        n_samples=samples,
+        seed=seed,
+        resampling=cfg.resampling,
+        threshold=cfg.resample_threshold,
+        split=split,
+        per_step=per_step,
     )
     typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
@@ -121,10 +142,20 @@ def benchmark(
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     cfg = BenchmarkConfig(
-        datasets=[d.strip() for d in datasets.split(",") if d.strip()], models=resolve(models),
-        out=out, quick=quick, seed=seed, particles=particles, d_model=d_model, threads=threads,
-        epochs=epochs, limit=limit, test_windows=test_windows, samples=samples,
-        progress=progress, figures=figures,
+        datasets=[d.strip() for d in datasets.split(",") if d.strip()],
+        models=resolve(models),
+        out=out,
+        quick=quick,
+        seed=seed,
+        particles=particles,
+        d_model=d_model,
+        threads=threads,
+        epochs=epochs,
+        limit=limit,
+        test_windows=test_windows,
+        samples=samples,
+        progress=progress,
+        figures=figures,
     )
     command = "smct " + " ".join(sys.argv[1:]) if sys.argv and "smct" in sys.argv[0] else ""
     summary = run_benchmark(cfg, command=command)
@@ -148,7 +179,10 @@ def serve(
     if artifact is not None:
         os.environ["SMCT_ARTIFACT"] = str(artifact)
     uvicorn.run(
-        "service.main:app", host=host, port=port, log_level=log_level,
+        "service.main:app",
+        host=host,
+        port=port,
+        log_level=log_level,
         timeout_graceful_shutdown=10,
     )
 
@@ -182,19 +216,28 @@ def export(
         spec.update(loc=scaler["loc"], scale=scaler["scale"])
     names = record.get("feature_names") or [f"x{i}" for i in range(cfg.d_in)]
     training = {
-        **ckpt.train_config.to_dict(), "history": record.get("history"),
+        **ckpt.train_config.to_dict(),
+        "history": record.get("history"),
         "dataset": record.get("dataset"),
     }
     artifact = export_artifact(
-        ckpt.model, out, particles=particles or ckpt.train_config.particles, scaling=spec,
+        ckpt.model,
+        out,
+        particles=particles or ckpt.train_config.particles,
+        scaling=spec,
         features={"inputs": list(names), "targets": list(names[: cfg.target_dim])},
-        metrics=ckpt.metrics, training=training,
-        threshold=ckpt.train_config.resample_threshold, overwrite=force,
+        metrics=ckpt.metrics,
+        training=training,
+        threshold=ckpt.train_config.resample_threshold,
+        overwrite=force,
     )
     parity = artifact.manifest["graphs"]["parity_max_abs"]
-    typer.echo(json.dumps(
-        {"artifact": str(out), "model_id": artifact.model_id, "parity_max_abs": parity}, indent=2
-    ))
+    typer.echo(
+        json.dumps(
+            {"artifact": str(out), "model_id": artifact.model_id, "parity_max_abs": parity},
+            indent=2,
+        )
+    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -203,8 +246,10 @@ def forecast(
     artifact: Annotated[Path, typer.Option(help="artifact directory (smct export --out)")],
     input: Annotated[  # noqa: A002
         Path,
-        typer.Option(help="history: CSV (a column per feature; series_id, timestamp optional) "
-                     "or JSON ({\"series\": [{\"id\": .., \"values\": [..]}]})"),
+        typer.Option(
+            help="history: CSV (a column per feature; series_id, timestamp optional) "
+            'or JSON ({"series": [{"id": .., "values": [..]}]})'
+        ),
     ],
     horizon: int = 12,
     levels: Annotated[
@@ -241,16 +286,30 @@ def forecast(
     if output_format == "csv":
         typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
     elif output_format == "json":
-        typer.echo(json.dumps({
-            "model_version": runtime.model_version, "backend": runtime.backend,
-            "horizon": horizon, "levels": [round(100 * f, 6) for f in fractions], "targets": names,
-            "forecasts": [
-                {"id": i, "mean": f.mean.tolist(), "median": f.median.tolist(),
-                 "intervals": {f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
-                               for lv, (lo, hi) in f.intervals.items()}}
-                for i, f in zip(ids, forecasts, strict=True)
-            ],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "model_version": runtime.model_version,
+                    "backend": runtime.backend,
+                    "horizon": horizon,
+                    "levels": [round(100 * f, 6) for f in fractions],
+                    "targets": names,
+                    "forecasts": [
+                        {
+                            "id": i,
+                            "mean": f.mean.tolist(),
+                            "median": f.median.tolist(),
+                            "intervals": {
+                                f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
+                                for lv, (lo, hi) in f.intervals.items()
+                            },
+                        }
+                        for i, f in zip(ids, forecasts, strict=True)
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
         raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
     if plot is not None:
@@ -267,16 +326,22 @@ def _read_histories(path: Path, names: list[str], n_features: int) -> tuple[list
     if path.suffix.lower() == ".json":
         doc = json.loads(path.read_text())
         items = doc["series"] if isinstance(doc, dict) else [{"id": "0", "values": doc}]
-        values = [np.array([np.nan if v is None else v for v in it["values"]], dtype=np.float64)
-                  for it in items]
+        values = [
+            np.array([np.nan if v is None else v for v in it["values"]], dtype=np.float64)
+            for it in items
+        ]
         return [str(it.get("id", i)) for i, it in enumerate(items)], [
-            v.reshape(len(v), -1) for v in values]
+            v.reshape(len(v), -1) for v in values
+        ]
     frame = pd.read_csv(path)
     id_col = next((c for c in ("series_id", "id") if c in frame.columns), None)
     if "timestamp" in frame.columns:
         frame = frame.sort_values([c for c in (id_col, "timestamp") if c], kind="stable")
-    cols = names if all(n in frame.columns for n in names) else [
-        c for c in frame.select_dtypes("number").columns if c not in (id_col, "timestamp")]
+    cols = (
+        names
+        if all(n in frame.columns for n in names)
+        else [c for c in frame.select_dtypes("number").columns if c not in (id_col, "timestamp")]
+    )
     if len(cols) != n_features:
         raise typer.BadParameter(f"{path} has value columns {cols}; the model takes {n_features}")
     groups = frame.groupby(id_col, sort=False) if id_col else [("0", frame)]
@@ -315,8 +380,9 @@ def _fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, tar
         ax.plot(range(t0), past, color="black", lw=1, label="history")
         steps = range(t0, t0 + h)
         for lv, (lo, hi) in sorted(f.intervals.items(), reverse=True):
-            ax.fill_between(steps, lo[:, 0], hi[:, 0], alpha=0.25, color="C0", lw=0,
-                            label=f"{100 * lv:g}%")
+            ax.fill_between(
+                steps, lo[:, 0], hi[:, 0], alpha=0.25, color="C0", lw=0, label=f"{100 * lv:g}%"
+            )
         ax.plot(steps, f.median[:, 0], color="C0", lw=1.5, label="median")
         ax.set_title(f"{sid}: {target}", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")

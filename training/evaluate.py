@@ -121,5 +121,6 @@ def evaluate(
             steps.append(len(x) * picp_per_step(s, y, 0.95))
     out: dict[str, Any] = {"unistep": _merge(uni), "multistep": _merge(multi)}
     if per_step:
-        out["multistep"]["picp_per_step_0.95"] = (sum(steps) / len(x_all)).tolist()
+        per_step_picp = np.sum(steps, axis=0) / len(x_all)  # (H,)
+        out["multistep"]["picp_per_step_0.95"] = per_step_picp.tolist()
     return out
