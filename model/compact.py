@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.filter import FilterState, impute
-from model.resampling import Resampler, ess
+from model.filter import FilterState, impute, selection
+from model.resampling import Resampler
 from model.smc_transformer import SMCTransformer
 
 
@@ -142,23 +142,12 @@ def attend(
 def select(
     logw: Tensor, lineage: Tensor, u: Tensor, resampler: Resampler, threshold: float
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Selection (filter.select) on the compact form: only indices move.
+    """Selection (filter.selection) on the compact form: only indices move.
 
     Returns ancestors (B, P), resampled (B,), ESS (B,), the lineage (B, P, L) and the
     normalised log-weights (B, P) of the selected particles.
     """
-    b, p = logw.shape
-    ess_prev = ess(logw)  # (B,)
-    if threshold >= 1.0:  # resample every step (the paper): weights become uniform
-        do = torch.ones_like(ess_prev, dtype=torch.bool)
-        anc = resampler(logw, u)  # (B, P)
-        logw_sel = torch.log_softmax(torch.zeros_like(logw), dim=-1)  # -log P, P symbolic
-    else:
-        do = ess_prev < threshold * p
-        identity = torch.arange(p, device=u.device).expand(b, p)
-        anc = torch.where(do.unsqueeze(1), resampler(logw, u), identity)  # (B, P)
-        kept = torch.where(do.unsqueeze(1), torch.zeros_like(logw), logw)
-        logw_sel = torch.log_softmax(kept, dim=-1)
+    anc, do, ess_prev, logw_sel = selection(logw, u, resampler, threshold)
     selected = lineage.gather(1, anc.unsqueeze(-1).expand_as(lineage))  # (B, P, L)
     return anc, do, ess_prev, selected, logw_sel
 

@@ -18,7 +18,6 @@ A step at time t (predicting X_t):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -97,25 +96,35 @@ def filter_init(model: SMCTransformer, x: Tensor, n_particles: int, eps_qkv: Ten
     )
 
 
+def selection(
+    logw: Tensor, u: Tensor, resampler: Resampler, threshold: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Which particles survive: resample rows whose ESS/P is under `threshold` (every row
+    when threshold >= 1, the paper). logw (B, P), u (B, P) -> ancestors (B, P), resampled
+    (B,) bool, ESS (B,) of `logw`, normalised log-weights (B, P) of the selected particles.
+    Shared by this filter and the compact one (model/compact.py); written so that the
+    particle count stays symbolic in an exported graph."""
+    b, p = logw.shape
+    ess_prev = ess(logw)  # (B,)
+    if threshold >= 1.0:  # weights become uniform: -log P
+        do = torch.ones_like(ess_prev, dtype=torch.bool)
+        anc = resampler(logw, u)  # (B, P)
+        return anc, do, ess_prev, torch.log_softmax(torch.zeros_like(logw), dim=-1)
+    do = ess_prev < threshold * p
+    identity = torch.arange(p, device=u.device).expand(b, p)
+    anc = torch.where(do.unsqueeze(1), resampler(logw, u), identity)  # (B, P)
+    kept = torch.where(do.unsqueeze(1), torch.zeros_like(logw), logw)
+    return anc, do, ess_prev, torch.log_softmax(kept, dim=-1)
+
+
 def select(
     state: FilterState, u: Tensor, resampler: Resampler, threshold: float
 ) -> tuple[FilterState, Tensor, Tensor, Tensor]:
-    """Selection phase: resample rows whose ESS/P is under `threshold`.
+    """Selection phase: every particle takes its ancestor's window, query and last input.
 
     Returns the selected state, ancestors (B, P), resampled flags (B,), ESS (B,).
     """
-    b, p = state.logw.shape
-    ess_prev = ess(state.logw)  # (B,)
-    if threshold >= 1.0:  # resample every step (the paper): weights become uniform
-        do = torch.ones_like(ess_prev, dtype=torch.bool)
-        anc = resampler(state.logw, u)  # (B, P)
-        logw = torch.full_like(state.logw, -math.log(p))
-    else:
-        do = ess_prev < threshold * p
-        identity = torch.arange(p, device=u.device).expand(b, p)
-        anc = torch.where(do.unsqueeze(1), resampler(state.logw, u), identity)  # (B, P)
-        kept = torch.where(do.unsqueeze(1), torch.zeros_like(state.logw), state.logw)
-        logw = torch.log_softmax(kept, dim=-1)
+    anc, do, ess_prev, logw = selection(state.logw, u, resampler, threshold)
     selected = FilterState(
         window=_gather(state.window, anc),
         query=_gather(state.query, anc),
