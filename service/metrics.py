@@ -67,7 +67,7 @@ class Metrics:
             registry=r,
         )
         self.ess_ratio = Histogram(
-            "smct_ess_ratio", "ESS / particles of the weights at each update (0..1)",
+            "smct_ess_ratio", "ESS / particles of the weights each update selects from (0..1)",
             buckets=RATIO_BUCKETS, registry=r,
         )
         self.interval_width = Histogram(
