@@ -270,6 +270,12 @@ class OnnxBackend:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # the fused SkipLayerNormalization kernel is slower than the plain ops at d_model <= 64
+        # (bench/bench_runtime.py: 179 -> 165 us per update at P = 100, B = 1; 164 -> 127 per
+        # series at B = 64)
+        options.add_session_config_entry(
+            "optimization.disable_specified_optimizers", "SkipLayerNormFusion"
+        )
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
             providers.insert(0, "CUDAExecutionProvider")

@@ -11,7 +11,8 @@ step (its `lineage`, a_m(1) = m), and eps(step) is a block of the keyed noise ta
 (model/noise.py). A state is then the last L inputs, the lineage and the log-weights; the
 windows are rebuilt exactly from them. The attention of eq. (3) splits accordingly:
     q_m . k_m(s) = q_m . W^k X_{t-s+1} + (q_m * Sigma_k^1/2) . eps_k(t-s+1)[a_m(s)]
-so no (P, L, D) key or value tensor is built, only the noise rows are gathered.
+so no (P, L, D) key or value tensor is built, only the noise rows are gathered (eps_k and
+eps_v apart, each dotted or averaged on its own).
 
 `compact_step` is model/filter.filter_step on this form (same selection, eq. (3) mutation,
 eq. (5) weighting, `impute` for missing values); tests/model/test_compact.py checks that both
@@ -115,27 +116,39 @@ def lineage_noise(model: SMCTransformer, noise: Tensor, base: Tensor, lineage: T
     return _rows(pairs, idx)  # (B, N, Hd, L, 2R)
 
 
+def lineage_kv(
+    model: SMCTransformer, noise: Tensor, base: Tensor, lineage: Tensor
+) -> tuple[Tensor, Tensor]:
+    """eps_k and eps_v along lineages, gathered apart: base (B, L + 1), lineage (B, N, L) ->
+    two (B, N, Hd, L, R) (lag s at index s-1). The attention dots the first with the queries
+    and averages the second, so neither multiplies the other's half by zero."""
+    b, n, n_lag = lineage.shape
+    hd = model.cfg.n_heads
+    heads = torch.arange(hd, device=lineage.device).view(hd, 1)
+    # row of eps_k of (particle, head) in the (rows, R) view: base + 2 (particle Hd + head)
+    pair = base[:, 1:].view(b, 1, 1, n_lag) // 2 + lineage.unsqueeze(2) * hd + heads
+    return _rows(noise, 2 * pair), _rows(noise, 2 * pair + 1)
+
+
 def attend(
-    model: SMCTransformer, q: Tensor, means: Tensor, valid: Tensor, eps_kv: Tensor
+    model: SMCTransformer, q: Tensor, means: Tensor, valid: Tensor, eps_k: Tensor, eps_v: Tensor
 ) -> Tensor:
     """Eq. (3) mean mu(t) from the compact form (SMCTransformer.attend on rebuilt windows).
 
     q (B, P, D), means W^{qkv} X (B, L, 3D) of the inputs of the window, valid (B, L),
-    eps_kv (B, P, Hd, L, 2R) -> (B, P, D).
+    eps_k and eps_v (B, P, Hd, L, R) -> (B, P, D).
     """
-    b, p, hd, n_lag, r2 = eps_kv.shape
-    r = r2 // 2
+    b, p, hd, n_lag, r = eps_k.shape
     mean = means.view(b, n_lag, 3, hd, r).permute(0, 3, 2, 1, 4)  # (B, Hd, 3, L, R)
     sigma = torch.sqrt(model.sigma_qkv).view(3, 1, hd, r)  # (3, 1, Hd, R)
     qh = q.view(b, p, hd, r)  # (B, P, Hd, R)
     shared = qh.transpose(1, 2) @ mean[:, :, 1].transpose(-1, -2)  # (B, Hd, P, L): q . W^k X
-    q_noise = torch.cat([qh * sigma[1], torch.zeros_like(qh)], dim=-1)  # (B, P, Hd, 2R)
-    own = (eps_kv @ q_noise.unsqueeze(-1)).squeeze(-1)  # (B, P, Hd, L): q . Sigma_k^1/2 eps_k
+    own = (eps_k @ (qh * sigma[1]).unsqueeze(-1)).squeeze(-1)  # (B, P, Hd, L): q . S_k^1/2 eps_k
     scores = (shared.transpose(1, 2) + own) / math.sqrt(r)  # (B, P, Hd, L)
     scores = scores.masked_fill(~valid.view(b, 1, 1, n_lag), float("-inf"))
     pi = torch.softmax(scores, dim=-1)  # (B, P, Hd, L), eq. (3)
     mu = (pi.transpose(1, 2) @ mean[:, :, 2]).transpose(1, 2)  # (B, P, Hd, R): pi . W^v X
-    noise_v = (pi.unsqueeze(-2) @ eps_kv).squeeze(-2)[..., r:]  # (B, P, Hd, R): pi . eps_v
+    noise_v = (pi.unsqueeze(-2) @ eps_v).squeeze(-2)  # (B, P, Hd, R): pi . eps_v
     return (mu + sigma[2] * noise_v).reshape(b, p, hd * r)
 
 
@@ -177,11 +190,11 @@ def compact_step(
     u = step_uniforms(model, noise, base[:, 0], p)
     eps_z = _noise_of(model, noise, base[:, 0], 3, p, own)  # (B, P, D)
     anc, resampled, ess_prev, lineage_sel, logw_sel = select(logw, lineage, u, resampler, threshold)
-    eps_kv = lineage_noise(model, noise, base, lineage_sel)  # (B, P, Hd, L, 2R)
+    eps_k, eps_v = lineage_kv(model, noise, base, lineage_sel)  # (B, P, Hd, L, R) each
     eps_q = _noise_of(model, noise, base[:, 1], 2, p, anc)  # (B, P, D) the ancestors' queries
     means = model.w_qkv(x_hist)  # (B, L, 3D): W^q X, W^k X, W^v X of the window's inputs
     q = means[:, :1, : model.cfg.d_model] + torch.sqrt(model.sigma_qkv[0]) * eps_q  # eq. (3.1)
-    mu = attend(model, q, means, valid, eps_kv)  # (B, P, D)
+    mu = attend(model, q, means, valid, eps_k, eps_v)  # (B, P, D)
     z = mu + torch.sqrt(model.sigma_z) * eps_z  # eq. (3)
     x_prev = x_hist[:, :1].expand(b, p, x_hist.shape[-1])  # (B, P, F)
     pred = model.readout(z, x_prev)  # (B, P, O)
