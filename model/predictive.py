@@ -4,7 +4,7 @@ One-step (what an update issues and scores): the filter's predictive law of X_t 
     p(X_t | X_{1:t-1}) = sum_m w_m N(X_t; G(r_t^m), Sigma_obs)          (paper eq. (5), 3.3)
 with w the normalised selected weights. Its marginal CDF, density, equal-tailed quantiles and
 CRPS are computed exactly here (quantiles by safeguarded Newton on the CDF, to QUANTILE_TOL
-in probability), in float64 on torch tensors.
+in probability), in float64 numpy.
 
 Multistep (forecasts): intervals, quantiles, mean and median are derived from sample paths in
 one place, `summarize_samples`; quantiles are numpy's default (linear) sample quantiles, the
@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-from torch import Tensor
+from scipy.special import ndtr, ndtri
 
 QUANTILE_TOL = 1e-10
 MAX_NEWTON = 100
@@ -34,42 +33,47 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 @dataclass(frozen=True)
 class Mixture:
-    """sum_m w_m N(mu_m, diag(sd^2)), marginally per target: w (B, P), mu (B, P, O), sd (O,)."""
+    """sum_m w_m N(mu_m, diag(sd^2)), marginally per target: w (B, P), mu (B, P, O), sd (O,),
+    float64 numpy arrays (the arrays are small; numpy's per-call cost is a fraction of
+    torch's, which is what a one-series update pays)."""
 
-    w: Tensor
-    mu: Tensor
-    sd: Tensor
+    w: np.ndarray
+    mu: np.ndarray
+    sd: np.ndarray
 
     @classmethod
-    def from_filter(cls, logw_pred: Tensor, pred: Tensor, sigma_obs: Tensor) -> Mixture:
+    def from_filter(
+        cls, logw_pred: np.ndarray, pred: np.ndarray, sigma_obs: np.ndarray
+    ) -> Mixture:
         """From a step's normalised log-weights (B, P), means (B, P, O), variances (O,)."""
+        logw = np.asarray(logw_pred, dtype=np.float64)
         return cls(
-            w=torch.softmax(logw_pred.double(), dim=-1),
-            mu=pred.double(),
-            sd=torch.sqrt(sigma_obs.double()),
+            w=np.exp(logw - _logsumexp(logw, keepdims=True)),
+            mu=np.asarray(pred, dtype=np.float64),
+            sd=np.sqrt(np.asarray(sigma_obs, dtype=np.float64)),
         )
 
-    def _z(self, y: Tensor) -> Tensor:  # y (B, K, O) -> (B, K, P, O)
-        return (y.unsqueeze(2) - self.mu.unsqueeze(1)) / self.sd
+    def _z(self, y: np.ndarray) -> np.ndarray:  # y (B, K, O) -> (B, K, P, O)
+        return (y[:, :, None] - self.mu[:, None]) / self.sd
 
-    def cdf(self, y: Tensor) -> Tensor:
+    def cdf(self, y: np.ndarray) -> np.ndarray:
         """Marginal CDF at y (B, K, O) -> (B, K, O)."""
-        return (self.w[:, None, :, None] * torch.special.ndtr(self._z(y))).sum(2)
+        return np.einsum("bp,bkpo->bko", self.w, ndtr(self._z(y)))
 
-    def cdf_pdf(self, y: Tensor) -> tuple[Tensor, Tensor]:
+    def cdf_pdf(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Marginal CDF and density at y (B, K, O) -> two (B, K, O)."""
         z = self._z(y)
-        w = self.w[:, None, :, None]
-        pdf = (w * torch.exp(-0.5 * z * z)).sum(2) * (_INV_SQRT_2PI / self.sd)
-        return (w * torch.special.ndtr(z)).sum(2), pdf
+        pdf = np.einsum("bp,bkpo->bko", self.w, np.exp(-0.5 * z * z)) * (_INV_SQRT_2PI / self.sd)
+        return np.einsum("bp,bkpo->bko", self.w, ndtr(z)), pdf
 
-    def log_density(self, y: Tensor) -> Tensor:
+    def log_density(self, y: np.ndarray) -> np.ndarray:
         """Joint log density of y (B, O) under the mixture (diagonal components) -> (B,)."""
-        z = (y.unsqueeze(1) - self.mu) / self.sd  # (B, P, O)
-        comp = (-0.5 * z * z - torch.log(self.sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
-        return torch.logsumexp(torch.log(self.w) + comp, dim=-1)
+        z = (y[:, None] - self.mu) / self.sd  # (B, P, O)
+        comp = (-0.5 * z * z - np.log(self.sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
+        with np.errstate(divide="ignore"):  # a zero weight is a component that is not there
+            return _logsumexp(np.log(self.w) + comp)
 
-    def quantile(self, probs: Tensor) -> Tensor:
+    def quantile(self, probs: Sequence[float] | np.ndarray) -> np.ndarray:
         """Marginal quantiles at probs (Q,) in (0, 1) -> (B, Q, O).
 
         Each component's quantile bounds the mixture's: the answer lies in
@@ -78,39 +82,41 @@ class Mixture:
         by bisection when they leave the bracket or do not halve the previous step (Numerical
         Recipes' rtsafe), until |F(x) - q| < QUANTILE_TOL.
         """
-        q = probs.double().view(1, -1, 1)  # (1, Q, 1)
-        zq = torch.special.ndtri(q)
-        low = self.mu.min(1).values + self.sd * zq.min()  # (B, O)
-        high = self.mu.max(1).values + self.sd * zq.max()
-        frac = torch.linspace(0.0, 1.0, GRID, dtype=q.dtype, device=q.device).view(1, -1, 1)
-        grid = low.unsqueeze(1) + (high - low).unsqueeze(1) * frac  # (B, G, O)
-        cdf_grid = self.cdf(grid).transpose(1, 2).contiguous()  # (B, O, G)
-        targets = q.view(1, 1, -1).expand(*cdf_grid.shape[:2], -1).contiguous()  # (B, O, Q)
-        k = torch.searchsorted(cdf_grid, targets).clamp(1, GRID - 1)  # (B, O, Q)
-        grid_t = grid.transpose(1, 2)  # (B, O, G)
-        lo, hi = grid_t.gather(-1, k - 1), grid_t.gather(-1, k)
-        f_lo, f_hi = cdf_grid.gather(-1, k - 1), cdf_grid.gather(-1, k)
-        x = lo + (hi - lo) * ((targets - f_lo) / (f_hi - f_lo).clamp_min(1e-300)).clamp(0, 1)
-        lo, hi, x = (v.transpose(1, 2) for v in (lo, hi, x))  # (B, Q, O)
+        q = np.asarray(probs, dtype=np.float64).reshape(1, -1, 1)  # (1, Q, 1)
+        zq = ndtri(q)
+        low = self.mu.min(1) + self.sd * zq.min()  # (B, O)
+        high = self.mu.max(1) + self.sd * zq.max()
+        frac = np.linspace(0.0, 1.0, GRID).reshape(1, -1, 1)
+        grid = low[:, None] + (high - low)[:, None] * frac  # (B, G, O)
+        cdf_grid = self.cdf(grid)  # (B, G, O), non-decreasing along G
+        # first grid point whose CDF reaches each q: count of points below it
+        k = (cdf_grid[:, :, None] < q[:, None]).sum(1).clip(1, GRID - 1)  # (B, Q, O)
+        lo = np.take_along_axis(grid, k - 1, axis=1)
+        hi = np.take_along_axis(grid, k, axis=1)
+        f_lo = np.take_along_axis(cdf_grid, k - 1, axis=1)
+        f_hi = np.take_along_axis(cdf_grid, k, axis=1)
+        x = lo + (hi - lo) * ((q - f_lo) / np.maximum(f_hi - f_lo, 1e-300)).clip(0, 1)
         last = hi - lo
         for _ in range(MAX_NEWTON):
             cdf, pdf = self.cdf_pdf(x)
             err = cdf - q
-            if float(err.abs().max()) < QUANTILE_TOL:
+            if np.abs(err).max() < QUANTILE_TOL:
                 break
-            lo = torch.where(err < 0, x, lo)
-            hi = torch.where(err > 0, x, hi)
-            step = -err / pdf
-            newton = (x + step > lo) & (x + step < hi) & (step.abs() < 0.5 * last.abs())
-            nxt = torch.where(newton, x + step, 0.5 * (lo + hi))
-            nxt = torch.where(err.abs() < QUANTILE_TOL, x, nxt)  # keep the solved ones
+            lo = np.where(err < 0, x, lo)
+            hi = np.where(err > 0, x, hi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = -err / pdf
+                moved = x + step
+                newton = (moved > lo) & (moved < hi) & (np.abs(step) < 0.5 * np.abs(last))
+            nxt = np.where(newton, moved, 0.5 * (lo + hi))
+            nxt = np.where(np.abs(err) < QUANTILE_TOL, x, nxt)  # keep the solved ones
             last = nxt - x
             x = nxt
-            if float((hi - lo).max()) == 0.0:
+            if (hi - lo).max() == 0.0:
                 break
         return x
 
-    def crps(self, y: Tensor) -> Tensor:
+    def crps(self, y: np.ndarray) -> np.ndarray:
         """Marginal CRPS of y (B, O) -> (B, O), closed form for Gaussian mixtures (Grimit et
         al. 2006): sum_m w_m A(y - mu_m, s) - 1/2 sum_mn w_m w_n A(mu_m - mu_n, s sqrt 2),
         A(d, s) = d (2 Phi(d / s) - 1) + 2 s phi(d / s). The double sum costs P^2: above
@@ -118,30 +124,38 @@ class Mixture:
         order of their means) pooled into bins of about equal weight, each at its weighted mean
         (an error of second order in the bins' spread; tests/model/test_predictive.py bounds
         it at 0.5 %)."""
-        first = (self.w.unsqueeze(-1) * _a(y.unsqueeze(1) - self.mu, self.sd)).sum(1)  # (B, O)
-        mu = self.mu.transpose(1, 2)  # (B, O, P)
-        w = self.w.unsqueeze(1).expand_as(mu)  # (B, O, P)
+        first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd))  # (B, O)
+        mu = np.swapaxes(self.mu, 1, 2)  # (B, O, P)
+        w = np.broadcast_to(self.w[:, None], mu.shape)  # (B, O, P)
         if mu.shape[-1] > CRPS_MAX_COMPONENTS:  # pool neighbours: n bins of about equal weight
             n = CRPS_MAX_COMPONENTS
-            mu, order = mu.sort(dim=-1)
-            w = w.gather(-1, order)
-            mid = torch.cumsum(w, dim=-1) - 0.5 * w  # (B, O, P) weight CDF at each component
-            bins = (mid * n).long().clamp(0, n - 1)
-            weight = torch.zeros(*mu.shape[:2], n, dtype=mu.dtype, device=mu.device)
-            weight = weight.scatter_add(-1, bins, w)  # (B, O, n)
-            mean = torch.zeros_like(weight).scatter_add(-1, bins, w * mu)
-            mu, w = mean / weight.clamp_min(1e-300), weight
-        pair = w.unsqueeze(-1) * w.unsqueeze(-2)  # (B, O, P, P)
-        spread = pair * _a(mu.unsqueeze(-1) - mu.unsqueeze(-2), self.sd.view(-1, 1, 1) * _SQRT2)
-        return first - 0.5 * spread.sum((-1, -2))
+            order = np.argsort(mu, axis=-1, kind="stable")
+            mu = np.take_along_axis(mu, order, axis=-1)
+            w = np.take_along_axis(w, order, axis=-1)
+            mid = np.cumsum(w, axis=-1) - 0.5 * w  # (B, O, P) weight CDF at each component
+            bins = (mid * n).astype(np.int64).clip(0, n - 1)
+            flat = (np.arange(bins.shape[0] * bins.shape[1]) * n).reshape(bins.shape[:2] + (1,))
+            weight = np.bincount((bins + flat).ravel(), w.ravel(), minlength=flat.size * n)
+            mean = np.bincount((bins + flat).ravel(), (w * mu).ravel(), minlength=flat.size * n)
+            weight = weight.reshape(mu.shape[:2] + (n,))
+            mu, w = mean.reshape(weight.shape) / np.maximum(weight, 1e-300), weight
+        pair = w[..., :, None] * w[..., None, :]  # (B, O, P, P)
+        spread = pair * _a(mu[..., :, None] - mu[..., None, :], self.sd.reshape(-1, 1, 1) * _SQRT2)
+        return np.asarray(first - 0.5 * spread.sum((-1, -2)))
 
 
-def _a(d: Tensor, s: Tensor) -> Tensor:
+def _logsumexp(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
+    """log sum exp over the last axis (scipy's generic version costs ~100 us a call)."""
+    top = x.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    out = np.log(np.exp(x - top).sum(axis=-1, keepdims=True)) + top
+    return out if keepdims else out[..., 0]
+
+
+def _a(d: np.ndarray, s: np.ndarray) -> np.ndarray:
     """E|d + s eps|, eps ~ N(0, 1): d (2 Phi(d/s) - 1) + 2 s phi(d/s)."""
     z = d / s
-    return d * (2.0 * torch.special.ndtr(z) - 1.0) + 2.0 * s * _INV_SQRT_2PI * torch.exp(
-        -0.5 * z * z
-    )
+    return np.asarray(d * (2.0 * ndtr(z) - 1.0) + 2.0 * s * _INV_SQRT_2PI * np.exp(-0.5 * z * z))
 
 
 def interval_probs(levels: Sequence[float]) -> list[float]:
