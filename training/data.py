@@ -5,12 +5,14 @@ Every loader returns a :class:`SeriesData` whose splits hold sliding windows ``x
 targets and the rest are covariates (docs/contracts.md).
 
 Real data follow the paper's preparation (seeds/001, section 4.3 and appendix B.3) with two
-corrections: the scaling statistics come from the training split only, and the splits are in
-time order. A series of length L is cut at round(0.7 L) and round(0.85 L); a window belongs to
-the split in which its *last* step falls, so every test window ends after every training
-window, while its first steps may reach back into the previous split (as history). Windows have
-stride 1 unless stated. ``window_index[split]`` (S, 2) gives, per window, the series number and
-the position of its first step, so windows can be traced back to dates.
+corrections: the scaling statistics come from the training split only (or, for covid with
+``scaling="window"``, from each window's own history part, see :func:`window_scaling`), and
+the splits are in time order. A series of length L is cut at round(0.7 L) and round(0.85 L); a
+window belongs to the split in which its *last* step falls, so every test window ends after
+every training window, while its first steps may reach back into the previous split (as
+history). Windows have stride 1 unless stated. ``window_index[split]`` (S, 2) gives, per
+window, the series number and the position of its first step, so windows can be traced back
+to dates.
 
 Shape legend: S windows, T window length, F features, L series length.
 """
@@ -172,8 +174,12 @@ class SeriesData:
     """Windows of one data set, split in time order; see the module docstring.
 
     train / val / test: (S_split, T, F_in) float32, scaled. ``scaler`` maps them back to data
-    units (identity for synthetic sets and for covid, whose series each have their own scaler
-    in ``series_scalers``). ``history`` is tau_H, the frozen history of multistep evaluation.
+    units (identity for synthetic sets and for covid, which is scaled per county or per window).
+    Covid with ``scaling="county"`` has one scaler per series in ``series_scalers``; with
+    ``scaling="window"`` every window has its own location and scale, ``window_loc[split]`` and
+    ``window_scale[split]`` (S_split, F_in), and ``series_scalers`` is None. :meth:`inverse`
+    maps windows back to data units in every case. ``history`` is tau_H, the frozen history of
+    multistep evaluation.
     """
 
     name: str
@@ -188,6 +194,8 @@ class SeriesData:
     window_index: dict[str, np.ndarray] = field(default_factory=dict)
     series_names: list[str] | None = None
     series_scalers: list[Scaler] | None = None
+    window_loc: dict[str, np.ndarray] | None = None
+    window_scale: dict[str, np.ndarray] | None = None
 
     @property
     def window(self) -> int:
@@ -202,6 +210,29 @@ class SeriesData:
         if name not in SPLITS:
             raise ValueError(f"unknown split {name!r}; valid: {', '.join(SPLITS)}")
         return getattr(self, name)
+
+    def inverse(self, split: str, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Windows ``x`` (S, T, k) of ``split`` in scaled units -> data units (first k features).
+
+        ``rows`` (S,) are the windows' positions in the split (default: all of its windows, in
+        order). Uses the per-window statistics when present, else the per-series scalers (via
+        ``window_index``), else ``scaler``.
+        """
+        arr = np.asarray(x)
+        k = arr.shape[-1]
+        idx = np.arange(self.split(split).shape[0]) if rows is None else np.asarray(rows)
+        if arr.shape[0] != idx.shape[0]:
+            raise ValueError(f"{arr.shape[0]} windows given for {idx.shape[0]} rows")
+        if self.window_loc is not None and self.window_scale is not None:
+            loc = self.window_loc[split][idx, None, :k]  # (S, 1, k)
+            scale = self.window_scale[split][idx, None, :k]
+            return _like(arr, arr * scale + loc)
+        if self.series_scalers is not None:
+            series = self.window_index[split][idx, 0]
+            return np.stack(
+                [self.series_scalers[i].inverse(w) for i, w in zip(series, arr, strict=True)]
+            )
+        return self.scaler.inverse(arr)
 
 
 # --------------------------------------------------------------------------- synthetic
@@ -234,12 +265,11 @@ def _shrunk_sizes(sizes: tuple[int, int, int], limit: int | None) -> tuple[int, 
     return limit, shrink(n_val), shrink(n_test)
 
 
-def _subsample(x: np.ndarray, index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` evenly spaced windows of ``x`` (S, T, F), keeping their order."""
-    if n >= x.shape[0]:
-        return x, index
-    keep = np.linspace(0, x.shape[0] - 1, n).round().astype(int)
-    return x[keep], index[keep]
+def _subsample(count: int, n: int) -> np.ndarray:
+    """Positions of ``n`` evenly spaced windows out of ``count``, in order (all if n >= count)."""
+    if n >= count:
+        return np.arange(count)
+    return np.linspace(0, count - 1, n).round().astype(int)
 
 
 def _load_synthetic(model: int, seed: int, limit: int | None) -> SeriesData:
@@ -275,6 +305,28 @@ def _starts(length: int, window: int, splits: tuple[float, float, float]) -> dic
         first = max(lo, window - 1) - window + 1
         out[split] = range(first, max(first, hi - window + 1))
     return out
+
+
+def window_scaling(
+    x: np.ndarray, history: int, min_scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Location and scale of every window from its history part only (instance scaling).
+
+    x (S, T, F) in data units -> loc, scale (S, F): mean and standard deviation of
+    ``x[:, :history]`` per window and feature, the scale floored at ``min_scale`` (data units)
+    so that flat or all-zero histories do not blow up. Nothing after step ``history`` of a
+    window enters its statistics, so the multistep forecast of X_{history+1:T}, which
+    conditions on X_{1:history}, sees no information from its future (as DeepAR / RevIN
+    scaling and the runtime's per-series mode, model.state.series_scaling).
+    """
+    if not 1 <= history <= x.shape[1]:
+        raise ValueError(f"history must be in 1..{x.shape[1]}, got {history}")
+    if not min_scale > 0:
+        raise ValueError(f"min_scale must be > 0, got {min_scale}")
+    past = np.asarray(x[:, :history], dtype=np.float64)  # (S, history, F)
+    loc = past.mean(axis=1)
+    scale = np.maximum(past.std(axis=1), min_scale)
+    return loc, scale
 
 
 def _make_windows(
@@ -325,13 +377,21 @@ def _finish(
     scaler: Scaler,
     history: int,
     truth: SyntheticTruth | None,
+    window_stats: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
     **extra: Any,
 ) -> SeriesData:
-    """Apply ``limit`` and check the arrays, then build the SeriesData."""
+    """Apply ``limit`` (to the windows, their index and their per-window ``window_stats``
+    (loc, scale), if any) and check the arrays, then build the SeriesData."""
     n_train, n_val, n_test = (parts[s].shape[0] for s in SPLITS)
     sizes = _shrunk_sizes((n_train, n_val, n_test), limit)
+    if window_stats is not None:
+        extra["window_loc"], extra["window_scale"] = {}, {}
     for split, size in zip(SPLITS, sizes, strict=True):
-        parts[split], index[split] = _subsample(parts[split], index[split], size)
+        keep = _subsample(parts[split].shape[0], size)
+        parts[split], index[split] = parts[split][keep], index[split][keep]
+        if window_stats is not None:
+            loc, scale = window_stats[split]
+            extra["window_loc"][split], extra["window_scale"][split] = loc[keep], scale[keep]
         if not np.isfinite(parts[split]).all():
             raise ValueError(f"{name}: non-finite values left in the {split} split")
     train, val, test = (parts[s] for s in SPLITS)
@@ -415,15 +475,28 @@ def _load_covid(
     stride: int | None = None,
     min_deaths: int = 100,
     max_train_windows: int = MAX_TRAIN_WINDOWS,
+    scaling: str = "county",
+    min_scale: float = 1.0,
 ) -> SeriesData:
     """JHU US county deaths: daily deaths = diff of the cumulative counts, negatives clipped.
 
     Kept: counties (rows with a county name, not "Unassigned" / "Out of ...") whose cumulative
-    count grew by at least ``min_deaths`` over the period. Each county is z-scored by the mean
-    and std of its own training portion (``series_scalers``; ``scaler`` is the identity, so
-    metrics are in per-county standard units as in the paper). Window 61, history 40; the
-    default stride keeps at most ``max_train_windows`` training windows.
+    count grew by at least ``min_deaths`` over the period. Window 61, history 40; the default
+    stride keeps at most ``max_train_windows`` training windows. ``scaler`` is the identity:
+    metrics are in the scaled units below.
+
+    ``scaling="county"``: each county is z-scored by the mean and std of its own training
+    portion (``series_scalers``), as the paper's per-county scaling but fitted on the training
+    split. The level of the epidemic changes so much that later windows are on a far larger
+    scale than the training ones.
+    ``scaling="window"`` (the benchmark's): each window is scaled by the mean and std of its
+    own first ``history`` days, the std floored at ``min_scale`` deaths a day
+    (:func:`window_scaling`); the statistics are ``window_loc`` / ``window_scale`` and
+    ``series_scalers`` is None. Leak-free for multistep forecasts (they condition on exactly
+    those days); the unistep scores of steps 2..history use a scale that includes the step.
     """
+    if scaling not in ("county", "window"):
+        raise ValueError(f"unknown covid scaling {scaling!r}; valid: county, window")
     frame = pd.read_csv(data_dir / "covid" / "time_series_covid19_deaths_US.csv")
     date_cols = [c for c in frame.columns if c.count("/") == 2]
     cumulative = frame[date_cols].to_numpy(dtype=np.float64)  # (counties, days)
@@ -435,11 +508,32 @@ def _load_covid(
         & (cumulative[:, -1] - cumulative[:, 0] >= min_deaths)
     ).to_numpy()
     daily = np.clip(np.diff(cumulative[keep], axis=1), 0.0, None)  # (C, days - 1)
+    names = frame.loc[keep, "Combined_Key"].tolist()
+    if scaling == "window":
+        raw = [d[:, None] for d in daily]
+        parts, index = _make_windows(raw, window, PAPER_SPLITS, stride, max_train_windows)
+        stats = {}
+        for split in SPLITS:
+            loc, scale = window_scaling(parts[split], history, min_scale)  # (S, 1) each
+            parts[split] = ((parts[split] - loc[:, None]) / scale[:, None]).astype(np.float32)
+            stats[split] = (loc, scale)
+        return _finish(
+            "covid",
+            parts,
+            index,
+            limit,
+            1,
+            ["deaths"],
+            Scaler.identity(1),
+            history,
+            None,
+            window_stats=stats,
+            series_names=names,
+        )
     end_train, _ = _split_bounds(daily.shape[1], PAPER_SPLITS)
     scalers = [Scaler.fit(d[:end_train, None]) for d in daily]
     series = [s.transform(d[:, None]) for s, d in zip(scalers, daily, strict=True)]
     parts, index = _make_windows(series, window, PAPER_SPLITS, stride, max_train_windows)
-    names = frame.loc[keep, "Combined_Key"].tolist()
     return _finish(
         "covid",
         parts,
@@ -537,8 +631,9 @@ def load_dataset(
 
     ``seed`` only affects the synthetic sets; ``limit`` caps the training windows (evenly
     spaced), val and test shrink in proportion but keep at least 10. ``options`` go to the
-    loader: ``window``, ``history``, ``stride`` for the real sets, ``min_deaths`` and
-    ``max_train_windows`` for covid, the keywords of :func:`load_long_table` for a table.
+    loader: ``window``, ``history``, ``stride`` for the real sets, ``min_deaths``,
+    ``max_train_windows``, ``scaling`` ("county" or "window") and ``min_scale`` for covid, the
+    keywords of :func:`load_long_table` for a table.
     """
     name = str(name)
     if name.lower().endswith((".csv", ".parquet", ".pq")):

@@ -114,7 +114,8 @@ def dataset_markdown(dataset: str, records: list[dict[str, Any]], setting: dict[
         f"Training windows {setting['train_windows']}, epochs {plan['epochs']}, batch "
         f"{plan['batch_size']}, test windows {setting['test_windows']} (window {setting['window']},"
         f" multistep history {setting['history']}), {plan['samples']} samples per forecast, "
-        f"d_model {setting['d_model']}, particles {setting['particles']}, seed {setting['seed']}.",
+        f"d_model {setting['d_model']}, particles {setting['particles']}, seed {setting['seed']}"
+        + "".join(f", {k} {v}" for k, v in setting.get("data_options", {}).items()) + ".",
         "",
         "Unistep (X_t given X_{1:t-1}, every step of every test window):",
         "",

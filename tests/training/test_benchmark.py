@@ -11,7 +11,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from training.benchmark import BenchmarkConfig, evaluate_forecaster, run_benchmark, subset_windows
+from training.benchmark import (
+    DATA_OPTIONS,
+    FULL,
+    BenchmarkConfig,
+    Plan,
+    evaluate_forecaster,
+    run_benchmark,
+    subset_windows,
+)
 from training.cli import app
 from training.data import SeriesData, SyntheticTruth, load_dataset
 from training.report import metrics_table
@@ -86,6 +94,12 @@ def test_quick_benchmark_writes_tables_and_figures(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["command"] == "smct benchmark --quick" and summary["quick"]
     assert "smct benchmark --quick" in (tmp_path / "summary.md").read_text()
+
+
+def test_plans_and_data_options() -> None:
+    assert FULL["air-quality"] == Plan(3000, 20, 64, 150, 200)
+    assert DATA_OPTIONS["covid"] == {"scaling": "window"}  # per-window history scaling
+    assert BenchmarkConfig(quick=True).plan("covid").limit == 48
 
 
 def test_point_forecasts_are_reported_as_not_available() -> None:

@@ -18,6 +18,7 @@ from training.data import (
     generate_synthetic,
     load_dataset,
     load_long_table,
+    window_scaling,
 )
 
 DATA_DIR = default_data_dir()
@@ -192,6 +193,60 @@ def test_covid_county_filter_and_per_county_scaling() -> None:
     train_days = daily[: round(0.7 * len(daily))]
     assert np.isclose(data.series_scalers[0].loc[0], train_days.mean())
     assert np.isclose(data.series_scalers[0].scale[0], train_days.std())
+
+
+def test_window_scaling_uses_only_the_history_part() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.poisson(20.0, size=(6, 15, 2)).astype(np.float32)  # (S, T, F) counts
+    x[0, :, 1] = 0.0  # an all-zero series: std 0 -> floored
+    x[1, :8, 0] = 5.0  # a flat history followed by a jump
+    loc, scale = window_scaling(x, history=8, min_scale=1.0)
+    assert loc.shape == scale.shape == (6, 2) and (scale >= 1.0).all()
+    assert scale[0, 1] == 1.0 and loc[0, 1] == 0.0
+    assert scale[1, 0] == 1.0 and loc[1, 0] == 5.0
+    # Leak-free: changing the window after its history part leaves its scaling unchanged.
+    y = x.copy()
+    y[:, 8:] = rng.normal(1e4, 1e3, size=y[:, 8:].shape)
+    loc2, scale2 = window_scaling(y, history=8, min_scale=1.0)
+    assert np.array_equal(loc, loc2) and np.array_equal(scale, scale2)
+    # Above the floor, the scaled history has mean 0 and std 1.
+    z = (x - loc[:, None]) / scale[:, None]
+    big = scale > 1.0
+    assert big.sum() >= 8
+    assert np.allclose(z[:, :8].mean(axis=1)[big], 0.0, atol=1e-5)
+    assert np.allclose(z[:, :8].std(axis=1)[big], 1.0, atol=1e-5)
+    assert np.allclose(window_scaling(x, 8, min_scale=50.0)[1], 50.0)
+    with pytest.raises(ValueError, match="history"):
+        window_scaling(x, history=0)
+
+
+@needs_data
+def test_covid_window_scaling() -> None:
+    data = load_dataset("covid", scaling="window", limit=200)
+    county = load_dataset("covid", limit=200)
+    assert data.series_scalers is None and data.scaler == Scaler.identity(1)
+    assert data.window_loc is not None and data.window_scale is not None
+    assert data.series_names == county.series_names
+    for split in SPLITS:
+        x = data.split(split)
+        assert data.window_loc[split].shape == data.window_scale[split].shape == (len(x), 1)
+        assert np.array_equal(data.window_index[split], county.window_index[split])
+        # Same windows in data units under both scalings; counts are whole numbers >= 0.
+        raw = data.inverse(split, x)
+        assert np.allclose(raw, county.inverse(split, county.split(split)), atol=1e-3)
+        assert np.allclose(raw, raw.round(), atol=1e-3) and raw.min() > -1e-3
+        # Each history part is standardised whenever its std is above the 1-death floor.
+        hist = x[:, : data.history, 0]
+        big = data.window_scale[split][:, 0] > 1.0
+        assert np.allclose(hist.mean(axis=1), 0.0, atol=1e-4)
+        assert np.allclose(hist[big].std(axis=1), 1.0, atol=1e-4)
+    assert (data.window_scale["test"] > 1.0).mean() > 0.5
+    rows = np.array([3, 0])
+    some = data.inverse("test", data.test[rows], rows)
+    assert some.shape == (2, 61, 1)
+    assert np.array_equal(some, data.inverse("test", data.test)[rows])
+    with pytest.raises(ValueError, match="county, window"):
+        load_dataset("covid", scaling="global")
 
 
 @needs_data
