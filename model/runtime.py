@@ -81,6 +81,8 @@ def _key(*parts: Any) -> int:
 class Runtime:
     """Batched inference on one artifact with one backend (see the module docstring)."""
 
+    stateful = True  # series states and online updates (model/stateless.py has none)
+
     def __init__(
         self,
         artifact: Artifact,

@@ -14,7 +14,7 @@ from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.engine import Engine
-from service.errors import Unauthorized
+from service.errors import StatelessModel, Unauthorized
 from service.forecasting import ForecastService
 from service.metrics import Metrics
 from service.schemas import SERIES_ID_PATTERN
@@ -44,7 +44,10 @@ async def get_metrics(request: Request) -> Metrics:
 
 
 async def get_series(request: Request) -> SeriesService:
+    """The series service; a 400 when the model keeps no per-series state (a baseline)."""
     series: SeriesService = request.app.state.series
+    if not series.engine.stateful:
+        raise StatelessModel(series.engine.model_version)
     return series
 
 

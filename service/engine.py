@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -25,8 +25,9 @@ import torch
 from model.artifact import ArtifactError
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState, StateFormatError
+from model.stateless import StatelessRuntime, is_baseline
 from service.batching import MicroBatcher
-from service.errors import IncompatibleState, InvalidInput
+from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.schemas import (
     Interval,
     ObservationResult,
@@ -80,11 +81,13 @@ class Update:
 
 
 class Engine:
-    """Batched, threaded access to one loaded Runtime."""
+    """Batched, threaded access to one loaded Runtime (or, for a baseline, StatelessRuntime,
+    which answers only the stateless forecasts)."""
 
     def __init__(
-        self, runtime: Runtime, *, max_batch: int = 64, max_wait_s: float = 0.002,
-        monitor_levels: Sequence[float] = (80.0, 95.0), observer: BatchObserver = _no_observer,
+        self, runtime: Runtime | StatelessRuntime, *, max_batch: int = 64,
+        max_wait_s: float = 0.002, monitor_levels: Sequence[float] = (80.0, 95.0),
+        observer: BatchObserver = _no_observer,
     ) -> None:
         self.runtime = runtime
         self.monitor_levels = tuple(sorted(monitor_levels))
@@ -97,10 +100,16 @@ class Engine:
     def load(cls, settings: Settings, observer: BatchObserver = _no_observer) -> Engine:
         """Load the artifact of `settings` (raises the runtime's ArtifactError)."""
         torch.set_num_threads(settings.threads)  # more only thrashes beside the event loop
-        runtime = Runtime.load(
-            settings.artifact, backend=settings.backend, device=settings.device,
-            threads=settings.threads,
-        )
+        runtime: Runtime | StatelessRuntime
+        if is_baseline(settings.artifact):
+            runtime = StatelessRuntime.load(settings.artifact, device=settings.device)
+            if settings.backend != "torch":
+                log.warning("a baseline runs on torch; SMCT_BACKEND=%s ignored", settings.backend)
+        else:
+            runtime = Runtime.load(
+                settings.artifact, backend=settings.backend, device=settings.device,
+                threads=settings.threads,
+            )
         if runtime.n_features > runtime.target_dim:
             raise ArtifactError(
                 f"{settings.artifact}: the model takes {runtime.n_features - runtime.target_dim}"
@@ -128,10 +137,22 @@ class Engine:
         return self.runtime.model_version
 
     @property
+    def stateful(self) -> bool:
+        return self.runtime.stateful
+
+    @property
+    def _filter(self) -> Runtime:
+        """The stateful runtime, for the series operations (routes refuse them before)."""
+        if not self.runtime.stateful:
+            raise StatelessModel(self.model_version)
+        return cast(Runtime, self.runtime)
+
+    @property
     def spec(self) -> dict[str, Any]:
         rt = self.runtime
         return {
-            "model_version": rt.model_version, "backend": rt.backend, "device": rt.device,
+            "model_version": rt.model_version, "stateful": rt.stateful, "backend": rt.backend,
+            "device": rt.device,
             "n_features": rt.n_features, "target_dim": rt.target_dim,
             "min_history": rt.min_history, "manifest": rt.manifest,
         }
@@ -219,16 +240,20 @@ class Engine:
 
     # ------------------------------------------------------------------ streaming
 
-    async def start_stream(self, histories: Sequence[np.ndarray]) -> list[SeriesState]:
-        """Filter the histories (before the stream starts, so bad input is still a 422)."""
+    async def start_stream(self, histories: Sequence[np.ndarray]) -> list[Any]:
+        """Filter the histories (before the stream starts, so bad input is still a 422): the
+        runtime's series states (a baseline's: its scaled histories)."""
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self.runtime.create, histories)
+            states: list[Any] = await loop.run_in_executor(
+                self._executor, self.runtime.create, histories
+            )
+            return states
         except InputError as exc:
             raise InvalidInput(f"series: {exc}", field="series") from exc
 
     async def stream_steps(
-        self, ids: Sequence[str], states: Sequence[SeriesState], params: ForecastParams
+        self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams
     ) -> AsyncIterator[StreamStep]:
         """One StreamStep per horizon step as the particles propagate; stops when closed."""
         loop = asyncio.get_running_loop()
@@ -299,7 +324,7 @@ class Engine:
 
     def _create_batch(self, histories: Sequence[np.ndarray]) -> list[Any]:
         def run(items: Sequence[np.ndarray]) -> list[NewState]:
-            states = self._timed("update", len(items), lambda: self.runtime.create(list(items)))
+            states = self._timed("update", len(items), lambda: self._filter.create(list(items)))
             return [self._new_state(s) for s in states]
 
         return self._each(run, histories)
@@ -311,12 +336,12 @@ class Engine:
             states = [SeriesState.from_bytes(state) for _, state, _ in batch]
             observations = [obs for _, _, obs in batch]
             updated = self._timed(
-                "update", len(batch), lambda: self.runtime.update(states, observations, fractions)
+                "update", len(batch), lambda: self._filter.update(states, observations, fractions)
             )
             new_states = [s for s, _ in updated]
             forecasts = self._timed(
                 "forecast", len(batch),
-                lambda: self.runtime.forecast(
+                lambda: self._filter.forecast(
                     new_states, params.horizon, params.fractions, params.n_samples,
                     return_samples=params.return_samples,
                 ),
@@ -339,7 +364,7 @@ class Engine:
             states = [SeriesState.from_bytes(state) for _, state in batch]
             forecasts = self._timed(
                 "forecast", len(batch),
-                lambda: self.runtime.forecast(
+                lambda: self._filter.forecast(
                     states, params.horizon, params.fractions, params.n_samples,
                     return_samples=params.return_samples,
                 ),

@@ -67,6 +67,20 @@ class SeriesNotFound(ServiceError):
         )
 
 
+class StatelessModel(ServiceError):
+    """A /v1/series request to a service whose model keeps no per-series state (a baseline)."""
+
+    status = 400
+    code = "stateless_model"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"the model served here ({model}) keeps no state per series, so the /v1/series "
+            "endpoints are off; use POST /v1/forecast (or /v1/forecast/stream) with the "
+            "history, or serve an SMC Transformer artifact for online updates"
+        )
+
+
 class SeqConflict(ServiceError):
     """An observation that does not continue the series (gap, or a changed value)."""
 

@@ -363,6 +363,10 @@ class SeriesInfo(BaseModel):
 
 class ModelInfo(BaseModel):
     model_version: str
+    stateful: bool = Field(
+        description="true for the SMC Transformer (the /v1/series endpoints work); false for "
+        "a baseline, which answers only the stateless forecasts"
+    )
     backend: str
     device: str
     n_features: int

@@ -77,6 +77,7 @@ class BenchmarkConfig:
     samples: int | None = None
     progress: bool = True
     figures: bool = True
+    save_models: bool = False  # write each trained forecaster to out/<dataset>/models/<name>
 
     def plan(self, dataset: str) -> Plan:
         base = QUICK if self.quick else FULL.get(dataset, Plan(2000, 10, 64, 300, 200))
@@ -137,6 +138,18 @@ def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
     return record, samples, forecaster
 
 
+def save_model(forecaster: Any, path: Path, data: SeriesData, record: dict[str, Any]) -> None:
+    """The forecaster as its `save` writes it, plus serving.json: what `smct export` puts in
+    the manifest of its artifact (context length = the training window, the scores)."""
+    forecaster.save(path)
+    serving = {
+        "dataset": data.name,
+        "context_length": int(data.window),
+        "metrics": {k: record[k] for k in ("unistep", "multistep") if k in record},
+    }
+    (path / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
+
+
 def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
     """Every model on one data set; writes its tables and figures; returns its results."""
     from training import figures, report
@@ -151,6 +164,8 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
         record, samples, forecaster = run_model(name, data, cfg, plan, x_test)
         records.append(record)
         fans[name] = samples
+        if cfg.save_models:
+            save_model(forecaster, cfg.out / dataset / "models" / name, data, record)
         if isinstance(forecaster, SMCForecaster):
             ancestors = forecaster.distinct_ancestors(x_test, seed=cfg.seed)
         log.info("%s %s: train %.1fs, multistep PICP95 %.3f", dataset, name,

@@ -132,9 +132,15 @@ def benchmark(
     test_windows: Optional[int] = None,  # noqa: UP045
     samples: Optional[int] = None,  # noqa: UP045
     figures: Annotated[bool, typer.Option("--figures/--no-figures")] = True,
+    save_models: Annotated[
+        bool, typer.Option(help="keep each trained model in OUT/<dataset>/models/<name>")
+    ] = False,
     progress: bool = True,
 ) -> None:
-    """Train and evaluate every model on every data set; write tables, CSV and figures."""
+    """Train and evaluate every model on every data set; write tables, CSV and figures.
+
+    With --save-models, `smct export --checkpoint OUT/<dataset>/models/<name>` turns any of
+    them into an artifact that `smct serve` answers stateless forecasts with."""
     import sys
 
     from model.baselines import resolve
@@ -156,6 +162,7 @@ def benchmark(
         samples=samples,
         progress=progress,
         figures=figures,
+        save_models=save_models,
     )
     command = "smct " + " ".join(sys.argv[1:]) if sys.argv and "smct" in sys.argv[0] else ""
     summary = run_benchmark(cfg, command=command)
@@ -200,11 +207,17 @@ def export(
     ] = None,
     force: Annotated[bool, typer.Option(help="replace an existing artifact")] = False,
 ) -> None:
-    """Export a checkpoint as a serving artifact: weights, noise table, ONNX graphs, manifest."""
+    """Export a checkpoint as a serving artifact: weights, noise table, ONNX graphs, manifest.
+
+    A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
+    exported as a stateless artifact instead: its files and a manifest (model/stateless.py)."""
     from model.export import export_artifact
     from training.checkpoint import Checkpoint
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if (checkpoint / "manifest.json").is_file():
+        _export_baseline(checkpoint, out, force)
+        return
     ckpt = Checkpoint.load(checkpoint)
     cfg, record = ckpt.model.cfg, ckpt.scaling
     mode = (scaling or ("per-series" if cfg.d_in == 1 else "global")).replace("-", "_")
@@ -240,6 +253,32 @@ def export(
     )
 
 
+def _export_baseline(saved: Path, out: Path, force: bool) -> None:
+    from model.artifact import ArtifactError
+    from model.stateless import DEFAULT_CONTEXT, export_baseline
+
+    if (out / "manifest.json").exists() and not force:
+        raise typer.BadParameter(f"{out} already holds an artifact; pass --force to replace it")
+    serving: dict = {}
+    if (saved / "serving.json").is_file():
+        serving = json.loads((saved / "serving.json").read_text())
+    try:
+        manifest = export_baseline(
+            saved,
+            out,
+            context_length=int(serving.get("context_length", DEFAULT_CONTEXT)),
+            metrics=serving.get("metrics"),
+        )
+    except ArtifactError as err:
+        raise typer.BadParameter(str(err)) from None
+    typer.echo(
+        json.dumps(
+            {"artifact": str(out), "model": manifest["model"], "model_id": manifest["model_id"]},
+            indent=2,
+        )
+    )
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def forecast(
     ctx: typer.Context,
@@ -264,8 +303,10 @@ def forecast(
         Optional[Path], typer.Option(help="draw a fan chart to this image file")  # noqa: UP045
     ] = None,
 ) -> None:
-    """Forecast series from their history with an artifact; print JSON or CSV."""
+    """Forecast series from their history with an artifact (the SMC Transformer's or a
+    baseline's); print JSON or CSV."""
     from model.runtime import Runtime
+    from model.stateless import StatelessRuntime, is_baseline
 
     try:
         extra = [float(v) for v in ctx.args]
@@ -275,7 +316,11 @@ def forecast(
     from model.artifact import ArtifactError
 
     try:
-        runtime = Runtime.load(artifact, backend=backend, device=device)
+        runtime: Runtime | StatelessRuntime = (
+            StatelessRuntime.load(artifact, device=device)
+            if is_baseline(artifact)
+            else Runtime.load(artifact, backend=backend, device=device)
+        )
         names_in = runtime.manifest["features"].get("inputs", [])
         ids, histories = _read_histories(input, names_in, runtime.n_features)
         forecasts = runtime.forecast_history(histories, horizon, fractions, samples, seed=seed)

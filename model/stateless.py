@@ -1,0 +1,322 @@
+"""Baselines as served models: their artifact, and a runtime for stateless forecasts.
+
+Every forecaster of the benchmark (model/baselines) draws predictive sample paths, so each can
+be exported and answer the service's stateless forecast (POST /v1/forecast and its stream).
+Only the SMC Transformer keeps a filter state per series (model/runtime.Runtime); a
+StatelessRuntime has no `update`, and the service refuses the /v1/series endpoints for it.
+
+    artifact/manifest.json   type "smct-baseline", format_version, model (registry name),
+                             model_id, features, context_length, scaling, metrics, versions,
+                             {file: sha256} of every file under forecaster/
+    artifact/forecaster/     the forecaster as its `save` wrote it (model/baselines)
+
+Serving scales every series by its own history (model/state.series_scaling), as the SMC
+Transformer's per-series mode, keeps the last `context_length` values, and fills missing
+values forward (the first observed value before it): the baselines take no NaN.
+
+Shapes: B batch, T history, F features, O targets, H horizon, N samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.artifact import ArtifactError, sha256_file
+from model.baselines.registry import load_forecaster
+from model.predictive import summarize_samples
+from model.runtime import MIN_HISTORY, Forecast, InputError, _levels
+from model.state import series_scaling
+
+BASELINE_TYPE = "smct-baseline"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+FORECASTER_DIR = "forecaster"
+DEFAULT_CONTEXT = 256
+
+
+def forecaster_dims(forecaster: Any) -> tuple[int, int]:
+    """(F inputs, O targets) of a loaded forecaster."""
+    net = getattr(forecaster, "net", None)
+    if net is not None:
+        return int(net.d_in), int(net.d_out)
+    o = int(getattr(forecaster, "d_out", 1))
+    return o, o
+
+
+def export_baseline(
+    forecaster_dir: Path,
+    out: Path,
+    *,
+    context_length: int = DEFAULT_CONTEXT,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write the artifact of a saved forecaster (a directory its `save` wrote) to `out`."""
+    forecaster_dir, out = Path(forecaster_dir), Path(out)
+    try:
+        saved = json.loads((forecaster_dir / MANIFEST).read_text())
+        name = saved["type"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ArtifactError(f"{forecaster_dir} is not a saved forecaster: {err}") from None
+    if name == "smc-transformer":
+        raise ArtifactError(
+            f"{forecaster_dir} holds an SMC Transformer: export its training checkpoint, "
+            f"`smct export --checkpoint {forecaster_dir / 'checkpoint'}`, which writes the "
+            "stateful artifact"
+        )
+    forecaster = load_forecaster(forecaster_dir)  # fails here, not in the service
+    d_in, d_out = forecaster_dims(forecaster)
+    if context_length < MIN_HISTORY:
+        raise ArtifactError(f"context_length must be at least {MIN_HISTORY}")
+    target = out / FORECASTER_DIR
+    if target.exists():
+        shutil.rmtree(target)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(forecaster_dir, target)
+    files = {
+        str(p.relative_to(out)): sha256_file(p) for p in sorted(target.rglob("*")) if p.is_file()
+    }
+    model_id = hashlib.sha256(
+        json.dumps(files, sort_keys=True).encode() + name.encode()
+    ).hexdigest()
+    manifest = {
+        "type": BASELINE_TYPE,
+        "format_version": FORMAT_VERSION,
+        "model": name,
+        "model_id": model_id,
+        "features": {
+            "inputs": [f"x{i}" for i in range(d_in)],
+            "targets": [f"x{i}" for i in range(d_out)],
+        },
+        "context_length": int(context_length),
+        "scaling": {"mode": "per_series"},
+        "metrics": metrics or {},
+        "versions": {"torch": torch.__version__, "numpy": np.__version__},
+        "files": files,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def is_baseline(path: Path | str) -> bool:
+    """Whether `path` is a baseline artifact (its manifest's type), without verifying it."""
+    try:
+        manifest = json.loads((Path(path) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("type") == BASELINE_TYPE
+
+
+def open_baseline(path: Path | str) -> dict[str, Any]:
+    """The verified manifest of a baseline artifact (type, version, every file's sha256)."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"{path}: cannot read {MANIFEST}: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("type") != BASELINE_TYPE:
+        raise ArtifactError(f"{path}: artifact type is not {BASELINE_TYPE!r}")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(
+            f"{path}: baseline artifact format version {manifest.get('format_version')!r} is "
+            f"not supported (this code reads version {FORMAT_VERSION}); re-export it"
+        )
+    for name, expected in manifest.get("files", {}).items():
+        file = path / name
+        if not file.is_file():
+            raise ArtifactError(f"{path}: file {name} is missing")
+        if sha256_file(file) != expected:
+            raise ArtifactError(
+                f"{path}: checksum mismatch for {name} (the file was changed or corrupted)"
+            )
+    if not manifest.get("files"):
+        raise ArtifactError(f"{path}: manifest lists no files")
+    return manifest
+
+
+@dataclass(frozen=True)
+class History:
+    """What a stateless model keeps of a series between `create` and `forecast_steps`: the
+    scaled, filled last context_length rows (T, F) and the scaling."""
+
+    x: np.ndarray
+    loc: np.ndarray  # (F,)
+    scale: np.ndarray  # (F,)
+    key: int  # seed of its draws: a hash of the history as sent
+
+
+class StatelessRuntime:
+    """Forecasts of a baseline artifact: the subset of model/runtime.Runtime that needs no
+    filter state (`forecast_history`, and `create` + `forecast_steps` for streaming)."""
+
+    stateful = False
+
+    def __init__(self, path: Path, manifest: dict[str, Any], forecaster: Any, device: str) -> None:
+        self.path = path
+        self.backend = "torch" if getattr(forecaster, "net", None) is not None else "statsmodels"
+        self.manifest = manifest
+        self.forecaster = forecaster
+        self.device = device
+        self.name: str = manifest["model"]
+        self.model_id: str = manifest["model_id"]
+        self.n_features = len(manifest["features"]["inputs"])
+        self.target_dim = len(manifest["features"]["targets"])
+        self.context_length = int(manifest["context_length"])
+        self.min_history = MIN_HISTORY
+
+    @classmethod
+    def load(cls, path: Path | str, device: str = "auto") -> StatelessRuntime:
+        path = Path(path)
+        manifest = open_baseline(path)
+        try:
+            forecaster = load_forecaster(path / FORECASTER_DIR)
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            raise ArtifactError(f"{path}: cannot load the forecaster: {err}") from None
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and not torch.cuda.is_available():
+            raise InputError("device cuda was asked for but torch has no CUDA here")
+        net = getattr(forecaster, "net", None)
+        if net is None:
+            device = "cpu"  # a classical model: numpy / statsmodels
+        else:
+            net.to(device)
+        return cls(path, manifest, forecaster, device)
+
+    @property
+    def model_version(self) -> str:
+        return f"{self.name}-{self.model_id[:12]}"
+
+    # ------------------------------------------------------------------ the API
+
+    def create(self, histories: Sequence[np.ndarray]) -> list[History]:
+        """Check, fill and scale each history (T_i, F); keep its last context_length rows."""
+        out = []
+        for h in histories:
+            rows = self._rows(h)
+            loc, scale = series_scaling(rows)
+            filled = _fill_forward(rows)
+            if filled is None:
+                raise InputError("a history has a target that is never observed")
+            x = (filled - loc) / scale
+            out.append(History(x[-self.context_length :], loc, scale, _hash(rows.tobytes())))
+        return out
+
+    def forecast_history(
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+    ) -> list[Forecast]:
+        """Sample n_samples paths over `horizon` steps after each history and summarise them.
+        The draws are seeded by the history (the same history, the same answer), or by
+        `seed` alone when it is given (the same draws for every history)."""
+        return [
+            forecast
+            for state in self.create(histories)
+            for forecast in self._summaries(
+                self._paths(state, horizon, n_samples, seed), levels, quantiles, return_samples
+            )
+        ]
+
+    def forecast_steps(
+        self,
+        states: Sequence[History],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+    ) -> Iterator[tuple[int, list[Forecast]]]:
+        """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
+        drawn whole first (a baseline's rollout is one call), then summarised step by step."""
+        paths = [self._paths(s, horizon, n_samples, seed) for s in states]  # (1, N, H, O) each
+        for h in range(horizon):
+            yield h, [
+                self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples)[0]
+                for p in paths
+            ]
+
+    # ------------------------------------------------------------------ internals
+
+    def _paths(self, state: History, horizon: int, n: int, seed: int | None) -> np.ndarray:
+        """Sample paths (1, N, H, O) in series units."""
+        if horizon < 1 or n < 1:
+            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n}")
+        t = len(state.x)
+        window = np.concatenate([state.x, np.zeros((horizon, self.n_features))])[None]
+        key = state.key if seed is None else _hash(str(seed).encode())
+        with torch.inference_mode():
+            draws = self.forecaster.sample_multistep(
+                window.astype(np.float32), t, n, seed=key
+            )  # (1, H, O, N)
+        o = self.target_dim
+        samples = np.moveaxis(np.asarray(draws, dtype=np.float64), -1, 1)  # (1, N, H, O)
+        return samples * state.scale[:o] + state.loc[:o]
+
+    def _summaries(
+        self,
+        samples: np.ndarray,
+        levels: Sequence[float],
+        quantiles: Sequence[float],
+        return_samples: bool,
+    ) -> list[Forecast]:
+        s = summarize_samples(samples, _levels(levels), _levels(quantiles))
+        return [
+            Forecast(
+                mean=s.mean[i],
+                median=s.median[i],
+                intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
+                samples=samples[i] if return_samples else None,
+                quantiles={q: v[i] for q, v in s.quantiles.items()},
+            )
+            for i in range(samples.shape[0])
+        ]
+
+    def _rows(self, a: np.ndarray) -> np.ndarray:
+        arr = np.asarray(a, dtype=np.float64)
+        if arr.ndim == 1 and self.n_features == 1:
+            arr = arr[:, None]
+        if arr.ndim != 2 or arr.shape[1] != self.n_features:
+            raise InputError(
+                f"each history must have shape (T, {self.n_features}), got {arr.shape}"
+            )
+        if len(arr) < self.min_history:
+            raise InputError(f"a history needs at least {self.min_history} rows, got {len(arr)}")
+        if np.isinf(arr).any():
+            raise InputError("histories contain infinite values (use NaN for missing ones)")
+        return arr
+
+
+def _hash(data: bytes) -> int:
+    return int(hashlib.sha256(data).hexdigest()[:8], 16)
+
+
+def _fill_forward(x: np.ndarray) -> np.ndarray | None:
+    """NaN -> the last observed value of its feature (the first observed one before it);
+    None if a feature is never observed."""
+    out = x.copy()
+    for j in range(x.shape[1]):
+        col = out[:, j]
+        seen = np.flatnonzero(np.isfinite(col))
+        if len(seen) == 0:
+            return None
+        idx = np.maximum.accumulate(np.where(np.isfinite(col), np.arange(len(col)), 0))
+        col[:] = col[idx]
+        col[: seen[0]] = col[seen[0]]
+    return out

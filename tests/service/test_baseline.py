@@ -1,0 +1,104 @@
+"""A baseline served end to end: `smct benchmark --save-models`, `smct export`, then the
+service on that artifact answers the stateless forecasts and refuses the /v1/series ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from service.main import create_app
+from service.settings import Settings
+from tests.service.conftest import ThreadServer
+from tests.service.test_sse import parse_sse
+from training.cli import app as cli
+
+HISTORY = [10.2, 10.8, 11.1, None, 11.4, 11.9, 11.6, 12.0, 12.3, 12.1]
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("baselines")
+    runner = CliRunner()
+    result = runner.invoke(cli, [
+        "benchmark", "--quick", "--datasets", "synthetic-1", "--models", "ensemble,ets",
+        "--out", str(root / "results"), "--no-figures", "--no-progress", "--save-models",
+    ])
+    assert result.exit_code == 0, result.output
+    out = {}
+    for name in ("ensemble", "ets"):
+        saved = root / "results" / "synthetic-1" / "models" / name
+        result = runner.invoke(cli, ["export", "--checkpoint", str(saved),
+                                     "--out", str(root / name)])
+        assert result.exit_code == 0, result.output
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture(params=["ensemble", "ets"])
+def client(request: pytest.FixtureRequest, artifacts: dict[str, Path]) -> Iterator[TestClient]:
+    settings = Settings(artifact=artifacts[request.param], backend="onnx", batch_max_wait_ms=1.0)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_stateless_forecast(client: TestClient) -> None:
+    body = {"series": [{"id": "a", "values": HISTORY}, {"id": "b", "values": [1.0, 3.0]}],
+            "horizon": 3, "levels": [80, 95], "num_samples": 300, "return_samples": True}
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    model = client.get("/v1/models").json()["models"][0]
+    assert answer["model_version"] == model["model_version"] and model["stateful"] is False
+    a = answer["forecasts"][0]
+    assert a["id"] == "a" and len(a["mean"]) == 3 and len(a["samples"]) == 300
+    lo95, lo80 = np.array(a["intervals"]["95"]["lo"]), np.array(a["intervals"]["80"]["lo"])
+    hi80, hi95 = np.array(a["intervals"]["80"]["hi"]), np.array(a["intervals"]["95"]["hi"])
+    assert (lo95 <= lo80).all() and (lo80 < hi80).all() and (hi80 <= hi95).all()
+    # in the series' units: near its level, not near the scaled data's 0
+    assert 9.0 < a["median"][0] < 14.0
+    np.testing.assert_allclose(a["mean"], np.mean(a["samples"], axis=0))
+    again = client.post("/v1/forecast", json=body).json()
+    assert again["forecasts"] == answer["forecasts"]  # the same history, the same answer
+
+
+def test_bad_input_is_still_a_422(client: TestClient) -> None:
+    r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": [1.0]}]})
+    assert r.status_code == 422 and "at least 2" in r.json()["message"]
+    r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": [None, None]}]})
+    assert r.status_code == 422 and "no observed value" in r.json()["message"]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("PUT", "/v1/series/s1", {"values": [1.0, 2.0, 3.0]}),
+    ("POST", "/v1/series/s1/observations", {"observations": [{"seq": 3, "value": 1.0}]}),
+    ("GET", "/v1/series/s1/forecast", None),
+    ("GET", "/v1/series/s1", None),
+    ("DELETE", "/v1/series/s1", None),
+    ("GET", "/v1/series/s1/events", None),
+])
+def test_series_endpoints_say_the_model_keeps_no_state(
+    client: TestClient, method: str, path: str, body: dict | None
+) -> None:
+    r = client.request(method, path, json=body)
+    assert r.status_code == 400, r.text
+    error = r.json()
+    assert error["error"] == "stateless_model" and "POST /v1/forecast" in error["message"]
+
+
+def test_stream_of_a_baseline(artifacts: dict[str, Path]) -> None:
+    settings = Settings(artifact=artifacts["ensemble"], batch_max_wait_ms=1.0)
+    body = {"series": [{"id": "a", "values": HISTORY}], "horizon": 3, "num_samples": 200}
+    with ThreadServer(create_app(settings)) as srv:
+        whole = httpx.post(f"{srv.url}/v1/forecast", json=body, timeout=30).json()
+        with httpx.stream("POST", f"{srv.url}/v1/forecast/stream", json=body, timeout=30) as r:
+            assert r.status_code == 200
+            events = list(parse_sse(r.iter_lines()))
+    assert [e.event for e in events] == ["step", "step", "step", "done"]
+    means = [e.data["forecasts"][0]["mean"][0] for e in events[:-1]]
+    np.testing.assert_allclose(means, whole["forecasts"][0]["mean"])
