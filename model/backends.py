@@ -300,16 +300,14 @@ class OnnxBackend:
         x: np.ndarray,
         observed: np.ndarray,
     ) -> StepOut:
-        binding = self.update_session.io_binding()
-        binding.bind_ortvalue_input(UPDATE_INPUTS[0], self.noise_value)
+        feeds: dict[str, Any] = {UPDATE_INPUTS[0]: self.noise_value}
         for name, value in zip(
             UPDATE_INPUTS[1:], (base, x_hist, valid, lineage, logw, x, observed), strict=True
         ):
-            binding.bind_cpu_input(name, np.ascontiguousarray(value))
-        for name in self.outputs:
-            binding.bind_output(name)
-        self.update_session.run_with_iobinding(binding)
-        return StepOut(*binding.copy_outputs_to_cpu())
+            feeds[name] = np.ascontiguousarray(value)
+        # run() with the table as a bound OrtValue: cheaper per call than an io_binding
+        # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
+        return StepOut(*self.update_session.run(self.outputs, feeds))
 
     def start_paths(
         self,

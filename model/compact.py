@@ -125,9 +125,10 @@ def lineage_kv(
     b, n, n_lag = lineage.shape
     hd = model.cfg.n_heads
     heads = torch.arange(hd, device=lineage.device).view(hd, 1)
-    # row of eps_k of (particle, head) in the (rows, R) view: base + 2 (particle Hd + head)
-    pair = base[:, 1:].view(b, 1, 1, n_lag) // 2 + lineage.unsqueeze(2) * hd + heads
-    return _rows(noise, 2 * pair), _rows(noise, 2 * pair + 1)
+    # row of eps_k of (particle, head) in the (rows, R) view: base + 2 (particle Hd + head),
+    # eps_v the next one (blocks start on even rows: no division, which exports as 8 ops)
+    k_rows = base[:, 1:].view(b, 1, 1, n_lag) + 2 * (lineage.unsqueeze(2) * hd + heads)
+    return _rows(noise, k_rows), _rows(noise, k_rows + 1)
 
 
 def attend(
@@ -196,10 +197,9 @@ def compact_step(
     q = means[:, :1, : model.cfg.d_model] + torch.sqrt(model.sigma_qkv[0]) * eps_q  # eq. (3.1)
     mu = attend(model, q, means, valid, eps_k, eps_v)  # (B, P, D)
     z = mu + torch.sqrt(model.sigma_z) * eps_z  # eq. (3)
-    x_prev = x_hist[:, :1].expand(b, p, x_hist.shape[-1])  # (B, P, F)
-    pred = model.readout(z, x_prev)  # (B, P, O)
-    y = model.obs.target(torch.nan_to_num(x))
-    ll = torch.where(observed.unsqueeze(1), model.obs.log_prob(y, pred), torch.zeros_like(logw_sel))
+    pred = model.readout(z, x_hist[:, :1])  # (B, P, O); X_{t-1} (B, 1, F) is every particle's
+    y = model.obs.target(torch.where(torch.isnan(x), 0.0, x))  # the runtime refuses infinities
+    ll = torch.where(observed.unsqueeze(1), model.obs.log_prob(y, pred), 0.0)
     x_in = impute(model, x, pred, logw_sel, observed)  # (B, F)
     new_lineage = torch.cat([own.unsqueeze(-1), lineage_sel[:, :, :-1]], dim=2)  # (B, P, L)
     stats = CompactStats(

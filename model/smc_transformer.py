@@ -153,7 +153,8 @@ class SMCTransformer(nn.Module):
         return mu.reshape(b, p, d)
 
     def readout(self, z: Tensor, x_prev: Tensor) -> Tensor:
-        """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}); z (B, P, D), x_prev (B, P, F)."""
+        """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}); z (B, P, D), x_prev (B, P, F) or
+        (B, 1, F) when every particle has the same X_{t-1}."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
         return self.obs(r)  # (B, P, O)
 
