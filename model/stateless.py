@@ -6,13 +6,16 @@ Only the SMC Transformer keeps a filter state per series (model/runtime.Runtime)
 StatelessRuntime has no `update`, and the service refuses the /v1/series endpoints for it.
 
     artifact/manifest.json   type "smct-baseline", format_version, model (registry name),
-                             model_id, features, context_length, scaling, metrics, versions,
+                             model_id, features, context_length, scaling (what serving
+                             applies), training_scaling, metrics, versions,
                              {file: sha256} of every file under forecaster/
     artifact/forecaster/     the forecaster as its `save` wrote it (model/baselines)
 
-Serving scales every series by its own history (model/state.series_scaling), as the SMC
-Transformer's per-series mode, keeps the last `context_length` values, and fills missing
-values forward (the first observed value before it): the baselines take no NaN.
+Serving keeps the last `context_length` values of a history, fills missing values forward
+(the first observed value before it: the baselines take no NaN) and scales them as the
+manifest says: by their own mean and standard deviation (model/state.series_scaling, as the
+SMC Transformer's per-series mode), or by one global map (e.g. the training data's).
+Baselines with covariates are refused (no input for future covariates yet).
 
 Shapes: B batch, T history, F features, O targets, H horizon, N samples.
 """
@@ -57,14 +60,22 @@ def export_baseline(
     out: Path,
     *,
     context_length: int = DEFAULT_CONTEXT,
+    scaling: dict[str, Any] | None = None,
+    training_scaling: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write the artifact of a saved forecaster (a directory its `save` wrote) to `out`."""
+    """Write the artifact of a saved forecaster (a directory its `save` wrote) to `out`.
+
+    `scaling` is what serving applies: {"mode": "per_series"} (default: each series by the
+    mean and standard deviation of the values it feeds the model) or {"mode": "global",
+    "loc": [...], "scale": [...]} (one affine map, e.g. the training data's);
+    `training_scaling` records how the training data were scaled (the scores in `metrics`
+    are in those units)."""
     forecaster_dir, out = Path(forecaster_dir), Path(out)
     try:
         saved = json.loads((forecaster_dir / MANIFEST).read_text())
         name = saved["type"]
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, TypeError) as err:
         raise ArtifactError(f"{forecaster_dir} is not a saved forecaster: {err}") from None
     if name == "smc-transformer":
         raise ArtifactError(
@@ -72,10 +83,14 @@ def export_baseline(
             f"`smct export --checkpoint {forecaster_dir / 'checkpoint'}`, which writes the "
             "stateful artifact"
         )
-    forecaster = load_forecaster(forecaster_dir)  # fails here, not in the service
+    try:
+        forecaster = load_forecaster(forecaster_dir)  # fails here, not in the service
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ArtifactError(f"{forecaster_dir} is not a saved forecaster: {err}") from None
     d_in, d_out = forecaster_dims(forecaster)
     if context_length < MIN_HISTORY:
         raise ArtifactError(f"context_length must be at least {MIN_HISTORY}")
+    scaling = _check_scaling(scaling or {"mode": "per_series"}, d_in)
     target = out / FORECASTER_DIR
     if target.exists():
         shutil.rmtree(target)
@@ -97,13 +112,32 @@ def export_baseline(
             "targets": [f"x{i}" for i in range(d_out)],
         },
         "context_length": int(context_length),
-        "scaling": {"mode": "per_series"},
+        "scaling": scaling,
+        "training_scaling": training_scaling or {},
         "metrics": metrics or {},
         "versions": {"torch": torch.__version__, "numpy": np.__version__},
         "files": files,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def _check_scaling(scaling: dict[str, Any], n_features: int) -> dict[str, Any]:
+    mode = scaling.get("mode")
+    if mode == "per_series":
+        return {"mode": "per_series"}
+    if mode != "global":
+        raise ArtifactError(f"scaling mode must be per_series or global, got {mode!r}")
+    try:
+        loc = [float(v) for v in scaling["loc"]]
+        scale = [float(v) for v in scaling["scale"]]
+    except (KeyError, TypeError, ValueError):
+        raise ArtifactError("global scaling needs numeric lists loc and scale") from None
+    if len(loc) != n_features or len(scale) != n_features or min(scale) <= 0:
+        raise ArtifactError(
+            f"global scaling needs {n_features} locations and {n_features} positive scales"
+        )
+    return {"mode": "global", "loc": loc, "scale": scale}
 
 
 def is_baseline(path: Path | str) -> bool:
@@ -171,11 +205,24 @@ class StatelessRuntime:
         self.target_dim = len(manifest["features"]["targets"])
         self.context_length = int(manifest["context_length"])
         self.min_history = MIN_HISTORY
+        scaling = _check_scaling(manifest.get("scaling", {}), self.n_features)
+        self.global_scaling: tuple[np.ndarray, np.ndarray] | None = (
+            (np.asarray(scaling["loc"]), np.asarray(scaling["scale"]))
+            if scaling["mode"] == "global"
+            else None
+        )
 
     @classmethod
     def load(cls, path: Path | str, device: str = "auto") -> StatelessRuntime:
         path = Path(path)
         manifest = open_baseline(path)
+        covariates = len(manifest["features"]["inputs"]) - len(manifest["features"]["targets"])
+        if covariates:
+            raise ArtifactError(
+                f"{path}: this {manifest['model']} takes {covariates} covariates, and "
+                "stateless forecasts have no input for future covariates yet; export a model "
+                "trained without them"
+            )
         try:
             forecaster = load_forecaster(path / FORECASTER_DIR)
         except (OSError, ValueError, KeyError, RuntimeError) as err:
@@ -198,16 +245,18 @@ class StatelessRuntime:
     # ------------------------------------------------------------------ the API
 
     def create(self, histories: Sequence[np.ndarray]) -> list[History]:
-        """Check, fill and scale each history (T_i, F); keep its last context_length rows."""
+        """Check, fill and scale each history (T_i, F); keep its last context_length rows,
+        scaled by the artifact's global map or by their own mean and standard deviation."""
         out = []
         for h in histories:
             rows = self._rows(h)
-            loc, scale = series_scaling(rows)
             filled = _fill_forward(rows)
             if filled is None:
                 raise InputError("a history has a target that is never observed")
-            x = (filled - loc) / scale
-            out.append(History(x[-self.context_length :], loc, scale, _hash(rows.tobytes())))
+            fed = filled[-self.context_length :]
+            loc, scale = self.global_scaling or series_scaling(fed)
+            x = (fed - loc) / scale
+            out.append(History(x, loc, scale, _hash(rows.tobytes())))
         return out
 
     def forecast_history(

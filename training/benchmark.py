@@ -140,11 +140,18 @@ def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
 
 def save_model(forecaster: Any, path: Path, data: SeriesData, record: dict[str, Any]) -> None:
     """The forecaster as its `save` writes it, plus serving.json: what `smct export` puts in
-    the manifest of its artifact (context length = the training window, the scores)."""
+    the manifest of its artifact (context length = the training window, how the training data
+    were scaled, the benchmark's scores in those scaled units)."""
     forecaster.save(path)
+    per_series = data.series_scalers is not None or data.window_loc is not None
     serving = {
         "dataset": data.name,
         "context_length": int(data.window),
+        # how the training data were scaled: one scaler for the data set, or each series /
+        # window by its own statistics (covid)
+        "training_scaling": {"mode": "per_series"} if per_series else {
+            "mode": "global", **data.scaler.to_dict()
+        },
         "metrics": {k: record[k] for k in ("unistep", "multistep") if k in record},
     }
     (path / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")

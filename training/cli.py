@@ -216,7 +216,7 @@ def export(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if (checkpoint / "manifest.json").is_file():
-        _export_baseline(checkpoint, out, force)
+        _export_baseline(checkpoint, out, force, scaling)
         return
     ckpt = Checkpoint.load(checkpoint)
     cfg, record = ckpt.model.cfg, ckpt.scaling
@@ -253,7 +253,9 @@ def export(
     )
 
 
-def _export_baseline(saved: Path, out: Path, force: bool) -> None:
+def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -> None:
+    """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled per
+    series (default) or, with --scaling global, by the training data's scaler."""
     from model.artifact import ArtifactError
     from model.stateless import DEFAULT_CONTEXT, export_baseline
 
@@ -262,11 +264,21 @@ def _export_baseline(saved: Path, out: Path, force: bool) -> None:
     serving: dict = {}
     if (saved / "serving.json").is_file():
         serving = json.loads((saved / "serving.json").read_text())
+    trained = serving.get("training_scaling") or {}
+    mode = (scaling or "per-series").replace("-", "_")
+    if mode == "global" and trained.get("mode") != "global":
+        raise typer.BadParameter(
+            "--scaling global needs the training data's scaler, and this model was trained on "
+            f"series scaled {trained.get('mode', 'in an unrecorded way')}; use per-series"
+        )
+    spec = trained if mode == "global" else {"mode": mode}
     try:
         manifest = export_baseline(
             saved,
             out,
             context_length=int(serving.get("context_length", DEFAULT_CONTEXT)),
+            scaling=spec,
+            training_scaling=trained,
             metrics=serving.get("metrics"),
         )
     except ArtifactError as err:

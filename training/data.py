@@ -493,7 +493,8 @@ def _load_covid(
     own first ``history`` days, the std floored at ``min_scale`` deaths a day
     (:func:`window_scaling`); the statistics are ``window_loc`` / ``window_scale`` and
     ``series_scalers`` is None. Leak-free for multistep forecasts (they condition on exactly
-    those days); the unistep scores of steps 2..history use a scale that includes the step.
+    those days). Unistep scores of steps 2..history are not: the history part is centred and
+    standardised, so earlier inputs carry information about the later values of that part.
     """
     if scaling not in ("county", "window"):
         raise ValueError(f"unknown covid scaling {scaling!r}; valid: county, window")

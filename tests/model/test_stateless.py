@@ -56,6 +56,8 @@ def test_manifest_is_verified(artifact: Path, tmp_path: Path) -> None:
     assert not is_baseline(tmp_path / "smc")
     with pytest.raises(ArtifactError, match="smct-baseline"):
         open_baseline(tmp_path / "smc")
+    with pytest.raises(ArtifactError, match="not a saved forecaster"):
+        export_baseline(tmp_path / "smc", tmp_path / "out")
 
 
 def test_the_smc_transformer_is_exported_from_its_checkpoint(tmp_path: Path) -> None:
@@ -69,13 +71,13 @@ def test_the_smc_transformer_is_exported_from_its_checkpoint(tmp_path: Path) -> 
 
 
 def test_samples_are_the_forecasters_on_the_scaled_window(runtime: StatelessRuntime) -> None:
-    """The runtime scales the history by its own mean and std, keeps the last context_length
-    values, asks the forecaster for paths and scales them back: nothing else."""
+    """The runtime keeps the last context_length values, scales them by their own mean and
+    std, asks the forecaster for paths and scales them back: nothing else."""
     history = _history()
     f = runtime.forecast_history([history], 4, LEVELS, 64, return_samples=True, seed=3)[0]
     assert f.samples is not None and f.samples.shape == (64, 4, 1)
-    loc, scale = series_scaling(history)
-    window = np.concatenate([((history - loc) / scale)[-16:], np.zeros((4, 1))])[None]
+    loc, scale = series_scaling(history[-16:])
+    window = np.concatenate([(history[-16:] - loc) / scale, np.zeros((4, 1))])[None]
     seed = int(hashlib.sha256(b"3").hexdigest()[:8], 16)  # the seed the runtime derives
     draws = runtime.forecaster.sample_multistep(window.astype(np.float32), 16, 64, seed=seed)
     np.testing.assert_allclose(f.samples, np.moveaxis(draws, -1, 1)[0] * scale + loc, atol=1e-9)
@@ -109,13 +111,41 @@ def test_missing_values_are_filled_forward(runtime: StatelessRuntime) -> None:
     filled[0], filled[7], filled[8], filled[20] = history[1], history[6], history[6], history[19]
     a = runtime.create([gappy])[0]
     b = runtime.create([filled])[0]
-    loc, scale = series_scaling(gappy)  # scaled by the observed values only
-    np.testing.assert_allclose(a.x, ((filled - loc) / scale)[-16:])
-    assert np.isfinite(a.x).all() and b.x.shape == a.x.shape
+    np.testing.assert_allclose(a.x, b.x)  # the same values fed, the same scaling
+    loc, scale = series_scaling(filled[-16:])
+    np.testing.assert_allclose(a.x, (filled[-16:] - loc) / scale)
+    assert a.key != b.key  # but not the same history: their own draws
     with pytest.raises(InputError, match="never observed"):
         runtime.create([np.full((5, 1), np.nan)])
     with pytest.raises(InputError, match="at least 2 rows"):
         runtime.create([np.ones((1, 1))])
+
+
+def test_global_scaling_and_covariate_models(artifact: Path, tmp_path: Path) -> None:
+    """A global map scales every series alike (a series far from the training data's level
+    is then far out for the model: that is what per_series is for); models with covariates
+    are refused, as the service refuses them."""
+    export_baseline(artifact / "forecaster", tmp_path / "g", context_length=16,
+                    scaling={"mode": "global", "loc": [100.0], "scale": [5.0]})
+    rt = StatelessRuntime.load(tmp_path / "g", device="cpu")
+    history = _history()
+    state = rt.create([history])[0]
+    np.testing.assert_allclose(state.x, (history[-16:] - 100.0) / 5.0)
+    f = rt.forecast_history([history], 2, LEVELS, 50, return_samples=True, seed=0)[0]
+    assert f.samples is not None
+    raw = rt.forecaster.sample_multistep(
+        np.concatenate([state.x, np.zeros((2, 1))])[None].astype(np.float32), 16, 50,
+        seed=int(hashlib.sha256(b"0").hexdigest()[:8], 16),
+    )
+    np.testing.assert_allclose(f.samples, np.moveaxis(raw, -1, 1)[0] * 5.0 + 100.0, atol=1e-9)
+    with pytest.raises(ArtifactError, match="positive scales"):
+        export_baseline(artifact / "forecaster", tmp_path / "bad",
+                        scaling={"mode": "global", "loc": [0.0], "scale": [0.0]})
+    torch.manual_seed(0)
+    make_forecaster("lstm", 3, 1, FitConfig(d_model=8)).save(tmp_path / "cov")
+    export_baseline(tmp_path / "cov", tmp_path / "cov-art")
+    with pytest.raises(ArtifactError, match="takes 2 covariates"):
+        StatelessRuntime.load(tmp_path / "cov-art")
 
 
 def test_streamed_steps_are_the_forecast_step_by_step(runtime: StatelessRuntime) -> None:

@@ -102,3 +102,20 @@ def test_stream_of_a_baseline(artifacts: dict[str, Path]) -> None:
     assert [e.event for e in events] == ["step", "step", "step", "done"]
     means = [e.data["forecasts"][0]["mean"][0] for e in events[:-1]]
     np.testing.assert_allclose(means, whole["forecasts"][0]["mean"])
+
+
+def test_export_records_the_training_scaling(artifacts: dict[str, Path], tmp_path: Path) -> None:
+    """synthetic-1 is not scaled (its scaler is the identity): the manifest says so, serves
+    per series by default, and `--scaling global` serves with the training scaler."""
+    import json
+
+    manifest = json.loads((artifacts["ensemble"] / "manifest.json").read_text())
+    assert manifest["scaling"] == {"mode": "per_series"}
+    assert manifest["training_scaling"] == {"mode": "global", "loc": [0.0], "scale": [1.0]}
+    assert manifest["context_length"] == 25 and "multistep" in manifest["metrics"]
+    saved = artifacts["ensemble"] / "forecaster"
+    result = CliRunner().invoke(cli, ["export", "--checkpoint", str(saved), "--out",
+                                      str(tmp_path / "g"), "--scaling", "global"])
+    assert result.exit_code == 0, result.output
+    again = json.loads((tmp_path / "g" / "manifest.json").read_text())
+    assert again["scaling"] == {"mode": "global", "loc": [0.0], "scale": [1.0]}
