@@ -8,6 +8,7 @@ process (tests) without clashing.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -121,6 +122,12 @@ class Metrics:
             "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
             ["level"], registry=r,
         )
+        self.rolling_log_score = Gauge(
+            "smct_rolling_log_score",
+            f"Mean -log p(y) of the last {ROLLING_WINDOW} observed values (the mean to read: "
+            "smct_log_score_sum can decrease, -log p being negative where p > 1)",
+            registry=r,
+        )
         self.model_info = Gauge(
             "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
             registry=r,
@@ -128,6 +135,7 @@ class Metrics:
         self.series_active = Gauge("smct_series_active", "Series in the state store", registry=r)
         self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
         self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
+        self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
         self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
         for label in self._rolling:  # every level series exists from the start
             self._child(self.covered, "level", label)
@@ -183,6 +191,8 @@ class Metrics:
                 self.pit.observe(p)
             if res.log_score is not None:  # the answer's log density, as a loss
                 self.log_score.observe(-res.log_score)
+                self._log_scores.append(-res.log_score)
+                self.rolling_log_score.set(math.fsum(self._log_scores) / len(self._log_scores))
             if res.crps is not None:
                 self.crps.observe(res.crps)
             if res.anomaly:

@@ -23,7 +23,7 @@ COUNTERS = {
     "smct_observations", "smct_observations_covered", "smct_resampling", "smct_anomalies",
     "smct_state_store_operations", "smct_state_store_errors", "smct_http_requests",
 }
-GAUGES = {"smct_rolling_picp", "smct_model_info", "smct_series_active"}
+GAUGES = {"smct_rolling_picp", "smct_rolling_log_score", "smct_model_info", "smct_series_active"}
 LABELS = {"route", "method", "status", "kind", "level", "operation", "model_version", "backend",
           "device", "le"}
 
@@ -97,6 +97,9 @@ def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any)
     assert delta("smct_pit_sum") == pytest.approx(sum(r["pit"] for r in observed))
     assert delta("smct_crps_count") == delta("smct_log_score_count") == len(observed)
     assert delta("smct_log_score_sum") == pytest.approx(-sum(r["log_score"] for r in observed))
+    assert value(after, "smct_rolling_log_score") == pytest.approx(
+        -sum(r["log_score"] for r in observed) / len(observed)
+    )
     assert delta("smct_ess_ratio_count") == len(results)
     assert 0 < value(after, "smct_ess_ratio_sum") <= value(after, "smct_ess_ratio_count")
     assert delta("smct_filter_update_duration_seconds_count") >= len(results)
