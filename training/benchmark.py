@@ -1,9 +1,11 @@
 """The benchmark: train and evaluate every forecaster on every data set, identically scored.
 
 For each data set and model: fit on the training windows (timed), draw unistep samples of
-X_t | X_{1:t-1} (t = 2..T) and multistep sample paths of X_{tau_H + h} | X_{1:tau_H} on the
-test windows (timed), and score both with training.metrics.summarize against the observation
-of the same step (samples of X_t against X_t, never X_{t-1}). Results go to
+X_t | X_{1:t-1} (t = 2..T; scored from t = SeriesData.unistep_from + 1 on, which is 2 unless
+the scaling leaks, as covid's per-window one) and multistep sample paths of
+X_{tau_H + h} | X_{1:tau_H} on the test windows (timed), and score both with
+training.metrics.summarize against the observation of the same step (samples of X_t against
+X_t, never X_{t-1}). Results go to
 `out/<dataset>/results.{csv,md}`, `out/results.json`, `out/summary.md` and PNG figures
 (training.figures); see `smct benchmark --help`.
 
@@ -104,15 +106,19 @@ def evaluate_forecaster(forecaster: Any, data: SeriesData, x: np.ndarray, n: int
                         seed: int = 0) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Unistep and multistep metrics of one trained forecaster on windows x (S, T, F).
 
-    Returns the record ({"unistep", "multistep", "infer_seconds", "picp_per_step_0.95"}) and
-    the raw samples of the first window for the fan charts.
+    Unistep scores cover the targets from row ``data.unistep_from`` on (all but the first row
+    unless the scaling makes earlier ones leak). Returns the record ({"unistep", "multistep",
+    "infer_seconds", "picp_per_step_0.95"}) and the raw samples of the first window for the
+    fan charts, unistep ones of the scored steps only.
     """
     o, hist = data.target_dim, data.history
     start = time.perf_counter()
     uni = forecaster.sample_unistep(x, n, seed=seed)  # (S, T-1, O, N)
     multi = forecaster.sample_multistep(x, hist, n, seed=seed + 1)  # (S, H, O, N)
     seconds = time.perf_counter() - start
-    y_uni, x_prev, y_multi = x[:, 1:, :o], x[:, :-1, :o], x[:, hist:, :o]
+    uni = uni[:, data.unistep_steps]  # (S, T-k, O, N), k = unistep_from: targets k..T-1
+    k = data.unistep_from
+    y_uni, x_prev, y_multi = x[:, k:, :o], x[:, k - 1 : -1, :o], x[:, hist:, :o]
     record = {
         "unistep": summarize(uni, y_uni, x_prev=x_prev, truth=data.truth),
         "multistep": summarize(multi, y_multi),
@@ -182,11 +188,14 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     setting = {"plan": asdict(plan), "train_windows": len(data.train),
                "test_windows": len(x_test), "window": data.window, "history": data.history,
+               "unistep_from": data.unistep_from,
                "target_dim": data.target_dim, "particles": cfg.particles,
                "d_model": cfg.fit_config(plan).d_model, "seed": cfg.seed,
                "data_options": dict(options)}
     if data.truth is not None:  # dist-mse of the true law on the scored windows
-        setting["dist_mse_truth"] = data.truth.dist_mse_truth(x_test[:, :-1, 0])
+        setting["dist_mse_truth"] = data.truth.dist_mse_truth(
+            x_test[:, data.unistep_from - 1 : -1, 0]
+        )
     report.write_dataset(out, dataset, records, setting)
     if cfg.figures:
         figures.fan_charts(out / "fan_unistep.png", data, x_test[0], fans, "unistep")

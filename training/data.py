@@ -180,6 +180,12 @@ class SeriesData:
     ``window_scale[split]`` (S_split, F_in), and ``series_scalers`` is None. :meth:`inverse`
     maps windows back to data units in every case. ``history`` is tau_H, the frozen history of
     multistep evaluation.
+
+    ``unistep_from`` is the position in the window (0-based) of the first target that unistep
+    scores may use: targets X_t with t >= ``unistep_from`` (each conditioned on rows 0..t-1).
+    1, the default, scores every step. Covid with ``scaling="window"`` sets it to ``history``:
+    its scaling uses rows 0..history-1, so only from row ``history`` on do a target's inputs
+    carry no information about the target or later values (:func:`window_scaling`).
     """
 
     name: str
@@ -196,6 +202,19 @@ class SeriesData:
     series_scalers: list[Scaler] | None = None
     window_loc: dict[str, np.ndarray] | None = None
     window_scale: dict[str, np.ndarray] | None = None
+    unistep_from: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.unistep_from < self.train.shape[1]:
+            raise ValueError(
+                f"unistep_from must be in 1..{self.train.shape[1] - 1}, got {self.unistep_from}"
+            )
+
+    @property
+    def unistep_steps(self) -> slice:
+        """The scored positions on the step axis (T-1) of unistep samples, whose position j
+        forecasts row j + 1 of the window: ``samples[:, data.unistep_steps]``."""
+        return slice(self.unistep_from - 1, None)
 
     @property
     def window(self) -> int:
@@ -317,7 +336,9 @@ def window_scaling(
     so that flat or all-zero histories do not blow up. Nothing after step ``history`` of a
     window enters its statistics, so the multistep forecast of X_{history+1:T}, which
     conditions on X_{1:history}, sees no information from its future (as DeepAR / RevIN
-    scaling and the runtime's per-series mode, model.state.series_scaling).
+    scaling and the runtime's per-series mode, model.state.series_scaling). One-step
+    forecasts are leak-free only for targets from row ``history`` on (0-based): see
+    ``SeriesData.unistep_from``.
     """
     if not 1 <= history <= x.shape[1]:
         raise ValueError(f"history must be in 1..{x.shape[1]}, got {history}")
@@ -493,8 +514,10 @@ def _load_covid(
     own first ``history`` days, the std floored at ``min_scale`` deaths a day
     (:func:`window_scaling`); the statistics are ``window_loc`` / ``window_scale`` and
     ``series_scalers`` is None. Leak-free for multistep forecasts (they condition on exactly
-    those days). Unistep scores of steps 2..history are not: the history part is centred and
-    standardised, so earlier inputs carry information about the later values of that part.
+    those days). One-step targets inside the history part are not: it is centred and
+    standardised, so earlier inputs carry information about its later values. ``unistep_from``
+    is therefore ``history``: unistep scores cover the targets from row ``history`` on (steps
+    history + 1..window, 1-based), the multistep horizon.
     """
     if scaling not in ("county", "window"):
         raise ValueError(f"unknown covid scaling {scaling!r}; valid: county, window")
@@ -530,6 +553,7 @@ def _load_covid(
             None,
             window_stats=stats,
             series_names=names,
+            unistep_from=history,
         )
     end_train, _ = _split_bounds(daily.shape[1], PAPER_SPLITS)
     scalers = [Scaler.fit(d[:end_train, None]) for d in daily]

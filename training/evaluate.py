@@ -1,8 +1,9 @@
 """Evaluation of a trained model: unistep and multistep predictive metrics (paper 4.2, 4.3).
 
 Unistep: the law of X_t given X_{1:t-1} for every step of every test window, sampled from the
-filter's predictive mixture (particle index drawn by weight). Multistep: from a frozen history
-of tau_H steps, N sample paths over the remaining tau_F steps.
+filter's predictive mixture (particle index drawn by weight), scored on the targets from row
+``SeriesData.unistep_from`` on (every step but the first unless the scaling leaks).
+Multistep: from a frozen history of tau_H steps, N sample paths over the remaining tau_F steps.
 Shapes: S windows, T time, H horizon, O targets, N samples.
 """
 
@@ -54,8 +55,10 @@ def unistep(
     run = run_filter(model, x, particles, resampling=resampling, threshold=threshold, generator=gen)
     samples = unistep_samples(model, run, n_samples, gen)  # (S, T-1, N, O)
     mean = (torch.softmax(run.logw_pred, -1).unsqueeze(-1) * run.pred).sum(2)  # (S, T-1, O)
-    y = x[:, 1:, :o].cpu().numpy()  # X_t, the same step as the samples
-    x_prev = x[:, :-1, :o].cpu().numpy()  # X_{t-1}, for dist-mse
+    k, steps = data.unistep_from, data.unistep_steps  # scored targets: rows k..T-1
+    samples, mean = samples[:, steps], mean[:, steps]  # (S, T-k, N, O), (S, T-k, O)
+    y = x[:, k:, :o].cpu().numpy()  # X_t, the same step as the samples
+    x_prev = x[:, k - 1 : -1, :o].cpu().numpy()  # X_{t-1}, for dist-mse
     metrics = summarize(
         samples.permute(0, 1, 3, 2).cpu().numpy(),
         y,

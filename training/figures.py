@@ -39,14 +39,15 @@ def _true_interval(data: SeriesData, x_prev: np.ndarray, level: float = 0.95) ->
 
 def fan_charts(path: Path, data: SeriesData, window: np.ndarray,
                samples: dict[str, dict[str, np.ndarray]], kind: str) -> None:
-    """window (T, F); samples[model][kind]: (T-1, O, N) unistep or (H, O, N) multistep."""
+    """window (T, F); samples[model][kind]: (T-k, O, N) unistep, targets from row
+    k = data.unistep_from on (0-based), or (H, O, N) multistep."""
     names = list(samples)
     cols = min(4, len(names))
     rows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False,
                              sharey=True)
     t = np.arange(1, window.shape[0] + 1)
-    start = 2 if kind == "unistep" else data.history + 1
+    start = data.unistep_from + 1 if kind == "unistep" else data.history + 1  # 1-based
     steps = t[start - 1 :]
     for ax, name in zip(axes.flat, names, strict=False):
         b = _bands(samples[name][kind][:, 0])  # first target
@@ -55,11 +56,11 @@ def fan_charts(path: Path, data: SeriesData, window: np.ndarray,
         ax.plot(steps, b["mid"], color="C0", lw=1)
         ax.plot(t, window[:, 0], "k.", ms=3, label="observed")
         if data.truth is not None and kind == "unistep":
-            lo, hi = _true_interval(data, window[:-1, 0])
+            lo, hi = _true_interval(data, window[start - 2 : -1, 0])
             ax.plot(steps, lo, "r--", lw=0.8, label="true 95 %")
             ax.plot(steps, hi, "r--", lw=0.8)
-        if kind == "multistep":
-            ax.axvline(data.history + 0.5, color="grey", lw=0.5)
+        if kind == "multistep" or start > 2:  # where the scored forecasts begin
+            ax.axvline(start - 0.5, color="grey", lw=0.5)
         ax.set_title(name, fontsize=9)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from training.benchmark import (
 )
 from training.cli import app
 from training.data import SeriesData, SyntheticTruth, load_dataset
-from training.report import metrics_table
+from training.report import dataset_markdown, metrics_table
 
 
 class Oracle:
@@ -65,6 +66,63 @@ def test_scores_are_aligned_with_the_step_they_forecast(synthetic: SeriesData) -
     assert not record["point_forecast"]
     assert fans["unistep"].shape == (24, 1, 400) and fans["multistep"].shape == (13, 1, 400)
     assert len(record["picp_per_step_0.95"]) == 13
+
+
+class Echo:
+    """Unistep draws centred on the observation itself (spread +-0.01), off by 100 before row
+    ``bad_until`` of the window: perfect scores exactly when those rows are left out."""
+
+    name = "echo"
+
+    def __init__(self, bad_until: int) -> None:
+        self.bad_until = bad_until
+
+    def sample_unistep(self, x: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+        target = x[:, 1:, :1].astype(np.float64)  # (S, T-1, 1): position j forecasts row j + 1
+        target[:, : self.bad_until - 1] += 100.0
+        return target[..., None] + np.linspace(-0.01, 0.01, n)  # (S, T-1, 1, N)
+
+    def sample_multistep(self, x: np.ndarray, history: int, n: int, seed: int = 0) -> np.ndarray:
+        return x[:, history:, :1, None] + np.linspace(-0.01, 0.01, n)  # (S, H, 1, N)
+
+
+@pytest.mark.parametrize("k", [1, 5, 12])
+def test_unistep_scores_only_targets_from_unistep_from(synthetic: SeriesData, k: int) -> None:
+    """With unistep_from = k, only targets X_t with t >= k (0-based rows) are scored: the
+    stub's wrong draws of the earlier rows leave no trace, its right ones score perfectly."""
+    assert synthetic.unistep_from == 1 and synthetic.truth is not None
+    data = replace(synthetic, unistep_from=k)
+    x = data.test
+    record, fans = evaluate_forecaster(Echo(bad_until=k), data, x, 20)
+    uni = record["unistep"]
+    assert uni["mse"] < 1e-8 and uni["picp"]["0.95"] == 1.0 and uni["crps"] < 0.01
+    # dist-mse pairs each scored X_t with its own X_{t-1}
+    truth, now, prev = synthetic.truth, x[:, k:, 0], x[:, k - 1 : -1, 0]
+    expected = truth.p * np.mean(np.square(now - truth.alpha * prev)) + (1 - truth.p) * np.mean(
+        np.square(now - truth.beta * prev)
+    )
+    assert uni["dist_mse"] == pytest.approx(float(expected), rel=1e-3)
+    assert fans["unistep"].shape == (x.shape[1] - k, 1, 20)
+    assert fans["multistep"].shape == (x.shape[1] - data.history, 1, 20)
+    if k > 1:  # the same stub scored on every step pays for its wrong early draws
+        everything, _ = evaluate_forecaster(Echo(bad_until=k), synthetic, x, 20)
+        assert everything["unistep"]["mse"] > 1000.0
+        assert everything["multistep"] == record["multistep"]
+
+
+def test_unistep_from_is_checked(synthetic: SeriesData) -> None:
+    for bad in (0, synthetic.window):
+        with pytest.raises(ValueError, match="unistep_from"):
+            replace(synthetic, unistep_from=bad)
+
+
+def test_report_says_which_unistep_steps_are_scored() -> None:
+    base = {"plan": {"epochs": 1, "batch_size": 2, "samples": 3}, "train_windows": 4,
+            "test_windows": 5, "window": 61, "history": 40, "d_model": 8, "particles": 2,
+            "seed": 0}
+    assert "every step of every test window" in dataset_markdown("covid", [], base)
+    text = dataset_markdown("covid", [], {**base, "unistep_from": 40})
+    assert "steps 41-61 of every test window" in text
 
 
 def test_subset_windows_is_evenly_spaced() -> None:

@@ -226,6 +226,8 @@ def test_covid_window_scaling() -> None:
     county = load_dataset("covid", limit=200)
     assert data.series_scalers is None and data.scaler == Scaler.identity(1)
     assert data.window_loc is not None and data.window_scale is not None
+    # Unistep targets before row `history` are scaled with their own and later values.
+    assert data.unistep_from == data.history == 40 and county.unistep_from == 1
     assert data.series_names == county.series_names
     for split in SPLITS:
         x = data.split(split)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -60,3 +61,33 @@ def test_metrics_of_the_true_model_are_the_nominal_ones() -> None:
     assert multi["picp"]["0.95"] == pytest.approx(0.95, abs=0.025)
     assert multi["mpiw"]["0.95"] > uni["mpiw"]["0.95"]
     assert len(multi["picp_per_step_0.95"]) == 6
+
+
+def test_unistep_scores_only_targets_from_unistep_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SMC Transformer's unistep metrics see samples, truth, mean and X_{t-1} of the
+    targets from row unistep_from on only, and the multistep ones are unchanged."""
+    import training.evaluate as ev
+
+    seen: list[dict[str, np.ndarray]] = []
+    real = ev.summarize
+
+    def spy(samples: np.ndarray, y: np.ndarray, **kw: object) -> dict[str, object]:
+        seen.append({"samples": samples, "y": y, **kw})  # type: ignore[dict-item]
+        return real(samples, y, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ev, "summarize", spy)
+    data = _data(10, 12, seed=0)
+    full = evaluate(_ar1_model(), data, particles=20, n_samples=30, seed=1)
+    k = 6
+    part = evaluate(_ar1_model(), replace(data, unistep_from=k), particles=20, n_samples=30,
+                    seed=1)
+    uni_all, uni_k = seen[0::2]  # one chunk each: unistep then multistep
+    x = data.test
+    assert uni_all["y"].shape == (10, 11, 1) and uni_k["y"].shape == (10, 12 - k, 1)
+    assert np.array_equal(uni_k["y"], x[:, k:, :1])
+    assert np.array_equal(uni_k["x_prev"], x[:, k - 1 : -1, :1])
+    assert uni_k["samples"].shape == (10, 12 - k, 1, 30) and uni_k["mean"].shape == (10, 6, 1)
+    # the same draws (the generator is consumed alike), sliced to the scored targets
+    assert np.array_equal(uni_k["samples"], uni_all["samples"][:, k - 1 :])
+    assert np.array_equal(uni_k["mean"], uni_all["mean"][:, k - 1 :])
+    assert part["multistep"] == full["multistep"] and part["unistep"] != full["unistep"]
