@@ -39,6 +39,7 @@ BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
 MIN_HISTORY = 2
 CHUNK_BYTES = 4 << 20  # noise rows gathered by one backend call (see Runtime._step)
+MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see Runtime._scale)
 
 
@@ -318,7 +319,19 @@ class Runtime:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
     ) -> list[Forecast]:
-        """Sample n_samples paths over `horizon` steps from each state and summarise them."""
+        """Sample n_samples paths over `horizon` steps from each state and summarise them.
+        At most MAX_PATHS paths are held at once (each keeps its key/value window): more
+        series are forecast in chunks, with the same draws (each series has its own)."""
+        chunk = max(1, MAX_PATHS // max(n_samples, 1))
+        if len(states) > chunk:
+            out: list[Forecast] = []
+            for i in range(0, len(states), chunk):
+                out += self.forecast(
+                    states[i : i + chunk], horizon, levels, n_samples,
+                    return_samples=return_samples, seed=seed, quantiles=quantiles,
+                    covariates=None if covariates is None else covariates[i : i + chunk],
+                )
+            return out
         steps = [x for _, x in self._paths(states, horizon, n_samples, seed, covariates)]
         if not steps:
             return []

@@ -62,6 +62,19 @@ def forecast_params(
             f"num_samples {n} is over this service's maximum {settings.max_samples} "
             "(SMCT_MAX_SAMPLES); ask for fewer samples", field="num_samples",
         )
+    if n * n_series > settings.max_paths:
+        raise InvalidInput(
+            f"{n_series} series x {n} samples is {n * n_series} sample paths, over this "
+            f"service's maximum {settings.max_paths} per request (SMCT_MAX_PATHS); send the "
+            "series in smaller requests or ask for fewer samples", field="num_samples",
+        )
+    if n * h * n_series > settings.max_sample_steps:
+        raise InvalidInput(
+            f"{n_series} series x {n} samples x {h} steps is {n * h * n_series} sample steps, "
+            f"over this service's maximum {settings.max_sample_steps} per request "
+            "(SMCT_MAX_SAMPLE_STEPS); send the series in smaller requests, or ask for fewer "
+            "samples or a shorter horizon", field="num_samples",
+        )
     if return_samples and n * h * n_series > MAX_RETURNED_SAMPLE_VALUES:
         raise InvalidInput(
             f"returning {n} samples x {h} steps x {n_series} series is over "

@@ -32,6 +32,14 @@ class Settings(BaseSettings):
     # limits on what one request may ask for
     max_horizon: int = Field(default=256, ge=1)
     max_samples: int = Field(default=10_000, ge=1)
+    max_paths: int = Field(
+        default=100_000, ge=1, description="series x num_samples of one forecast request: the "
+        "sample paths held in memory at once (a path holds its key/value window)",
+    )
+    max_sample_steps: int = Field(
+        default=2_560_000, ge=1, description="series x num_samples x horizon of one forecast "
+        "request: its model time (the default is one series at the maximum samples and horizon)",
+    )
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
 
     # micro-batching of model calls

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -130,10 +131,31 @@ def evaluate_forecaster(forecaster: Any, data: SeriesData, x: np.ndarray, n: int
     return record, {"unistep": np.array(uni[0]), "multistep": np.array(multi[0])}
 
 
+def set_threads(cfg: BenchmarkConfig) -> None:
+    """torch's intra-op threads (cfg.threads; None leaves torch's default), set before any
+    model runs: the thread count changes the summation order of parallel kernels."""
+    torch.set_num_threads(cfg.threads or torch.get_num_threads())
+
+
+def seed_global_rngs(seed: int) -> None:
+    """Reset the global RNGs of torch, NumPy and `random` (torch seeds its own
+    nondeterministically at start-up, NumPy from the OS)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
               x_test: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
-    """Fit one forecaster and evaluate it; returns (record, first-window samples, forecaster)."""
-    torch.set_num_threads(cfg.threads or torch.get_num_threads())
+    """Fit one forecaster and evaluate it; returns (record, first-window samples, forecaster).
+
+    The record depends only on (cfg.seed, data, name, plan), not on the models run before it
+    in the process: make_forecaster draws the initial weights from cfg.seed, every fit seeds
+    its own training, sampling uses its own generators, and the global RNGs are reset here
+    for anything else that might draw from them.
+    """
+    set_threads(cfg)
+    seed_global_rngs(cfg.seed)
     fit_cfg = cfg.fit_config(plan)
     forecaster = make_forecaster(name, data.n_features, data.target_dim, fit_cfg)
     start = time.perf_counter()
@@ -213,6 +235,7 @@ def run_benchmark(cfg: BenchmarkConfig, command: str = "") -> dict[str, Any]:
     for name in cfg.datasets:
         if name not in DATASETS:
             raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+    set_threads(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
     results = []
     total = len(cfg.datasets) * len(cfg.models)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from model.baselines.base import FitConfig, Forecaster, NeuralForecaster, read_manifest
 from model.baselines.bayes import BayesForecaster, BayesianLSTMNet, bayes_lstm
 from model.baselines.classical import ETSForecaster
@@ -75,10 +77,21 @@ def resolve(spec: str) -> list[str]:
 
 
 def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = None) -> Forecaster:
-    """A fresh, untrained forecaster for inputs of F = d_in features and O = d_out targets."""
+    """A fresh, untrained forecaster for inputs of F = d_in features and O = d_out targets.
+
+    Its initial weights are drawn from torch's generator seeded with `cfg.seed`, inside
+    `fork_rng` (the caller's global RNG state is left as it was): they depend on (name, sizes,
+    cfg) only. Drawn from the global generator as it stood, they did not: torch seeds it
+    nondeterministically at start-up, so the first model of a process got different weights
+    in every process, and each later one weights that depended on what the model before it
+    had drawn during its training.
+    """
     if name not in FORECASTERS:
         raise ValueError(f"unknown model {name!r}; valid: {', '.join(FORECASTERS)}")
-    return FORECASTERS[name](d_in, d_out, cfg or FitConfig())
+    cfg = cfg or FitConfig()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return FORECASTERS[name](d_in, d_out, cfg)
 
 
 def load_forecaster(path: Path) -> Forecaster:

@@ -54,6 +54,24 @@ def test_batching_does_not_change_results(rt_torch: Runtime, ar_series: Any) -> 
             assert (r.pit is None) == (rb.pit is None)
 
 
+def test_forecasts_in_chunks_of_paths_match_one_call(
+    rt_torch: Runtime, ar_series: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over MAX_PATHS paths, `forecast` runs the series in chunks (memory stays bounded); each
+    series keeps its own draws, so the answers are those of one call (to float32 rounding)."""
+    from model import runtime as runtime_module
+
+    states = rt_torch.create(ar_series(5, 20))
+    whole = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)
+    monkeypatch.setattr(runtime_module, "MAX_PATHS", 80)  # 2 series per chunk
+    chunked = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)
+    assert len(chunked) == 5
+    for a, b in zip(whole, chunked, strict=True):
+        assert a.samples is not None and b.samples is not None
+        np.testing.assert_allclose(a.samples, b.samples, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(a.intervals[0.8], b.intervals[0.8], rtol=1e-5, atol=1e-5)
+
+
 def test_missing_values_advance_without_reweighting(rt_torch: Runtime, ar_series: Any) -> None:
     (state,) = rt_torch.create(ar_series(1, 30))
     ((new, results),) = rt_torch.update([state], [np.array([[np.nan], [np.nan], [0.4]])], [0.8])

@@ -91,6 +91,21 @@ def test_configured_maxima(app_client: TestClient, runtime: Any) -> None:
     assert_422(r, "horizon", "SMCT_MAX_HORIZON")
 
 
+def test_work_limits_per_request(make_client: AppFactory, runtime: Any) -> None:
+    """series x samples (paths in memory) and series x samples x horizon (model time) are
+    bounded per request, with a message that says how to split it."""
+    client = make_client(max_paths=300, max_sample_steps=1200)
+    series = [{"id": str(i), "values": history(runtime, 30, i)} for i in range(4)]
+    r = client.post("/v1/forecast", json={"series": series, "num_samples": 100, "horizon": 2})
+    assert_422(r, "num_samples", "400 sample paths", "SMCT_MAX_PATHS", "smaller requests")
+    r = client.post("/v1/forecast", json={"series": series[:3], "num_samples": 100, "horizon": 5})
+    assert_422(r, "num_samples", "1500 sample steps", "SMCT_MAX_SAMPLE_STEPS")
+    r = client.post("/v1/forecast/stream", json={"series": series, "num_samples": 100})
+    assert_422(r, "num_samples", "SMCT_MAX_PATHS")
+    r = client.post("/v1/forecast", json={"series": series[:3], "num_samples": 100, "horizon": 4})
+    assert r.status_code == 200, r.text
+
+
 def test_levels_outside_0_100(app_client: TestClient, runtime: Any) -> None:
     assert_422(forecast(app_client, runtime, levels=[0, 80]), "levels[0]", "greater than 0")
     assert_422(forecast(app_client, runtime, levels=[100]), "levels[0]", "less than 100")

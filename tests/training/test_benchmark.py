@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -152,6 +156,42 @@ def test_quick_benchmark_writes_tables_and_figures(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["command"] == "smct benchmark --quick" and summary["quick"]
     assert "smct benchmark --quick" in (tmp_path / "summary.md").read_text()
+
+
+TIMINGS = ("train_seconds", "infer_seconds", "infer_ms_per_window")
+
+
+def _records(out: Path) -> dict[str, dict[str, Any]]:
+    saved = json.loads((out / "results.json").read_text())
+    return {r["model"]: {k: v for k, v in r.items() if k not in TIMINGS}
+            for ds in saved["datasets"] for r in ds["records"]}
+
+
+def test_model_results_do_not_depend_on_the_process_or_the_order(tmp_path: Path) -> None:
+    """Each model's numbers depend on (seed, data set, model, plan) only: the same tiny
+    benchmark in a fresh process (its own torch start-up seed, another hash seed) and here,
+    in the opposite model order after whatever this process drew, gives identical records.
+    The first model trained in a process used to get its initial weights from torch's
+    nondeterministically seeded global generator."""
+    args = ["benchmark", "--quick", "--datasets", "synthetic-1", "--no-progress",
+            "--no-figures", "--limit", "16", "--test-windows", "4", "--samples", "10"]
+    code = "import sys; from training.cli import app; sys.argv[0] = 'smct'; app()"
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, "--models", "lstm,ensemble",
+         "--out", str(tmp_path / "a")],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    torch.rand(7)  # this process's global RNG is not where a fresh one starts
+    res = CliRunner().invoke(
+        app, [*args, "--models", "ensemble,lstm", "--out", str(tmp_path / "b")]
+    )
+    assert res.exit_code == 0, res.output
+    first, second = _records(tmp_path / "a"), _records(tmp_path / "b")
+    assert set(first) == {"lstm", "ensemble"}
+    for name in first:
+        assert first[name] == second[name], name
 
 
 def test_plans_and_data_options() -> None:
