@@ -15,6 +15,7 @@ smc-transformer         the SMC Transformer (seed 001)                      part
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,9 +80,11 @@ def resolve(spec: str) -> list[str]:
 def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = None) -> Forecaster:
     """A fresh, untrained forecaster for inputs of F = d_in features and O = d_out targets.
 
-    Its initial weights are drawn from torch's generator seeded with `cfg.seed`, inside
-    `fork_rng` (the caller's global RNG state is left as it was): they depend on (name, sizes,
-    cfg) only. Drawn from the global generator as it stood, they did not: torch seeds it
+    Its initial weights are drawn from torch's generator seeded with `init_seed(cfg.seed)`,
+    inside `fork_rng` (the caller's global RNG state is left as it was): they depend on (name,
+    sizes, cfg) only, and not on the stream that training draws from (`fit` seeds with
+    `cfg.seed`: the same seed here would make the first dropout masks repeat the signs of the
+    initial weights). Drawn from the global generator as it stood, they did not: torch seeds it
     nondeterministically at start-up, so the first model of a process got different weights
     in every process, and each later one weights that depended on what the model before it
     had drawn during its training.
@@ -90,8 +93,14 @@ def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = No
         raise ValueError(f"unknown model {name!r}; valid: {', '.join(FORECASTERS)}")
     cfg = cfg or FitConfig()
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(init_seed(cfg.seed))
         return FORECASTERS[name](d_in, d_out, cfg)
+
+
+def init_seed(seed: int) -> int:
+    """The seed of a model's initial weights: derived from the run's seed by a stable hash,
+    so that it starts a stream other than training's."""
+    return int.from_bytes(hashlib.sha256(f"init:{seed}".encode()).digest()[:8], "little") >> 1
 
 
 def load_forecaster(path: Path) -> Forecaster:
