@@ -322,6 +322,10 @@ class Runtime:
         """Sample n_samples paths over `horizon` steps from each state and summarise them.
         At most MAX_PATHS paths are held at once (each keeps its key/value window): more
         series are forecast in chunks, with the same draws (each series has its own)."""
+        if covariates is not None and len(covariates) != len(states):
+            raise InputError(
+                f"got future covariates for {len(covariates)} series, not {len(states)}"
+            )
         chunk = max(1, MAX_PATHS // max(n_samples, 1))
         if len(states) > chunk:
             out: list[Forecast] = []

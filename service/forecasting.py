@@ -25,10 +25,12 @@ class ForecastService:
         self.engine = engine
         self.settings = settings
 
-    def _prepare(self, req: ForecastRequest) -> tuple[ForecastParams, list[Any]]:
+    def _prepare(
+        self, req: ForecastRequest, stream: bool = False
+    ) -> tuple[ForecastParams, list[Any]]:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
-            return_samples=req.return_samples, n_series=len(req.series),
+            return_samples=req.return_samples, n_series=len(req.series), stream=stream,
         )
         histories = [
             self.engine.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
@@ -57,7 +59,7 @@ class ForecastService:
     async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
         """SSE events: one `step` per horizon step, then `done` with the whole forecast.
         Input is checked and the histories filtered before the first event."""
-        params, histories = self._prepare(req)
+        params, histories = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
         states = await self.engine.start_stream(histories)
         return self._events(params, ids, states)

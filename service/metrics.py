@@ -22,6 +22,8 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from service.schemas import ObservationResult
 from service.settings import level_label
@@ -122,12 +124,14 @@ class Metrics:
             "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
             ["level"], registry=r,
         )
-        self.rolling_log_score = Gauge(
+        self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
+        r.register(_RollingMean(
             "smct_rolling_log_score",
             f"Mean -log p(y) of the last {ROLLING_WINDOW} observed values (the mean to read: "
-            "smct_log_score_sum can decrease, -log p being negative where p > 1)",
-            registry=r,
-        )
+            "smct_log_score_sum can decrease, -log p being negative where p > 1); absent "
+            "before the first observed value",
+            self._log_scores,
+        ))
         self.model_info = Gauge(
             "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
             registry=r,
@@ -135,7 +139,6 @@ class Metrics:
         self.series_active = Gauge("smct_series_active", "Series in the state store", registry=r)
         self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
         self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
-        self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
         self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
         for label in self._rolling:  # every level series exists from the start
             self._child(self.covered, "level", label)
@@ -192,7 +195,6 @@ class Metrics:
             if res.log_score is not None:  # the answer's log density, as a loss
                 self.log_score.observe(-res.log_score)
                 self._log_scores.append(-res.log_score)
-                self.rolling_log_score.set(math.fsum(self._log_scores) / len(self._log_scores))
             if res.crps is not None:
                 self.crps.observe(res.crps)
             if res.anomaly:
@@ -226,6 +228,24 @@ def _flat(value: object) -> list[float]:
     if isinstance(value, list):
         return [float(v) for v in value if v is not None]
     return [float(value)]  # type: ignore[arg-type]
+
+
+class _RollingMean(Collector):
+    """A gauge of the mean of a window of values, exported only once the window has one (an
+    unlabelled Gauge would read 0 before, a perfect-looking score)."""
+
+    def __init__(self, name: str, documentation: str, window: deque[float]) -> None:
+        self.name, self.documentation, self.window = name, documentation, window
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation)]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        values = list(self.window)  # a copy: the window changes in the event loop
+        if not values:
+            return []
+        return [GaugeMetricFamily(self.name, self.documentation,
+                                  value=math.fsum(values) / len(values))]
 
 
 def _widths(lo: object, hi: object) -> list[float]:

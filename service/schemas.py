@@ -25,9 +25,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from service.settings import MAX_FORECAST_SERIES
+
 SERIES_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 MAX_VALUES = 100_000  # values in one history
-MAX_SERIES = 1_000  # series in one stateless forecast request
+MAX_SERIES = MAX_FORECAST_SERIES  # series in one stateless forecast request
 MAX_OBSERVATIONS = 1_000  # observations in one append
 
 _POINT_SCHEMA: dict[str, Any] = {

@@ -48,6 +48,7 @@ EVENTS_POLL_S = 10.0
 def forecast_params(
     settings: Settings, *, horizon: int | None, levels: Sequence[float] | None,
     num_samples: int | None, return_samples: bool = False, n_series: int = 1,
+    stream: bool = False,
 ) -> ForecastParams:
     """Request parameters with the service defaults, checked against the configured limits."""
     h = horizon or min(settings.default_horizon, settings.max_horizon)
@@ -62,18 +63,21 @@ def forecast_params(
             f"num_samples {n} is over this service's maximum {settings.max_samples} "
             "(SMCT_MAX_SAMPLES); ask for fewer samples", field="num_samples",
         )
-    if n * n_series > settings.max_paths:
+    field = "series" if n_series > 1 else "num_samples"
+    if stream and n * n_series > settings.max_paths:
         raise InvalidInput(
             f"{n_series} series x {n} samples is {n * n_series} sample paths, over this "
-            f"service's maximum {settings.max_paths} per request (SMCT_MAX_PATHS); send the "
-            "series in smaller requests or ask for fewer samples", field="num_samples",
+            f"service's maximum {settings.max_paths} for one stream (SMCT_MAX_PATHS); stream "
+            "the series in smaller requests, ask for fewer samples, or use POST /v1/forecast",
+            field=field,
         )
-    if n * h * n_series > settings.max_sample_steps:
+    limit = settings.sample_steps_limit
+    if n * h * n_series > limit:
         raise InvalidInput(
             f"{n_series} series x {n} samples x {h} steps is {n * h * n_series} sample steps, "
-            f"over this service's maximum {settings.max_sample_steps} per request "
-            "(SMCT_MAX_SAMPLE_STEPS); send the series in smaller requests, or ask for fewer "
-            "samples or a shorter horizon", field="num_samples",
+            f"over this service's maximum {limit} per request (SMCT_MAX_SAMPLE_STEPS); send "
+            "the series in smaller requests, or ask for fewer samples or a shorter horizon",
+            field=field,
         )
     if return_samples and n * h * n_series > MAX_RETURNED_SAMPLE_VALUES:
         raise InvalidInput(

@@ -33,12 +33,14 @@ class Settings(BaseSettings):
     max_horizon: int = Field(default=256, ge=1)
     max_samples: int = Field(default=10_000, ge=1)
     max_paths: int = Field(
-        default=100_000, ge=1, description="series x num_samples of one forecast request: the "
-        "sample paths held in memory at once (a path holds its key/value window)",
+        default=100_000, ge=1, description="series x num_samples of one streamed forecast: "
+        "a stream moves all its sample paths together, each holding its key/value window (a "
+        "whole forecast is computed in chunks and needs no such limit)",
     )
-    max_sample_steps: int = Field(
-        default=2_560_000, ge=1, description="series x num_samples x horizon of one forecast "
-        "request: its model time (the default is one series at the maximum samples and horizon)",
+    max_sample_steps: int | None = Field(
+        default=None, ge=1, description="series x num_samples x horizon of one forecast "
+        "request, its model time; unset: the larger of one series at max_samples and "
+        "max_horizon, and the largest request at the default samples and horizon",
     )
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
 
@@ -69,9 +71,22 @@ class Settings(BaseSettings):
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
 
     @property
+    def sample_steps_limit(self) -> int:
+        """max_sample_steps, or its default (see the field)."""
+        if self.max_sample_steps is not None:
+            return self.max_sample_steps
+        return max(
+            self.max_samples * self.max_horizon,
+            MAX_FORECAST_SERIES * self.default_samples * self.default_horizon,
+        )
+
+    @property
     def monitor_levels(self) -> tuple[float, ...]:
         """The monitoring levels in percent, ascending."""
         return parse_levels(self.levels)
+
+
+MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas.MAX_SERIES)
 
 
 def parse_levels(text: str) -> tuple[float, ...]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from service.errors import InvalidInput
 from tests.service.conftest import AppFactory
 from tests.service.test_api import history, observe, put
 
@@ -92,18 +93,39 @@ def test_configured_maxima(app_client: TestClient, runtime: Any) -> None:
 
 
 def test_work_limits_per_request(make_client: AppFactory, runtime: Any) -> None:
-    """series x samples (paths in memory) and series x samples x horizon (model time) are
-    bounded per request, with a message that says how to split it."""
+    """series x samples x horizon (model time) is bounded per request, series x samples
+    (paths moved together) per stream, with a message that says how to split the request."""
     client = make_client(max_paths=300, max_sample_steps=1200)
     series = [{"id": str(i), "values": history(runtime, 30, i)} for i in range(4)]
     r = client.post("/v1/forecast", json={"series": series, "num_samples": 100, "horizon": 2})
-    assert_422(r, "num_samples", "400 sample paths", "SMCT_MAX_PATHS", "smaller requests")
+    assert r.status_code == 200, r.text  # 400 paths: a whole forecast is computed in chunks
+    r = client.post("/v1/forecast/stream", json={"series": series, "num_samples": 100,
+                                                 "horizon": 2})
+    assert_422(r, "series", "400 sample paths", "SMCT_MAX_PATHS", "smaller requests")
     r = client.post("/v1/forecast", json={"series": series[:3], "num_samples": 100, "horizon": 5})
-    assert_422(r, "num_samples", "1500 sample steps", "SMCT_MAX_SAMPLE_STEPS")
-    r = client.post("/v1/forecast/stream", json={"series": series, "num_samples": 100})
-    assert_422(r, "num_samples", "SMCT_MAX_PATHS")
-    r = client.post("/v1/forecast", json={"series": series[:3], "num_samples": 100, "horizon": 4})
-    assert r.status_code == 200, r.text
+    assert_422(r, "series", "1500 sample steps", "SMCT_MAX_SAMPLE_STEPS")
+    r = client.post("/v1/forecast", json={"series": series[:1], "num_samples": 100,
+                                          "horizon": 13})
+    assert_422(r, "num_samples", "1300 sample steps")
+    put(client, runtime)
+    assert_422(client.get("/v1/series/s1/forecast?horizon=13&num_samples=100"), "num_samples",
+               "SMCT_MAX_SAMPLE_STEPS")
+
+
+def test_default_work_limits_admit_what_the_other_limits_allow() -> None:
+    """Unset, SMCT_MAX_SAMPLE_STEPS admits one series at the maximum samples and horizon and
+    the largest request at the default samples and horizon, whatever those are set to."""
+    from service.schemas import MAX_SERIES
+    from service.series import forecast_params
+    from service.settings import Settings
+
+    for settings in (Settings(), Settings(max_horizon=512, max_samples=20_000)):
+        forecast_params(settings, horizon=settings.max_horizon, levels=None,
+                        num_samples=settings.max_samples)
+        forecast_params(settings, horizon=None, levels=None, num_samples=None,
+                        n_series=MAX_SERIES)
+    with pytest.raises(InvalidInput, match="SMCT_MAX_SAMPLE_STEPS"):
+        forecast_params(Settings(), horizon=256, levels=None, num_samples=10_000, n_series=5)
 
 
 def test_levels_outside_0_100(app_client: TestClient, runtime: Any) -> None:

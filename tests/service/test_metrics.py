@@ -72,6 +72,22 @@ def test_every_contract_metric_is_exposed(client: TestClient, runtime: Any) -> N
             assert "s1" not in sample.labels.values()
 
 
+def test_rolling_log_score_is_absent_until_a_value_is_observed(
+    client: TestClient, runtime: Any
+) -> None:
+    """Before any observed value the mean log score is not exported (a 0 would look perfect);
+    a missing value does not create it either."""
+    names = {f.name for f in text_string_to_metric_families(client.get("/metrics").text)}
+    assert "smct_rolling_log_score" not in names
+    t = put(client, runtime)["seq"]
+    assert observe(client, t, None).status_code == 200
+    names = {f.name for f in text_string_to_metric_families(client.get("/metrics").text)}
+    assert "smct_rolling_log_score" not in names
+    answer = observe(client, t + 1, 0.3).json()["observations"][0]
+    samples = scrape(client)
+    assert value(samples, "smct_rolling_log_score") == pytest.approx(-answer["log_score"])
+
+
 def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any) -> None:
     before = scrape(client)
     results = feed(client, runtime)
