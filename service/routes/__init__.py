@@ -10,6 +10,7 @@ from service.schemas import ErrorBody
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries of the error answers a route can give."""
     text = {
+        400: "the served model keeps no per-series state (a baseline): use POST /v1/forecast",
         401: "no valid API key (only when SMCT_API_KEYS is set)",
         404: "unknown series",
         409: "seq conflict (gap or changed value), or a state written by another model",

@@ -27,7 +27,7 @@ router = APIRouter(prefix="/v1", tags=["series"])  # + the API key check (servic
 
 
 @router.put(
-    "/series/{series_id}", response_model=SeriesInfo, responses=errors(401, 413, 422, 503),
+    "/series/{series_id}", response_model=SeriesInfo, responses=errors(400, 401, 413, 422, 503),
     summary="Create or replace a series from its history",
     status_code=status.HTTP_200_OK,
 )
@@ -43,7 +43,7 @@ async def put_series(
 
 @router.post(
     "/series/{series_id}/observations", response_model=ObservationsResponse,
-    responses=errors(401, 404, 409, 413, 422, 503),
+    responses=errors(400, 401, 404, 409, 413, 422, 503),
     summary="Absorb new observations; score the forecasts issued for them",
 )
 async def observe(
@@ -59,7 +59,7 @@ async def observe(
 
 @router.get(
     "/series/{series_id}/forecast", response_model=SeriesForecast,
-    responses=errors(401, 404, 409, 422, 503), summary="Forecast from the stored state",
+    responses=errors(400, 401, 404, 409, 422, 503), summary="Forecast from the stored state",
 )
 async def series_forecast(
     series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep
@@ -74,7 +74,7 @@ async def series_forecast(
             "description": "events `created`, `replaced`, `update`, `deleted`; id = version",
             "content": {"text/event-stream": {"example": 'event: update\nid: 7\ndata: {...}\n\n'}},
         },
-        **errors(401, 404, 422, 503),
+        **errors(400, 401, 404, 422, 503),
     },
     summary="Follow a series' updates (Server-Sent Events; Last-Event-ID resumes)",
 )
@@ -92,7 +92,7 @@ async def _sse(events: AsyncIterator[StoredEvent]) -> AsyncIterator[dict[str, st
 
 
 @router.get(
-    "/series/{series_id}", response_model=SeriesInfo, responses=errors(401, 404, 422, 503),
+    "/series/{series_id}", response_model=SeriesInfo, responses=errors(400, 401, 404, 422, 503),
     summary="A series' metadata",
 )
 async def get_series(series_id: SeriesIdPath, series: SeriesDep) -> SeriesInfo:
@@ -101,7 +101,7 @@ async def get_series(series_id: SeriesIdPath, series: SeriesDep) -> SeriesInfo:
 
 @router.delete(
     "/series/{series_id}", status_code=status.HTTP_204_NO_CONTENT,
-    responses=errors(401, 404, 422, 503), summary="Delete a series",
+    responses=errors(400, 401, 404, 422, 503), summary="Delete a series",
 )
 async def delete_series(series_id: SeriesIdPath, series: SeriesDep) -> None:
     await series.delete(series_id)
