@@ -11,6 +11,7 @@ echo "training on ${dataset} into ${root}/run"
 smct train --dataset "${dataset}" --out "${root}/run" --no-progress "$@"
 
 echo "exporting ${root}/run to ${root}/default"
+# --force: a retraining replaces the artifact (running APIs keep theirs until restarted)
 # shellcheck disable=SC2086
-smct export --checkpoint "${root}/run" --out "${root}/default" ${EXPORT_ARGS:-}
+smct export --checkpoint "${root}/run" --out "${root}/default" --force ${EXPORT_ARGS:-}
 echo "artifact ready: ${root}/default"

@@ -57,8 +57,14 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(default=1.0, gt=0.0)
     retry_after_s: int = Field(default=1, ge=1)
     commit_retries: int = Field(default=16, ge=1)
-    idempotency_window: int = Field(default=1024, ge=1, description="seqs remembered per series")
-    events_maxlen: int = Field(default=256, ge=1, description="update events kept per series")
+    # each remembered seq keeps its answer (~2 KB with a 12-step forecast) and each event its
+    # JSON (~2.3 KB): they, not the particle state, size a series in Redis (docs/scaling.md)
+    idempotency_window: int = Field(
+        default=64, ge=1, description="seqs remembered per series (a repeat is answered again)"
+    )
+    events_maxlen: int = Field(
+        default=64, ge=1, description="update events kept per series (SSE resume)"
+    )
 
     @field_validator("levels")
     @classmethod
