@@ -6,7 +6,7 @@ import json
 import logging
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -43,19 +43,54 @@ def train(
     ] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
+    seq_len: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(
+            help="length of the training windows cut from each series (needed for a table; "
+            "the real sets have their own default)"
+        ),
+    ] = None,
+    history: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="steps a multistep evaluation conditions on (default seq-len / 2)"),
+    ] = None,
+    value_cols: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="table: comma-separated value columns (default every numeric one)"),
+    ] = None,
+    target_dim: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="table: how many value columns (the first) are targets (default all)"),
+    ] = None,
+    id_col: Annotated[str, typer.Option(help="table: the series id column")] = "series_id",
+    time_col: Annotated[str, typer.Option(help="table: the timestamp column")] = "timestamp",
 ) -> None:
-    """Train an SMC Transformer and write a checkpoint directory."""
+    """Train an SMC Transformer and write a checkpoint directory.
+
+    Your own data: `--dataset my.csv --seq-len 48`, a long table (one row per series id and
+    timestamp, one or more numeric value columns)."""
     from training.config import TrainConfig
-    from training.data import load_dataset
     from training.evaluate import evaluate as run_eval
     from training.trainer import train as run_train
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     params = locals()
-    cfg = TrainConfig(**{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params})
+    options = _data_options(
+        dataset,
+        seq_len=seq_len,
+        history=history,
+        value_cols=value_cols,
+        target_dim=target_dim,
+        id_col=id_col,
+        time_col=time_col,
+    )
+    cfg = TrainConfig(
+        **{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params},
+        data_options=options,
+    )
     from training import distributed as dist_mod
 
-    data = load_dataset(dataset, seed=seed, limit=limit)
+    data = _load(dataset, seed=seed, limit=limit, options=options)
     ckpt = run_train(cfg, data, progress=progress)
     if distributed:
         import torch.distributed as tdist
@@ -79,6 +114,69 @@ def train(
         typer.echo(json.dumps(ckpt.metrics, indent=2))
 
 
+def _is_table(dataset: str) -> bool:
+    return dataset.lower().endswith((".csv", ".parquet", ".pq"))
+
+
+def _data_options(
+    dataset: str,
+    *,
+    seq_len: int | None = None,
+    history: int | None = None,
+    value_cols: str | None = None,
+    target_dim: int | None = None,
+    id_col: str = "series_id",
+    time_col: str = "timestamp",
+) -> dict[str, Any]:
+    """The loader options (training.data.load_dataset) of the train command's flags."""
+    options: dict[str, Any] = {}
+    if seq_len is not None:
+        if seq_len < 3:
+            raise typer.BadParameter(f"must be at least 3, got {seq_len}", param_hint="--seq-len")
+        options["window"] = seq_len
+    if history is not None:
+        options["history"] = history
+    if not _is_table(dataset):
+        table_only = {"--value-cols": value_cols, "--target-dim": target_dim}
+        given = [flag for flag, value in table_only.items() if value is not None]
+        if given or id_col != "series_id" or time_col != "timestamp":
+            raise typer.BadParameter(
+                f"{', '.join(given) or '--id-col/--time-col'} only apply to a table "
+                "(--dataset my.csv)",
+                param_hint="--dataset",
+            )
+        if dataset.startswith("synthetic-") and options:
+            raise typer.BadParameter(
+                "the synthetic sets have fixed windows; drop --seq-len and --history",
+                param_hint="--dataset",
+            )
+        return options
+    if seq_len is None:
+        raise typer.BadParameter(
+            "training on a table needs the length of the windows cut from each series: add "
+            "--seq-len (for example --seq-len 48; the model attends to seq-len - 1 steps)",
+            param_hint="--seq-len",
+        )
+    if value_cols is not None:
+        options["value_cols"] = [c.strip() for c in value_cols.split(",") if c.strip()]
+    if target_dim is not None:
+        options["target_dim"] = target_dim
+    options["id_col"], options["time_col"] = id_col, time_col
+    return options
+
+
+def _load(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
+    """training.data.load_dataset, its complaints about the data as a usage error."""
+    from training.data import load_dataset
+
+    if _is_table(dataset) and not Path(dataset).is_file():
+        raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")
+    try:
+        return load_dataset(dataset, seed=seed, limit=limit, **options)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+
+
 @app.command()
 def evaluate(
     checkpoint: Annotated[Path, typer.Option(help="checkpoint directory")],
@@ -92,12 +190,14 @@ def evaluate(
 ) -> None:
     """Evaluate a checkpoint: unistep and multistep mse, dist-mse, PICP, MPIW, CRPS."""
     from training.checkpoint import Checkpoint
-    from training.data import load_dataset
     from training.evaluate import evaluate as run_eval
 
     ckpt = Checkpoint.load(checkpoint)
     cfg = ckpt.train_config
-    data = load_dataset(dataset or cfg.dataset, seed=cfg.seed, limit=cfg.limit)
+    # the training data set, or another of the same kind (a table: cut and read alike)
+    same_kind = dataset is None or _is_table(dataset) == _is_table(cfg.dataset)
+    options = cfg.data_options if same_kind else {}
+    data = _load(dataset or cfg.dataset, seed=cfg.seed, limit=cfg.limit, options=options)
     result = run_eval(
         ckpt.model,
         data,

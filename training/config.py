@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -11,6 +11,8 @@ class TrainConfig:
     """How to train (model hyperparameters live in model.config.ModelConfig)."""
 
     dataset: str = "synthetic-1"
+    # loader options of training.data.load_dataset (a table's seq_len, history, value columns...)
+    data_options: dict[str, Any] = field(default_factory=dict)
     particles: int = 10
     epochs: int = 50
     batch_size: int = 32
