@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from model.baselines import FitConfig, make_forecaster, resolve
 from model.baselines.smc import SMCForecaster
-from training.data import DATASETS, SeriesData, load_dataset
+from training.data import DATASETS, SeriesData, is_table, load_dataset
 from training.metrics import picp_per_step, summarize
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class BenchmarkConfig:
     progress: bool = True
     figures: bool = True
     save_models: bool = False  # write each trained forecaster to out/<dataset>/models/<name>
+    # loader options of the user tables among `datasets` (training.data.load_long_table)
+    table_options: dict[str, Any] = field(default_factory=dict)
 
     def plan(self, dataset: str) -> Plan:
         base = QUICK if self.quick else FULL.get(dataset, Plan(2000, 10, 64, 300, 200))
@@ -191,8 +193,9 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
     from training import figures, report
 
     plan = cfg.plan(dataset)
-    options = DATA_OPTIONS.get(dataset, {})
-    data = load_dataset(dataset, seed=cfg.seed, limit=plan.limit, **options)
+    source, dataset = dataset, label(dataset)
+    options = cfg.table_options if is_table(source) else DATA_OPTIONS.get(source, {})
+    data = load_dataset(source, seed=cfg.seed, limit=plan.limit, **options)
     x_test = subset_windows(data.test, plan.test_windows)
     records, fans, ancestors = [], {}, None
     for name in cfg.models:
@@ -215,6 +218,8 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
                "target_dim": data.target_dim, "particles": cfg.particles,
                "d_model": cfg.fit_config(plan).d_model, "seed": cfg.seed,
                "data_options": dict(options)}
+    if source != dataset:
+        setting["source"] = source  # the table's path
     if data.truth is not None:  # dist-mse of the true law on the scored windows
         setting["dist_mse_truth"] = data.truth.dist_mse_truth(
             x_test[:, data.unistep_from - 1 : -1, 0]
@@ -229,13 +234,35 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
     return {"dataset": dataset, "setting": setting, "records": records}
 
 
+def check_datasets(names: list[str]) -> None:
+    """ValueError unless every name is one of DATASETS or an existing table, each with its
+    own output directory."""
+    if not names:
+        raise ValueError("no data set given")
+    for name in names:
+        if is_table(name):
+            if not Path(name).is_file():
+                raise ValueError(f"no file {name}")
+        elif name not in DATASETS:
+            raise ValueError(
+                f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or the path of your "
+                "own .csv / .parquet table"
+            )
+    labels = [label(name) for name in names]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"two data sets would share an output directory: {labels}")
+
+
+def label(dataset: str) -> str:
+    """The name of a data set in the output: a table by its file name without suffix."""
+    return Path(dataset).stem if is_table(dataset) else dataset
+
+
 def run_benchmark(cfg: BenchmarkConfig, command: str = "") -> dict[str, Any]:
     """Run every data set of `cfg`; writes out/results.json and out/summary.md."""
     from training import report
 
-    for name in cfg.datasets:
-        if name not in DATASETS:
-            raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+    check_datasets(cfg.datasets)
     set_threads(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
     results = []

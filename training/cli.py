@@ -115,7 +115,9 @@ def train(
 
 
 def _is_table(dataset: str) -> bool:
-    return dataset.lower().endswith((".csv", ".parquet", ".pq"))
+    from training.data import is_table
+
+    return is_table(dataset)
 
 
 def _data_options(
@@ -236,19 +238,60 @@ def benchmark(
         bool, typer.Option(help="keep each trained model in OUT/<dataset>/models/<name>")
     ] = False,
     progress: bool = True,
+    seq_len: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="your table: length of the windows cut from each series"),
+    ] = None,
+    history: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="your table: steps a multistep forecast conditions on (seq-len / 2)"),
+    ] = None,
+    value_cols: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="your table: comma-separated value columns (default every numeric one)"),
+    ] = None,
+    target_dim: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="your table: how many value columns (the first) are targets"),
+    ] = None,
+    id_col: Annotated[str, typer.Option(help="your table: the series id column")] = "series_id",
+    time_col: Annotated[str, typer.Option(help="your table: the timestamp column")] = "timestamp",
 ) -> None:
     """Train and evaluate every model on every data set; write tables, CSV and figures.
 
-    With --save-models, `smct export --checkpoint OUT/<dataset>/models/<name>` turns any of
+    A data set is one of the five named ones or your own table (`--datasets sales.csv
+    --seq-len 48`, long format as for `smct train`; results in OUT/sales/). With
+    --save-models, `smct export --checkpoint OUT/<dataset>/models/<name>` turns any of
     them into an artifact that `smct serve` answers stateless forecasts with."""
     import sys
 
     from model.baselines import resolve
-    from training.benchmark import BenchmarkConfig, run_benchmark
+    from training.benchmark import BenchmarkConfig, check_datasets, run_benchmark
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    names = [d.strip() for d in datasets.split(",") if d.strip()]
+    tables = [d for d in names if _is_table(d)]
+    try:
+        check_datasets(names)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--datasets") from exc
+    # the table flags describe the tables only; the named sets keep their own windows
+    table_options: dict[str, Any] = {}
+    if tables:
+        table_options = _data_options(
+            tables[0], seq_len=seq_len, history=history, value_cols=value_cols,
+            target_dim=target_dim, id_col=id_col, time_col=time_col,
+        )
+        for table in tables:  # read and cut each before hours of training
+            _load(table, seed=seed, limit=limit, options=table_options)
+    elif any(v is not None for v in (seq_len, history, value_cols, target_dim)):
+        raise typer.BadParameter(
+            "--seq-len, --history, --value-cols and --target-dim describe your own table "
+            "(--datasets my.csv); the named sets have their own windows",
+            param_hint="--datasets",
+        )
     cfg = BenchmarkConfig(
-        datasets=[d.strip() for d in datasets.split(",") if d.strip()],
+        datasets=names,
         models=resolve(models),
         out=out,
         quick=quick,
@@ -263,6 +306,7 @@ def benchmark(
         progress=progress,
         figures=figures,
         save_models=save_models,
+        table_options=table_options,
     )
     command = "smct " + " ".join(sys.argv[1:]) if sys.argv and "smct" in sys.argv[0] else ""
     summary = run_benchmark(cfg, command=command)

@@ -644,6 +644,11 @@ def load_long_table(
     )
 
 
+def is_table(name: str) -> bool:
+    """A path to a user's table (CSV or Parquet) rather than one of DATASETS."""
+    return str(name).lower().endswith((".csv", ".parquet", ".pq"))
+
+
 def load_dataset(
     name: str,
     *,
@@ -661,7 +666,7 @@ def load_dataset(
     keywords of :func:`load_long_table` for a table.
     """
     name = str(name)
-    if name.lower().endswith((".csv", ".parquet", ".pq")):
+    if is_table(name):
         if "window" not in options:
             raise ValueError(f"loading the table {name} needs a window length (window=...)")
         return load_long_table(Path(name), limit=limit, **options)

@@ -95,3 +95,43 @@ def test_named_set_refuses_table_options(tmp_path: Path) -> None:
     code, out = _run("train", "--dataset", str(tmp_path / "absent.csv"), "--seq-len", "8")
     assert code == 2
     assert "no file" in out
+
+
+def test_benchmark_on_a_table(tmp_path: Path) -> None:
+    """`smct benchmark --datasets mine.csv --seq-len ...`: the comparison on a user's data,
+    with its results under OUT/mine/ and the table's options recorded."""
+    table = _table(tmp_path / "mine.csv")
+    out = tmp_path / "results"
+    code, text = _run(
+        "benchmark", "--datasets", str(table), "--models", "smc-transformer,ensemble",
+        "--quick", "--seq-len", "16", "--out", str(out), "--no-figures", "--no-progress",
+    )
+    assert code == 0, text
+    results = json.loads((out / "results.json").read_text())
+    (entry,) = results["datasets"]
+    assert entry["dataset"] == "mine"
+    assert entry["setting"]["source"] == str(table)
+    assert entry["setting"]["window"] == 16
+    assert entry["setting"]["data_options"]["window"] == 16
+    assert [r["model"] for r in entry["records"]] == ["smc-transformer", "ensemble"]
+    for record in entry["records"]:
+        assert 0.0 <= record["multistep"]["picp"]["0.95"] <= 1.0
+    assert "smc-transformer" in (out / "mine" / "results.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--datasets", "TABLE"], "needs the length of the windows"),
+        (["--datasets", "stock", "--seq-len", "16"], "describe your own table"),
+        (["--datasets", "TABLE", "--seq-len", "500"], "no train window of length 500"),
+        (["--datasets", "weather"], "unknown data set 'weather'"),
+    ],
+)
+def test_benchmark_table_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    table = str(_table(tmp_path / "mine.csv"))
+    args = [table if a == "TABLE" else a for a in args]
+    code, out = _run("benchmark", *args, "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 2, out
+    assert message in " ".join(out.replace("│", " ").split()), out
+    assert not (tmp_path / "r").exists()
