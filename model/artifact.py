@@ -89,7 +89,10 @@ class Artifact:
         """Read the manifest and check type, version, files and (if `verify`) checksums."""
         path = Path(path)
         if not (path / MANIFEST).is_file():
-            raise ArtifactError(f"{path} is not an artifact directory: no {MANIFEST}")
+            raise ArtifactError(
+                f"{path} is not an artifact directory: no {MANIFEST} (export one with `smct "
+                "export`, or point at one)"
+            )
         try:
             manifest = json.loads((path / MANIFEST).read_text())
         except (OSError, ValueError) as err:

@@ -227,13 +227,15 @@ class StateBatch:
 
 def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Location and scale of a series from its own history (T, F): mean and standard deviation
-    per feature ignoring NaN; a constant (or unseen) feature gets scale 1 (as Scaler.fit)."""
+    per feature ignoring NaN; a constant (or unseen) feature gets scale 1 (as Scaler.fit).
+    Histories stacked as (..., T, F) give (..., F) each (training.data.window_scaling)."""
     x = np.asarray(history, dtype=np.float64)
     finite = np.isfinite(x)
-    count = finite.sum(axis=0)  # (F,)
+    count = finite.sum(axis=-2)  # (..., F)
     safe = np.where(finite, x, 0.0)
-    loc = safe.sum(axis=0) / np.maximum(count, 1)
-    scale = np.sqrt((np.where(finite, x - loc, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1))
+    loc = safe.sum(axis=-2) / np.maximum(count, 1)
+    dev = np.where(finite, x - loc[..., None, :], 0.0)
+    scale = np.sqrt((dev**2).sum(axis=-2) / np.maximum(count, 1))
     seen = count > 0
     loc, scale = np.where(seen, loc, 0.0), np.where(seen, scale, 1.0)
     constant = ~(scale > 1e-8 * np.maximum(1.0, np.abs(loc)))

@@ -69,10 +69,9 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
         if runtime is None:
             try:
                 engine = await asyncio.to_thread(Engine.load, settings, metrics.observe_batch)
-            except Exception:
+            except Exception as exc:
                 log.error(
-                    "cannot serve the artifact %s (SMCT_ARTIFACT); export one with `smct "
-                    "export` or point SMCT_ARTIFACT at one", settings.artifact,
+                    "cannot serve the artifact %s (SMCT_ARTIFACT): %s", settings.artifact, exc
                 )
                 raise
         else:

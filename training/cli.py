@@ -64,11 +64,20 @@ def train(
     ] = None,
     id_col: Annotated[str, typer.Option(help="table: the series id column")] = "series_id",
     time_col: Annotated[str, typer.Option(help="table: the timestamp column")] = "timestamp",
+    scaling: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="global: one scaler fitted on the training split (default); window: each "
+            "window by its own history part, as a per-series artifact scales a series when "
+            "served (tables, synthetic sets, covid)"
+        ),
+    ] = None,
 ) -> None:
     """Train an SMC Transformer and write a checkpoint directory.
 
     Your own data: `--dataset my.csv --seq-len 48`, a long table (one row per series id and
-    timestamp, one or more numeric value columns)."""
+    timestamp, one or more numeric value columns). To serve series at levels and scales of
+    their own (an artifact exported with per-series scaling), train with `--scaling window`."""
     from training.config import TrainConfig
     from training.evaluate import evaluate as run_eval
     from training.trainer import train as run_train
@@ -83,6 +92,7 @@ def train(
         target_dim=target_dim,
         id_col=id_col,
         time_col=time_col,
+        scaling=scaling,
     )
     cfg = TrainConfig(
         **{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params},
@@ -91,6 +101,8 @@ def train(
     from training import distributed as dist_mod
 
     data = _load(dataset, seed=seed, limit=limit, options=options)
+    if _is_table(dataset):  # `smct evaluate` finds it again from any directory
+        cfg.dataset = str(Path(dataset).resolve())
     ckpt = run_train(cfg, data, progress=progress)
     if distributed:
         import torch.distributed as tdist
@@ -129,9 +141,19 @@ def _data_options(
     target_dim: int | None = None,
     id_col: str = "series_id",
     time_col: str = "timestamp",
+    scaling: str | None = None,
 ) -> dict[str, Any]:
     """The loader options (training.data.load_dataset) of the train command's flags."""
     options: dict[str, Any] = {}
+    if scaling is not None:
+        valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
+        if dataset in ("air-quality", "stock") or scaling not in valid:
+            raise typer.BadParameter(
+                f"{scaling!r} is not a scaling of {dataset}; valid: "
+                + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
+                param_hint="--scaling",
+            )
+        options["scaling"] = scaling
     if seq_len is not None:
         if seq_len < 3:
             raise typer.BadParameter(f"must be at least 3, got {seq_len}", param_hint="--seq-len")
@@ -147,7 +169,7 @@ def _data_options(
                 "(--dataset my.csv)",
                 param_hint="--dataset",
             )
-        if dataset.startswith("synthetic-") and options:
+        if dataset.startswith("synthetic-") and set(options) - {"scaling"}:
             raise typer.BadParameter(
                 "the synthetic sets have fixed windows; drop --seq-len and --history",
                 param_hint="--dataset",
@@ -158,6 +180,11 @@ def _data_options(
             "training on a table needs the length of the windows cut from each series: add "
             "--seq-len (for example --seq-len 48; the model attends to seq-len - 1 steps)",
             param_hint="--seq-len",
+        )
+    if history is not None and not 1 <= history < seq_len:
+        raise typer.BadParameter(
+            f"must be in 1..{seq_len - 1} (fewer steps than --seq-len {seq_len}), got {history}",
+            param_hint="--history",
         )
     if value_cols is not None:
         options["value_cols"] = [c.strip() for c in value_cols.split(",") if c.strip()]
@@ -279,8 +306,13 @@ def benchmark(
     table_options: dict[str, Any] = {}
     if tables:
         table_options = _data_options(
-            tables[0], seq_len=seq_len, history=history, value_cols=value_cols,
-            target_dim=target_dim, id_col=id_col, time_col=time_col,
+            tables[0],
+            seq_len=seq_len,
+            history=history,
+            value_cols=value_cols,
+            target_dim=target_dim,
+            id_col=id_col,
+            time_col=time_col,
         )
         for table in tables:  # read and cut each before hours of training
             _load(table, seed=seed, limit=limit, options=table_options)
@@ -347,7 +379,7 @@ def export(
     ] = None,
     scaling: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option(help="per-series or global (default: per-series for univariate models)"),
+        typer.Option(help="per-series or global (default: as the model was trained)"),
     ] = None,
     force: Annotated[bool, typer.Option(help="replace an existing artifact")] = False,
 ) -> None:
@@ -364,9 +396,7 @@ def export(
         return
     ckpt = Checkpoint.load(checkpoint)
     cfg, record = ckpt.model.cfg, ckpt.scaling
-    mode = (scaling or ("per-series" if cfg.d_in == 1 else "global")).replace("-", "_")
-    if mode not in ("per_series", "global"):
-        raise typer.BadParameter(f"--scaling must be per-series or global, got {scaling!r}")
+    mode = _serving_scaling(record.get("mode", "global"), scaling)
     scaler = record.get("scaler", {"loc": [0.0] * cfg.d_in, "scale": [1.0] * cfg.d_in})
     spec: dict = {"mode": mode, "training_scaler": scaler}
     if mode == "global":
@@ -389,6 +419,13 @@ def export(
         overwrite=force,
     )
     parity = artifact.manifest["graphs"]["parity_max_abs"]
+    if cfg.d_in > cfg.target_dim:
+        typer.echo(
+            f"note: this model takes {cfg.d_in - cfg.target_dim} covariate(s) and needs their "
+            "future values to forecast; `smct forecast` and the HTTP API have no input for them "
+            "yet (model.runtime.Runtime.forecast(covariates=...) in Python does)",
+            err=True,
+        )
     typer.echo(
         json.dumps(
             {"artifact": str(out), "model_id": artifact.model_id, "parity_max_abs": parity},
@@ -397,9 +434,38 @@ def export(
     )
 
 
+def _serving_scaling(trained: str, asked: str | None) -> str:
+    """How an exported SMC model scales a series: as its training windows were scaled unless
+    asked otherwise. A model trained on globally scaled data and served per series (or the
+    reverse) sees inputs on another scale than it learned: its intervals are not calibrated."""
+    natural = "global" if trained == "global" else "per_series"
+    if asked is None:
+        return natural
+    mode = asked.replace("-", "_")
+    if mode not in ("per_series", "global"):
+        raise typer.BadParameter(
+            f"must be per-series or global, got {asked!r}", param_hint="--scaling"
+        )
+    if mode == "global" and trained != "global":
+        raise typer.BadParameter(
+            f"this model was trained on series or windows scaled one by one ({trained}), so "
+            "it has no global scaler; export it with --scaling per-series",
+            param_hint="--scaling",
+        )
+    if mode != natural:
+        typer.echo(
+            "warning: this model was trained on data scaled by one global scaler; scaled per "
+            "series at serving time, a series reaches it on another scale than it learned, and "
+            "its intervals are not calibrated (retrain with `smct train --scaling window` to "
+            "serve per series)",
+            err=True,
+        )
+    return mode
+
+
 def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -> None:
-    """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled per
-    series (default) or, with --scaling global, by the training data's scaler."""
+    """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled as
+    its training data were (default), or as --scaling says."""
     from model.artifact import ArtifactError
     from model.stateless import DEFAULT_CONTEXT, export_baseline
 
@@ -409,12 +475,7 @@ def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -
     if (saved / "serving.json").is_file():
         serving = json.loads((saved / "serving.json").read_text())
     trained = serving.get("training_scaling") or {}
-    mode = (scaling or "per-series").replace("-", "_")
-    if mode == "global" and trained.get("mode") != "global":
-        raise typer.BadParameter(
-            "--scaling global needs the training data's scaler, and this model was trained on "
-            f"series scaled {trained.get('mode', 'in an unrecorded way')}; use per-series"
-        )
+    mode = _serving_scaling(trained.get("mode", "per_series"), scaling)
     spec = trained if mode == "global" else {"mode": mode}
     try:
         manifest = export_baseline(
@@ -458,6 +519,14 @@ def forecast(
     plot: Annotated[
         Optional[Path], typer.Option(help="draw a fan chart to this image file")  # noqa: UP045
     ] = None,
+    id_col: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="CSV: series id column (default: the training table's, or series_id)"),
+    ] = None,
+    time_col: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="CSV: time column (default: the training table's, or timestamp)"),
+    ] = None,
 ) -> None:
     """Forecast series from their history with an artifact (the SMC Transformer's or a
     baseline's); print JSON or CSV."""
@@ -468,7 +537,14 @@ def forecast(
         extra = [float(v) for v in ctx.args]
     except ValueError:
         raise typer.BadParameter(f"unexpected arguments {ctx.args}") from None
-    fractions = [v / 100.0 if v > 1.0 else v for v in [*levels, *extra]]
+    percents = [*levels, *extra]
+    bad = [v for v in percents if not 0.0 < v < 100.0]
+    if bad:
+        raise typer.BadParameter(
+            f"levels are percents in (0, 100), e.g. --levels 80 95; got {bad}",
+            param_hint="--levels",
+        )
+    fractions = [v / 100.0 for v in percents]
     from model.artifact import ArtifactError
 
     try:
@@ -478,7 +554,14 @@ def forecast(
             else Runtime.load(artifact, backend=backend, device=device)
         )
         names_in = runtime.manifest["features"].get("inputs", [])
-        ids, histories = _read_histories(input, names_in, runtime.n_features)
+        table = (runtime.manifest.get("training") or {}).get("data_options") or {}
+        ids, histories = _read_histories(
+            input,
+            names_in,
+            runtime.n_features,
+            id_col=id_col or table.get("id_col", "series_id"),
+            time_col=time_col or table.get("time_col", "timestamp"),
+        )
         forecasts = runtime.forecast_history(histories, horizon, fractions, samples, seed=seed)
     except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
         typer.echo(f"error: {err}", err=True)
@@ -518,9 +601,17 @@ def forecast(
         typer.echo(f"fan chart written to {plot}", err=True)
 
 
-def _read_histories(path: Path, names: list[str], n_features: int) -> tuple[list[str], list]:
-    """Series ids and histories (T, F) from a CSV (long format if it has series_id) or JSON
-    (a list of values, or {"series": [{"id": .., "values": [...]}, ...]})."""
+def _read_histories(
+    path: Path,
+    names: list[str],
+    n_features: int,
+    *,
+    id_col: str = "series_id",
+    time_col: str = "timestamp",
+) -> tuple[list[str], list]:
+    """Series ids and histories (T, F) from a CSV (long format if it has the id column, or
+    `id`; rows in time order, sorted by the time column if there is one, text read as dates
+    as in training) or JSON (a list of values, or {"series": [{"id": .., "values": [...]}]})."""
     import numpy as np
     import pandas as pd
 
@@ -535,17 +626,26 @@ def _read_histories(path: Path, names: list[str], n_features: int) -> tuple[list
             v.reshape(len(v), -1) for v in values
         ]
     frame = pd.read_csv(path)
-    id_col = next((c for c in ("series_id", "id") if c in frame.columns), None)
-    if "timestamp" in frame.columns:
-        frame = frame.sort_values([c for c in (id_col, "timestamp") if c], kind="stable")
+    ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
+    times = time_col if time_col in frame.columns else None
+    if times is not None:
+        if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
+            try:  # text stamps sort as dates, as training.data.load_long_table reads them
+                frame[times] = pd.to_datetime(frame[times])
+            except (ValueError, TypeError) as err:
+                raise typer.BadParameter(
+                    f"{path}: the {times} column does not read as dates ({err})",
+                    param_hint="--input",
+                ) from None
+        frame = frame.sort_values([c for c in (ids, times) if c], kind="stable")
     cols = (
         names
         if all(n in frame.columns for n in names)
-        else [c for c in frame.select_dtypes("number").columns if c not in (id_col, "timestamp")]
+        else [c for c in frame.select_dtypes("number").columns if c not in (ids, times)]
     )
     if len(cols) != n_features:
         raise typer.BadParameter(f"{path} has value columns {cols}; the model takes {n_features}")
-    groups = frame.groupby(id_col, sort=False) if id_col else [("0", frame)]
+    groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
     return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
 
 
@@ -557,10 +657,10 @@ def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names
     for sid, f in zip(ids, forecasts, strict=True):
         for h in range(f.mean.shape[0]):
             for o, name in enumerate(names):
-                row = [sid, str(h + 1), name, f"{f.mean[h, o]:.6g}", f"{f.median[h, o]:.6g}"]
+                row = [sid, str(h + 1), name, f"{f.mean[h, o]:.10g}", f"{f.median[h, o]:.10g}"]
                 for lv in fractions:
                     lo, hi = f.intervals[lv]
-                    row += [f"{lo[h, o]:.6g}", f"{hi[h, o]:.6g}"]
+                    row += [f"{lo[h, o]:.10g}", f"{hi[h, o]:.10g}"]
                 lines.append(",".join(row))
     return "\n".join(lines) + "\n"
 

@@ -19,6 +19,7 @@ Shape legend: S windows, T window length, F features, L series length.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -27,6 +28,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from model.state import series_scaling
+
+log = logging.getLogger(__name__)
 
 DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
 SPLITS: tuple[str, ...] = ("train", "val", "test")
@@ -291,8 +296,13 @@ def _subsample(count: int, n: int) -> np.ndarray:
     return np.linspace(0, count - 1, n).round().astype(int)
 
 
-def _load_synthetic(model: int, seed: int, limit: int | None) -> SeriesData:
-    """1000 sequences X_0..X_24 split 800 / 100 / 100 (appendix B.3), unscaled, history 12."""
+def _load_synthetic(
+    model: int, seed: int, limit: int | None, scaling: str = "global"
+) -> SeriesData:
+    """1000 sequences X_0..X_24 split 800 / 100 / 100 (appendix B.3), history 12; unscaled
+    (``scaling="global"``, the paper's) or each window by its first 12 steps (``"window"``,
+    as a served series is scaled by its history; no true law then: dist-mse is null)."""
+    _check_scaling(scaling, ("global", "window"), f"synthetic-{model}")
     x, truth = generate_synthetic(model, 1000, 24, seed)  # (1000, 25, 1)
     bounds = {"train": (0, 800), "val": (800, 900), "test": (900, 1000)}
     parts = {split: x[lo:hi] for split, (lo, hi) in bounds.items()}
@@ -300,9 +310,14 @@ def _load_synthetic(model: int, seed: int, limit: int | None) -> SeriesData:
         split: np.stack([np.arange(lo, hi), np.zeros(hi - lo, dtype=np.int64)], axis=1)
         for split, (lo, hi) in bounds.items()
     }
-    return _finish(
-        f"synthetic-{model}", parts, index, limit, 1, ["x"], Scaler.identity(1), 12, truth
-    )
+    name, history = f"synthetic-{model}", 12
+    if scaling == "window":
+        stats = _scale_windows(parts, history)
+        return _finish(
+            name, parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
+            window_stats=stats, unistep_from=history,
+        )
+    return _finish(name, parts, index, limit, 1, ["x"], Scaler.identity(1), history, truth)
 
 
 # --------------------------------------------------------------------------- windowing
@@ -327,21 +342,26 @@ def _starts(length: int, window: int, splits: tuple[float, float, float]) -> dic
 
 
 def window_scaling(
-    x: np.ndarray, history: int, min_scale: float = 1.0
+    x: np.ndarray, history: int, min_scale: float | None = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Location and scale of every window from its history part only (instance scaling).
 
     x (S, T, F) in data units -> loc, scale (S, F): mean and standard deviation of
     ``x[:, :history]`` per window and feature, the scale floored at ``min_scale`` (data units)
-    so that flat or all-zero histories do not blow up. Nothing after step ``history`` of a
-    window enters its statistics, so the multistep forecast of X_{history+1:T}, which
-    conditions on X_{1:history}, sees no information from its future (as DeepAR / RevIN
-    scaling and the runtime's per-series mode, model.state.series_scaling). One-step
-    forecasts are leak-free only for targets from row ``history`` on (0-based): see
+    so that flat or all-zero histories do not blow up. ``min_scale=None`` applies the
+    runtime's own rule instead (model.state.series_scaling: NaN ignored, a constant feature
+    gets scale 1), so that a model trained on such windows meets at serving time, on a series
+    scaled by its history, the same kind of input it was trained on. Nothing after step
+    ``history`` of a window enters its statistics, so the multistep forecast of
+    X_{history+1:T}, which conditions on X_{1:history}, sees no information from its future
+    (as DeepAR / RevIN scaling and the runtime's per-series mode). One-step forecasts are
+    leak-free only for targets from row ``history`` on (0-based): see
     ``SeriesData.unistep_from``.
     """
     if not 1 <= history <= x.shape[1]:
         raise ValueError(f"history must be in 1..{x.shape[1]}, got {history}")
+    if min_scale is None:
+        return series_scaling(np.asarray(x[:, :history], dtype=np.float64))
     if not min_scale > 0:
         raise ValueError(f"min_scale must be > 0, got {min_scale}")
     past = np.asarray(x[:, :history], dtype=np.float64)  # (S, history, F)
@@ -350,14 +370,36 @@ def window_scaling(
     return loc, scale
 
 
+def _scale_windows(
+    parts: dict[str, np.ndarray], history: int, min_scale: float | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Scale every window of ``parts`` (data units, NaN = missing) in place by its history
+    part (:func:`window_scaling`); a value still missing becomes 0, the window's mean.
+    -> the (loc, scale) of each split, for SeriesData.window_loc / window_scale."""
+    stats = {}
+    for split in SPLITS:
+        x = np.asarray(parts[split], dtype=np.float64)
+        loc, scale = window_scaling(x, history, min_scale)  # (S, F) each
+        scaled = (x - loc[:, None]) / scale[:, None]
+        parts[split] = np.nan_to_num(scaled, nan=0.0).astype(np.float32)
+        stats[split] = (loc, scale)
+    return stats
+
+
+def _check_scaling(scaling: str, valid: tuple[str, ...], name: str) -> None:
+    if scaling not in valid:
+        raise ValueError(f"unknown scaling {scaling!r} for {name}; valid: {', '.join(valid)}")
+
+
 def _make_windows(
     series: list[np.ndarray],
     window: int,
     splits: tuple[float, float, float],
     stride: int | None = None,
     max_train: int = MAX_TRAIN_WINDOWS,
+    dtype: Any = np.float32,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Windows of every series (L_i, F) per split: (S, T, F) float32 and index (S, 2).
+    """Windows of every series (L_i, F) per split: (S, T, F) ``dtype`` and index (S, 2).
 
     ``stride=None`` picks the smallest stride giving at most ``max_train`` training windows.
     """
@@ -383,7 +425,7 @@ def _make_windows(
                 f"no {split} window of length {window}: the series are too short for this "
                 f"window and split {splits}; use a smaller window or longer series"
             )
-        parts[split] = np.ascontiguousarray(np.concatenate(xs), dtype=np.float32)
+        parts[split] = np.ascontiguousarray(np.concatenate(xs), dtype=dtype)
         index[split] = np.concatenate(idx)
     return parts, index
 
@@ -589,6 +631,7 @@ def load_long_table(
     history: int | None = None,
     stride: int = 1,
     limit: int | None = None,
+    scaling: str = "global",
 ) -> SeriesData:
     """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
 
@@ -597,7 +640,17 @@ def load_long_table(
     regularly spaced (gaps are not filled in). Each series is split by time, the scaler is fitted
     on the training rows of all series, and missing values are forward-filled within a series,
     then (leading gaps) set to the training mean. ``history`` defaults to ``window // 2``.
+    ``scaling="window"`` scales each window by its own first ``history`` steps instead
+    (:func:`window_scaling` with the runtime's rule; leading gaps become the window's mean),
+    which is how a per-series artifact scales a series at serving time.
     """
+    _check_scaling(scaling, ("global", "window"), str(path))
+    history = window // 2 if history is None else history
+    if not 1 <= history < window:
+        raise ValueError(
+            f"history must be in 1..{window - 1} (steps a multistep forecast conditions on, "
+            f"fewer than the window of {window}), got {history}"
+        )
     path = Path(path)
     if path.suffix.lower() == ".csv":
         frame = pd.read_csv(path)
@@ -622,6 +675,22 @@ def load_long_table(
 
     groups = list(frame.groupby(id_col, sort=True))
     raw = [g[value_cols].to_numpy(dtype=np.float64) for _, g in groups]  # [(L_i, F)]
+    short = [str(key) for (key, _), r in zip(groups, raw, strict=True) if len(r) < window]
+    if short:
+        log.warning(
+            "%s: %d series shorter than the window of %d give no window: %s",
+            path.name, len(short), window, ", ".join(short[:5]) + (" ..." * (len(short) > 5)),
+        )
+    names = [str(key) for key, _ in groups]
+    if scaling == "window":
+        series = [pd.DataFrame(values).ffill().to_numpy() for values in raw]  # data units
+        parts, index = _make_windows(series, window, splits, stride, dtype=np.float64)
+        stats = _scale_windows(parts, history)
+        return _finish(
+            path.stem, parts, index, limit, target_dim, list(value_cols),
+            Scaler.identity(len(value_cols)), history, None, window_stats=stats,
+            series_names=names, unistep_from=history,
+        )
     train_rows = np.concatenate([s[: _split_bounds(len(s), splits)[0]] for s in raw])
     scaler = Scaler.fit(train_rows)
     series = []
@@ -629,18 +698,9 @@ def load_long_table(
         filled = pd.DataFrame(values).ffill().to_numpy()  # (L_i, F), past values only
         series.append(scaler.transform(np.where(np.isnan(filled), scaler.loc, filled)))
     parts, index = _make_windows(series, window, splits, stride)
-    history = window // 2 if history is None else history
     return _finish(
-        path.stem,
-        parts,
-        index,
-        limit,
-        target_dim,
-        list(value_cols),
-        scaler,
-        history,
-        None,
-        series_names=[str(key) for key, _ in groups],
+        path.stem, parts, index, limit, target_dim, list(value_cols), scaler, history, None,
+        series_names=names,
     )
 
 
@@ -675,9 +735,9 @@ def load_dataset(
             f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or a .csv/.parquet path"
         )
     if name.startswith("synthetic-"):
-        if options:
-            raise ValueError(f"{name} takes no options, got {sorted(options)}")
-        return _load_synthetic(int(name[-1]), seed, limit)
+        if set(options) - {"scaling"}:
+            raise ValueError(f"{name} takes only the scaling option, got {sorted(options)}")
+        return _load_synthetic(int(name[-1]), seed, limit, **options)
     loaders = {"covid": _load_covid, "air-quality": _load_air_quality, "stock": _load_stock}
     directory = default_data_dir() if data_dir is None else Path(data_dir)
     return loaders[name](directory, limit, **options)

@@ -63,8 +63,16 @@ def _sigma_obs(model: SMCTransformer) -> list[float] | None:
 
 
 def scaling_record(data: SeriesData) -> dict[str, Any]:
+    """How the training windows were scaled: "global" (one scaler, ``scaler``), "window" (each
+    window by its own history part) or "series" (one scaler per series, covid's county)."""
+    if data.window_loc is not None:
+        mode = "window"
+    elif data.series_scalers is not None:
+        mode = "series"
+    else:
+        mode = "global"
     return {
-        "mode": "global",
+        "mode": mode,
         "scaler": data.scaler.to_dict(),
         "target_dim": data.target_dim,
         "feature_names": list(data.feature_names),

@@ -34,7 +34,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in ("ensemble", "ets"):
         saved = root / "results" / "synthetic-1" / "models" / name
         result = runner.invoke(cli, ["export", "--checkpoint", str(saved),
-                                     "--out", str(root / name)])
+                                     "--out", str(root / name), "--scaling", "per-series"])
         assert result.exit_code == 0, result.output
         out[name] = root / name
     return out
@@ -105,8 +105,9 @@ def test_stream_of_a_baseline(artifacts: dict[str, Path]) -> None:
 
 
 def test_export_records_the_training_scaling(artifacts: dict[str, Path], tmp_path: Path) -> None:
-    """synthetic-1 is not scaled (its scaler is the identity): the manifest says so, serves
-    per series by default, and `--scaling global` serves with the training scaler."""
+    """synthetic-1 is not scaled (its scaler is the identity): the manifest says so; export
+    serves as the model was trained by default (the training scaler), per series when asked
+    (with a warning: the model never saw series scaled so)."""
     import json
 
     manifest = json.loads((artifacts["ensemble"] / "manifest.json").read_text())
@@ -115,7 +116,12 @@ def test_export_records_the_training_scaling(artifacts: dict[str, Path], tmp_pat
     assert manifest["context_length"] == 25 and "multistep" in manifest["metrics"]
     saved = artifacts["ensemble"] / "forecaster"
     result = CliRunner().invoke(cli, ["export", "--checkpoint", str(saved), "--out",
-                                      str(tmp_path / "g"), "--scaling", "global"])
+                                      str(tmp_path / "g")])
     assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
     again = json.loads((tmp_path / "g" / "manifest.json").read_text())
     assert again["scaling"] == {"mode": "global", "loc": [0.0], "scale": [1.0]}
+    result = CliRunner().invoke(cli, ["export", "--checkpoint", str(saved), "--out",
+                                      str(tmp_path / "p"), "--scaling", "per-series"])
+    assert result.exit_code == 0, result.output
+    assert "not calibrated" in " ".join(result.output.split())

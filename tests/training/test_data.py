@@ -336,3 +336,46 @@ def test_scaler_fit_transform_inverse_roundtrip() -> None:
 
 def test_datasets_constant() -> None:
     assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
+
+
+def test_window_scaling_of_a_table_is_the_runtime_scaling_of_each_history(tmp_path: Path) -> None:
+    """`scaling="window"`: every window is scaled by its own first `history` steps with the
+    rule the runtime applies to a served series' history (model.state.series_scaling), so a
+    per-series artifact meets its training inputs; a leading gap becomes the window's mean."""
+    from model.state import series_scaling
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for s, level in enumerate((10.0, 1e4, 1e9)):
+        values = level + np.cumsum(rng.normal(size=80)) * (1.0 + s)
+        values[:3] = np.nan if s == 1 else values[:3]  # a leading gap in one series
+        rows += [(f"s{s}", t, v) for t, v in enumerate(values)]
+    table = tmp_path / "t.csv"
+    pd.DataFrame(rows, columns=["series_id", "timestamp", "value"]).to_csv(table, index=False)
+    data = load_dataset(str(table), window=12, history=6, scaling="window")
+    assert data.unistep_from == 6  # one-step scores only where the scaling does not leak
+    raw = pd.read_csv(table)
+    for split in ("train", "test"):
+        x, loc, scale = data.split(split), data.window_loc[split], data.window_scale[split]
+        assert np.isfinite(x).all()
+        for i in (0, len(x) // 2, len(x) - 1):
+            series, first = data.window_index[split][i]
+            values = raw[raw.series_id == f"s{series}"].value.to_numpy()[first : first + 12]
+            want_loc, want_scale = series_scaling(values[:6, None])
+            np.testing.assert_allclose(loc[i], want_loc, rtol=1e-12)
+            np.testing.assert_allclose(scale[i], want_scale, rtol=1e-12)
+            expect = np.nan_to_num((values - want_loc[0]) / want_scale[0], nan=0.0)
+            np.testing.assert_allclose(x[i, :, 0], expect, rtol=1e-5, atol=1e-5)
+            back = data.inverse(split, x[i : i + 1], rows=np.array([i]))[0, :, 0]
+            observed = np.isfinite(values)
+            np.testing.assert_allclose(back[observed], values[observed], rtol=1e-6)
+
+
+def test_synthetic_window_scaling_standardises_each_history() -> None:
+    data = load_dataset("synthetic-1", scaling="window")
+    head = data.train[:, :12, 0]
+    np.testing.assert_allclose(head.mean(axis=1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(head.std(axis=1), 1.0, atol=1e-4)
+    assert data.truth is None and data.unistep_from == 12
+    with pytest.raises(ValueError, match="unknown scaling 'county'"):
+        load_dataset("synthetic-1", scaling="county")
