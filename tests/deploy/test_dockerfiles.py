@@ -167,3 +167,34 @@ def test_requirements_script_swaps_onnxruntime_for_gpu_build(run) -> None:
 
 def test_install_tools_script_parses(run) -> None:
     run("bash", "-n", str(Path(__file__).with_name("install_tools.sh")))
+
+
+@pytest.mark.parametrize(
+    ("env", "scaling"),
+    [
+        ({}, ["--scaling", "window"]),  # the default artifact serves series at any level
+        ({"TRAIN_SCALING": "global"}, ["--scaling", "global"]),
+        ({"TRAIN_DATASET": "stock"}, []),  # a data set without a choice of scaling
+    ],
+)
+def test_trainer_script_scales_for_serving(
+    tmp_path: Path, env: dict[str, str], scaling: list[str]
+) -> None:
+    """train-and-export.sh run against a stand-in `smct` that records its arguments."""
+    log = tmp_path / "calls"
+    stub = tmp_path / "bin" / "smct"
+    stub.parent.mkdir()
+    stub.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    stub.chmod(0o755)
+    script = REPO / "docker" / "train-and-export.sh"
+    environ = {
+        "PATH": f"{stub.parent}:/usr/bin:/bin", "ARTIFACT_ROOT": str(tmp_path / "a"),
+        "EXPORT_ARGS": "--particles 20", **env,
+    }
+    subprocess.run(["sh", str(script), "--epochs", "1"], env=environ, check=True,
+                   capture_output=True)
+    train, export = (line.split() for line in log.read_text().splitlines())
+    dataset = env.get("TRAIN_DATASET", "synthetic-1")
+    assert train == ["train", "--dataset", dataset, "--out", f"{tmp_path}/a/run",
+                     "--no-progress", *scaling, "--epochs", "1"]
+    assert export[-2:] == ["--particles", "20"]
