@@ -247,8 +247,32 @@ class Runtime:
                 on_step(idx, sub, x, out)
             sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
+            if self.per_series:
+                self._reanchor(sub)
             if sub is not batch:
                 batch.put(idx, sub)
+
+    def _reanchor(self, batch: StateBatch) -> None:
+        """Scale a series by the window the model attends to, at every step once it is full.
+
+        A per-series model is trained on windows scaled by their own recent values
+        (training.data.window_scaling); a series served for long drifts away from the level and
+        scale it was created with (a price over years, an epidemic from its first cases), and
+        its inputs would leave the range the model learned. So after each step the location
+        and scale become those of the last L inputs (model.state.series_scaling, in series
+        units) and the window is re-expressed in them; keys and values are rebuilt from the
+        window, so the particles stay consistent, and the next observation is scored against
+        intervals issued before it, in series units. Until the window is full the scaling of
+        the creating history stays (a few values give no scale). Deterministic in the state:
+        a round trip through bytes gives the same updates. In place."""
+        due = np.flatnonzero(batch.t >= self.window)
+        if due.size == 0:
+            return
+        loc, scale = batch.loc[due, None], batch.scale[due, None]  # (D, 1, F)
+        units = batch.x_hist[due].astype(np.float64) * scale + loc  # (D, L, F) series units
+        new_loc, new_scale = series_scaling(units)  # (D, F) each
+        batch.x_hist[due] = ((units - new_loc[:, None]) / new_scale[:, None]).astype(np.float32)
+        batch.loc[due], batch.scale[due] = new_loc, new_scale
 
     def _step(self, *arrays: np.ndarray) -> StepOut:
         """The backend's update in chunks of `chunk` series: the noise rows one step gathers

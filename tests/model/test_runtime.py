@@ -243,3 +243,42 @@ def test_multivariate_targets_and_covariates(tmp_path: Any) -> None:
         rt.forecast([new], 3, [0.9], 20)
     (f,) = rt.forecast([new], 3, [0.9], 20, covariates=[np.full((3, 1), 50.0)])
     assert f.mean.shape == (3, 2) and np.isfinite(f.mean).all()
+
+
+def test_per_series_scaling_follows_the_window_the_model_attends_to(rt_series: Runtime) -> None:
+    """Once the window is full, a per-series state is scaled by its last L inputs after every
+    step: loc / scale are series_scaling of those values (series units), and the window, read
+    back in series units, is those values, newest first."""
+    from model.state import series_scaling
+
+    rng = np.random.default_rng(11)
+    values = 1e4 + np.cumsum(rng.normal(scale=50.0, size=80))
+    window = rt_series.window
+    (state,) = rt_series.create([values[:30, None]])
+    for k in range(30, 80):
+        ((state, _),) = rt_series.update([state], [values[k : k + 1, None]], [0.8])
+        last = values[k + 1 - window : k + 1]  # the L newest values
+        loc, scale = series_scaling(last[:, None])
+        # the window is kept in float32: its values carry a relative error of ~1e-7
+        np.testing.assert_allclose(state.loc, loc, rtol=1e-6)
+        np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
+        back = state.x_hist[:, 0].astype(np.float64) * state.scale[0] + state.loc[0]
+        np.testing.assert_allclose(back, last[::-1], rtol=1e-6)
+
+
+def test_a_series_that_outgrows_its_history_is_still_absorbed(rt_series: Runtime) -> None:
+    """An epidemic-like series doubling every 8 steps ends 2^25 times above the history it
+    was created from: scaled once at creation, its values would leave the model's range (the
+    runtime refuses values over 1e6 scales away, and the service answers 422); followed by
+    its window, every observation is absorbed and scored against intervals at its level."""
+    t = np.arange(230, dtype=np.float64)
+    rng = np.random.default_rng(3)
+    values = 10.0 * 2.0 ** (t / 8.0) * np.exp(rng.normal(scale=0.05, size=t.size))
+    (state,) = rt_series.create([values[:30, None]])
+    for k in range(30, 230):
+        ((state, (res,)),) = rt_series.update([state], [values[k : k + 1, None]], [0.95])
+        lo, hi = (float(np.asarray(b).reshape(-1)[0]) for b in res.intervals[0.95])
+        level = values[k - 1]  # intervals at the series' level, as wide as its recent spread
+        assert lo < 4 * level and hi > level / 4 and 0.01 < (hi - lo) / level < 10, (k, lo, hi)
+    assert values[-1] / values[29] > 1e6
+    assert abs(np.log(state.scale[0] / np.std(values[-rt_series.window :]))) < 1e-6
