@@ -265,13 +265,23 @@ class Runtime:
         intervals issued before it, in series units. Until the window is full the scaling of
         the creating history stays (a few values give no scale). Deterministic in the state:
         a round trip through bytes gives the same updates. In place."""
-        due = np.flatnonzero(batch.t >= self.window)
-        if due.size == 0:
-            return
-        loc, scale = batch.loc[due, None], batch.scale[due, None]  # (D, 1, F)
-        units = batch.x_hist[due].astype(np.float64) * scale + loc  # (D, L, F) series units
-        new_loc, new_scale = series_scaling(units)  # (D, F) each
-        batch.x_hist[due] = ((units - new_loc[:, None]) / new_scale[:, None]).astype(np.float32)
+        full = batch.t >= self.window
+        if not full.all():
+            if not full.any():
+                return
+            due: slice | np.ndarray = np.flatnonzero(full)
+        else:
+            due = slice(None)  # views, not copies: this runs at every step
+        loc, scale = batch.loc[due], batch.scale[due]  # (D, F)
+        units = batch.x_hist[due] * scale[:, None] + loc[:, None]  # (D, L, F) float64
+        # model.state.series_scaling without its NaN handling (the window holds no NaN)
+        new_loc = units.sum(axis=1) / units.shape[1]
+        dev = units - new_loc[:, None]
+        new_scale = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
+        flat = new_scale <= 1e-8 * (1.0 + np.abs(new_loc))  # a constant window: scale 1
+        if flat.any():
+            new_scale = np.where(flat, 1.0, new_scale)
+        batch.x_hist[due] = dev / new_scale[:, None]
         batch.loc[due], batch.scale[due] = new_loc, new_scale
 
     def _step(self, *arrays: np.ndarray) -> StepOut:
