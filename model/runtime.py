@@ -5,7 +5,8 @@ are batched: `create` filters histories into SeriesStates, `update` absorbs new 
 and scores the intervals issued for them, `forecast` draws sample paths. Values are in the
 series' own units: inputs are scaled by the artifact's global scaler, or, with
 scaling.mode == "per_series", by the mean and standard deviation of the series' own history
-(kept in its state), and answers are scaled back. NaN marks a missing value: the filter
+(kept in its state; once the window is full, of the L inputs the model attends to, again after
+every step: `_reanchor`), and answers are scaled back. NaN marks a missing value: the filter
 advances without reweighting and feeds its predictive mean (model/filter.impute).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
