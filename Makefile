@@ -28,7 +28,7 @@ tools:
 ## the default model: univariate, scaled by each series' own history (documented in README)
 model: venv $(ARTIFACT)/manifest.json
 $(ARTIFACT)/manifest.json:
-	.venv/bin/smct train --dataset synthetic-1 --scaling window --particles 10 --epochs 20 \
+	.venv/bin/smct train --dataset synthetic-mix --particles 10 --epochs 20 --limit 2000 \
 		--d-model 16 --seed 0 --out runs/default --no-progress
 	.venv/bin/smct export --checkpoint runs/default --out $(ARTIFACT) --scaling per-series
 

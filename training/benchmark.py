@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from model.baselines import FitConfig, make_forecaster, resolve
 from model.baselines.smc import SMCForecaster
-from training.data import DATASETS, SeriesData, is_table, load_dataset
+from training.data import DATASETS, PAPER_DATASETS, SeriesData, is_table, load_dataset
 from training.metrics import picp_per_step, summarize
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ DATA_OPTIONS: dict[str, dict[str, Any]] = {"covid": {"scaling": "window"}}
 
 @dataclass
 class BenchmarkConfig:
-    datasets: list[str] = field(default_factory=lambda: list(DATASETS))
+    datasets: list[str] = field(default_factory=lambda: list(PAPER_DATASETS))
     models: list[str] = field(default_factory=lambda: resolve("all"))
     out: Path = Path("results")
     quick: bool = False

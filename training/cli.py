@@ -18,7 +18,8 @@ def train(
     dataset: Annotated[
         str,
         typer.Option(
-            help="synthetic-1, synthetic-2, covid, air-quality, stock, or a CSV/Parquet path"
+            help="synthetic-1, synthetic-2, covid, air-quality, stock, synthetic-mix (five laws "
+            "at many levels, for a general-purpose model), or a CSV/Parquet path"
         ),
     ] = "synthetic-1",
     out: Annotated[Path, typer.Option(help="checkpoint directory to write")] = Path("runs/model"),
@@ -668,6 +669,7 @@ def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names
 def _fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, target: str) -> None:
     """History tail, median and nested intervals of the first target, one panel per series."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -676,15 +678,19 @@ def _fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, tar
     fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.6 * len(shown)), squeeze=False)
     for ax, (sid, hist, f) in zip(axes[:, 0], shown, strict=True):
         h = f.mean.shape[0]
-        past = hist[-3 * h :, 0]
+        past = hist[-max(3 * h, 24) :, 0]
         t0 = len(past)
         ax.plot(range(t0), past, color="black", lw=1, label="history")
-        steps = range(t0, t0 + h)
+        # the fan opens at the last value (so a forecast of one step is drawn too)
+        steps = range(t0 - 1, t0 + h)
+        start = past[-1:] if np.isfinite(past[-1]) else f.median[:1, 0]
         for lv, (lo, hi) in sorted(f.intervals.items(), reverse=True):
             ax.fill_between(
-                steps, lo[:, 0], hi[:, 0], alpha=0.25, color="C0", lw=0, label=f"{100 * lv:g}%"
+                steps, np.r_[start, lo[:, 0]], np.r_[start, hi[:, 0]], alpha=0.25, color="C0",
+                lw=0, label=f"{100 * lv:g}%",
             )
-        ax.plot(steps, f.median[:, 0], color="C0", lw=1.5, label="median")
+        ax.plot(steps, np.r_[start, f.median[:, 0]], color="C0", lw=1.5, marker=".",
+                label="median")
         ax.set_title(f"{sid}: {target}", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()

@@ -33,7 +33,9 @@ from model.state import series_scaling
 
 log = logging.getLogger(__name__)
 
-DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
+#: the data sets of the paper (the benchmark's), and a mixture of laws for general-purpose models
+PAPER_DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
+DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix")
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 PAPER_SPLITS = (0.7, 0.15, 0.15)
 MAX_TRAIN_WINDOWS = 20_000
@@ -318,6 +320,51 @@ def _load_synthetic(
             window_stats=stats, unistep_from=history,
         )
     return _finish(name, parts, index, limit, 1, ["x"], Scaler.identity(1), history, truth)
+
+
+def mixture_series(
+    n_per_kind: int = 40, length: int = 200, seed: int = 0
+) -> tuple[list[str], list[np.ndarray]]:
+    """Series of five laws at random levels and scales (``n_per_kind`` each, ``length``
+    steps): stationary AR(1) (phi in [0.3, 0.98]), random walk with drift, linear trend plus
+    noise, seasonal (period 7, 12 or 24) plus noise, and exponential growth with log-normal
+    noise. -> names ("ar3", "rw3", ...) and (length, 1) arrays in data units."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(length, dtype=np.float64)
+    names, series = [], []
+    for i in range(n_per_kind):
+        sigma = rng.uniform(0.2, 3.0)
+        phi, ar = rng.uniform(0.3, 0.98), np.zeros(length)
+        for k in range(1, length):
+            ar[k] = phi * ar[k - 1] + sigma * rng.normal()
+        walk = np.cumsum(sigma * rng.normal(size=length) + rng.normal(0.0, 0.3 * sigma))
+        trend = rng.normal(0.0, sigma) * t / 10.0 + sigma * rng.normal(size=length)
+        period, amplitude = rng.choice([7, 12, 24]), rng.uniform(0.5, 3.0) * sigma
+        phase = rng.uniform(0.0, 2.0 * math.pi)
+        seasonal = amplitude * np.sin(2.0 * math.pi * t / period + phase)
+        seasonal += 0.5 * sigma * rng.normal(size=length)
+        growth = rng.uniform(0.005, 0.05) * t + np.cumsum(rng.normal(0.0, 0.05, size=length))
+        growth = np.exp(growth) * rng.uniform(1.0, 100.0)
+        for kind, values in (("ar", ar + rng.normal(0.0, 10.0)), ("rw", walk),
+                             ("tr", trend + rng.normal(0.0, 10.0)), ("se", seasonal),
+                             ("ex", growth)):
+            names.append(f"{kind}{i}")
+            series.append(values[:, None])
+    return names, series
+
+
+def _load_synthetic_mix(seed: int, limit: int | None, scaling: str = "window") -> SeriesData:
+    """A mixture of five laws (:func:`mixture_series`: 200 series of 200 steps), windows of
+    25 steps split by time 70 / 15 / 15 within each series, each window scaled by its first
+    12 steps: the training data of a general-purpose per-series model (the default model)."""
+    _check_scaling(scaling, ("window",), "synthetic-mix")
+    names, series = mixture_series(seed=seed)
+    parts, index = _make_windows(series, 25, PAPER_SPLITS, 1, dtype=np.float64)
+    stats = _scale_windows(parts, 12)
+    return _finish(
+        "synthetic-mix", parts, index, limit, 1, ["x"], Scaler.identity(1), 12, None,
+        window_stats=stats, series_names=names, unistep_from=12,
+    )
 
 
 # --------------------------------------------------------------------------- windowing
@@ -734,6 +781,8 @@ def load_dataset(
         raise ValueError(
             f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or a .csv/.parquet path"
         )
+    if name == "synthetic-mix":
+        return _load_synthetic_mix(seed, limit, **options)
     if name.startswith("synthetic-"):
         if set(options) - {"scaling"}:
             raise ValueError(f"{name} takes only the scaling option, got {sorted(options)}")

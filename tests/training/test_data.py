@@ -335,7 +335,27 @@ def test_scaler_fit_transform_inverse_roundtrip() -> None:
 
 
 def test_datasets_constant() -> None:
-    assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
+    assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock",
+                        "synthetic-mix")
+
+
+def test_synthetic_mix_is_seeded_windowed_and_scaled_per_window() -> None:
+    a, b = load_dataset("synthetic-mix", seed=0), load_dataset("synthetic-mix", seed=0)
+    np.testing.assert_array_equal(a.train, b.train)
+    assert not np.array_equal(a.train, load_dataset("synthetic-mix", seed=1).train)
+    assert a.train.shape[1:] == (25, 1) and a.history == 12 and a.unistep_from == 12
+    head = a.train[:, :12, 0]
+    np.testing.assert_allclose(head.mean(axis=1), 0.0, atol=1e-5)
+    # every window ends after every training window of its series (time-ordered splits)
+    for split in ("val", "test"):
+        for series in range(0, 200, 37):
+            train_ends = a.window_index["train"][a.window_index["train"][:, 0] == series, 1]
+            later = a.window_index[split][a.window_index[split][:, 0] == series, 1]
+            assert later.size and train_ends.size and later.min() > train_ends.max()
+    levels = np.abs(a.window_loc["train"][:, 0])
+    assert levels.max() / max(np.median(levels), 1e-9) > 10  # many levels: only per window
+    with pytest.raises(ValueError, match="unknown scaling 'global'"):
+        load_dataset("synthetic-mix", scaling="global")
 
 
 def test_window_scaling_of_a_table_is_the_runtime_scaling_of_each_history(tmp_path: Path) -> None:
