@@ -34,7 +34,7 @@ from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture, interval_probs, summarize_samples
 from model.smc_transformer import GaussianObservation
-from model.state import SeriesState, StateBatch, series_scaling
+from model.state import SeriesState, StateBatch, flat_scale, series_scaling
 
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
@@ -278,10 +278,8 @@ class Runtime:
         # model.state.series_scaling without its NaN handling (the window holds no NaN)
         new_loc = units.sum(axis=1) / units.shape[1]
         dev = units - new_loc[:, None]
-        new_scale = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
-        flat = new_scale <= 1e-8 * (1.0 + np.abs(new_loc))  # a constant window: scale 1
-        if flat.any():
-            new_scale = np.where(flat, 1.0, new_scale)
+        spread = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
+        new_scale = flat_scale(new_loc, spread)
         batch.x_hist[due] = dev / new_scale[:, None]
         batch.loc[due], batch.scale[due] = new_loc, new_scale
 

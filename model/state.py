@@ -225,10 +225,23 @@ class StateBatch:
         )
 
 
+def flat_scale(loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """`scale` where it is a usable divisor; a feature that does not vary (standard deviation
+    0, or under 1e-9 of its level: rounding) gets its level |loc| as scale, or 1 at level 0.
+    Relative, so that a series at 1e-7 keeps its own spread and a flat series at 1e7 does not
+    see its first change of 1e6 as a million scales away."""
+    flat = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
+    if not np.any(flat):
+        return scale
+    level = np.abs(loc)
+    return np.where(flat, np.where(level > 0.0, level, 1.0), scale)
+
+
 def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Location and scale of a series from its own history (T, F): mean and standard deviation
-    per feature ignoring NaN; a constant (or unseen) feature gets scale 1 (as Scaler.fit).
-    Histories stacked as (..., T, F) give (..., F) each (training.data.window_scaling)."""
+    per feature ignoring NaN; a feature that does not vary gets its level as scale
+    (:func:`flat_scale`), an unseen one location 0 and scale 1. Histories stacked as
+    (..., T, F) give (..., F) each (training.data.window_scaling)."""
     x = np.asarray(history, dtype=np.float64)
     finite = np.isfinite(x)
     count = finite.sum(axis=-2)  # (..., F)
@@ -238,5 +251,4 @@ def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = np.sqrt((dev**2).sum(axis=-2) / np.maximum(count, 1))
     seen = count > 0
     loc, scale = np.where(seen, loc, 0.0), np.where(seen, scale, 1.0)
-    constant = ~(scale > 1e-8 * np.maximum(1.0, np.abs(loc)))
-    return loc, np.where(constant, 1.0, scale)
+    return loc, flat_scale(loc, scale)

@@ -136,8 +136,8 @@ _FIXES = {
     "int_from_float": "send an integer",
     "list_type": "send a JSON array",
     "json_invalid": "send a valid JSON document",
-    "model_attributes_type": "send a JSON object",
-    "dict_type": "send a JSON object",
+    "model_attributes_type": "send a JSON object, with the header Content-Type: application/json",
+    "dict_type": "send a JSON object, with the header Content-Type: application/json",
     "bool_type": "send true or false",
     "string_pattern_mismatch": "use letters, digits and . _ : @ - (at most 128 characters)",
 }
@@ -169,6 +169,8 @@ def _validation_body(exc: RequestValidationError) -> dict[str, Any]:
         seen.add(path)
         msg = str(err.get("msg", "invalid"))
         fix = _FIXES.get(str(err.get("type", "")))
+        if fix and msg.startswith("send "):  # our own validators already say what to send
+            fix = None
         fields.append({"field": path, "message": f"{msg}; {fix}" if fix else msg})
     summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5])
     if len(fields) > 5:

@@ -295,6 +295,8 @@ class SeriesService:
         meta = await self.store.meta(series_id)
         if meta is not None:
             after = meta.version if last_event_id is None else last_event_id
+            if after > meta.version:  # not an id of this series (an earlier one, re-created):
+                after = 0  # replay what is retained rather than wait for a version to catch up
         elif last_event_id is not None and await self.store.read_events(
             series_id, last_event_id, 0
         ):  # deleted since: its last events (the `deleted` one) are still readable

@@ -81,7 +81,9 @@ async def series_forecast(
 async def series_events(
     series_id: SeriesIdPath, series: SeriesDep, last_event_id: LastEventId = None
 ) -> EventSourceResponse:
-    """Updates made through any worker; without Last-Event-ID the stream starts now."""
+    """Updates made through any worker; without Last-Event-ID the stream starts now; with
+    one ahead of the series (an id of an earlier series of that name) it replays the events
+    still retained (SMCT_EVENTS_MAXLEN)."""
     return EventSourceResponse(_sse(await series.events(series_id, last_event_id)), ping=15)
 
 

@@ -282,3 +282,24 @@ def test_a_series_that_outgrows_its_history_is_still_absorbed(rt_series: Runtime
         assert lo < 4 * level and hi > level / 4 and 0.01 < (hi - lo) / level < 10, (k, lo, hi)
     assert values[-1] / values[29] > 1e6
     assert abs(np.log(state.scale[0] / np.std(values[-rt_series.window :]))) < 1e-6
+
+
+def test_tiny_and_flat_series_are_scaled_by_their_own_level(rt_series: Runtime) -> None:
+    """A series at 1e-7 keeps its own spread (an absolute floor of 1e-8 made it 'constant'
+    and gave it scale 1: intervals of +-1.4 around 1e-7); a flat history at 1e7 takes its
+    level as scale, so its first move to 1.2e7 is not refused as 1e6 scales away."""
+    rng = np.random.default_rng(2)
+    tiny = 1e-7 + 5e-9 * rng.normal(size=40)
+    (state,) = rt_series.create([tiny[:30, None]])
+    assert 1e-9 < state.scale[0] < 1e-8
+    ((state, (res,)),) = rt_series.update([state], [tiny[30:31, None]], [0.8])
+    lo, hi = (float(np.asarray(b).reshape(-1)[0]) for b in res.intervals[0.8])
+    assert 5e-8 < lo < hi < 1.5e-7 and hi - lo < 1e-7, (lo, hi)
+
+    flat = np.r_[np.full(30, 1e7), 1.2e7][:, None]
+    (forecast,) = rt_series.forecast_history([flat], 1, [0.8], 200, seed=0)
+    assert 1e6 < float(forecast.mean[0, 0]) < 1e8
+    (state,) = rt_series.create([flat[:30]])
+    assert state.scale[0] == 1e7
+    ((state, (res,)),) = rt_series.update([state], [flat[30:]], [0.8])
+    assert res.pit is not None

@@ -228,3 +228,15 @@ def test_no_input_makes_it_answer_500(app_client: TestClient, runtime: Any) -> N
         assert r.status_code < 500, (query, r.text)
     r = app_client.get("/v1/series/s1/events", headers={"Last-Event-ID": "abc"})
     assert r.status_code == 422
+
+
+def test_a_body_without_the_json_content_type_says_so(app_client: TestClient) -> None:
+    body = '{"series": [{"id": "a", "values": [1, 2, 3, 4, 5, 6, 7, 8]}]}'
+    r = app_client.post(
+        "/v1/forecast", content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert r.status_code == 422
+    assert "Content-Type: application/json" in r.json()["message"]
+    r = app_client.put("/v1/series/x", json={"values": "abc"})
+    assert r.status_code == 422
+    assert r.json()["message"] == "values: send a JSON array of values"  # said once

@@ -178,6 +178,11 @@ def test_series_events_follow_updates_and_resume(server: ThreadServer, runtime: 
 
         resumed = Listener(f"{server.url}/v1/series/s1/events", {"Last-Event-ID": "2"})
         assert [resumed.next().id for _ in range(2)] == ["3", "4"]
+        # an id ahead of the series (from an earlier series of that name): the retained events
+        ahead = Listener(f"{server.url}/v1/series/s1/events", {"Last-Event-ID": "99"})
+        first = ahead.next()
+        assert (first.event, first.id) == ("created", "1")
+        ahead.close()
         c.delete("/v1/series/s1")
         deleted = resumed.next()
         assert deleted.event == "deleted" and deleted.id == "5"
