@@ -136,7 +136,8 @@ class Metrics:
             "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
             registry=r,
         )
-        self.series_active = Gauge("smct_series_active", "Series in the state store", registry=r)
+        self._registry = r
+        self._series_active: Gauge | None = None  # registered only where the store can count
         self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
         self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
         self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
@@ -214,9 +215,14 @@ class Metrics:
         self.model_info.labels(model_version=model_version, backend=backend, device=device).set(1)
 
     def count_series(self, count: Callable[[], int | None]) -> None:
-        """Report smct_series_active from `count` at each scrape, when the store knows it."""
+        """Report smct_series_active from `count` at each scrape, when the store knows it (a
+        gauge that always read 0 on Redis would say the store is empty)."""
         if count() is not None:
-            self.series_active.set_function(lambda: float(count() or 0))
+            if self._series_active is None:
+                self._series_active = Gauge(
+                    "smct_series_active", "Series in the state store", registry=self._registry
+                )
+            self._series_active.set_function(lambda: float(count() or 0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

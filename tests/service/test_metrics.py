@@ -148,6 +148,14 @@ def test_series_active_with_the_embedded_store(make_client: Any, runtime: Any) -
     assert value(scrape(client), "smct_series_active") == 2
 
 
+def test_series_active_is_absent_where_the_store_cannot_count(
+    make_client: Any, runtime: Any, redis_url: str
+) -> None:
+    client = make_client(redis_url=redis_url)
+    put(client, runtime, "a")
+    assert not any(name == "smct_series_active" for name, _ in scrape(client))
+
+
 def test_promtool_check_metrics(client: TestClient, runtime: Any) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
