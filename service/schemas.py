@@ -89,9 +89,11 @@ Values = Annotated[
 ]
 SeriesId = Annotated[str, Field(pattern=SERIES_ID_PATTERN, examples=["store-42"])]
 Level = Annotated[float, Field(gt=0, lt=100, description="percent in (0, 100)")]
-Horizon = Annotated[int, Field(ge=1, le=1_000_000, description="steps ahead (<= SMCT_MAX_HORIZON)")]
+# the upper bounds are the configured ones (service.series.forecast_params): a schema bound
+# would answer first, with a maximum that is not the service's
+Horizon = Annotated[int, Field(ge=1, description="steps ahead (<= SMCT_MAX_HORIZON)")]
 NumSamples = Annotated[
-    int, Field(ge=1, le=100_000_000, description="sample paths (<= SMCT_MAX_SAMPLES)")
+    int, Field(ge=1, description="sample paths (<= SMCT_MAX_SAMPLES)")
 ]
 
 

@@ -87,6 +87,9 @@ def test_configured_maxima(app_client: TestClient, runtime: Any) -> None:
     assert_422(forecast(app_client, runtime, horizon=49), "horizon", "SMCT_MAX_HORIZON", "48")
     assert_422(forecast(app_client, runtime, num_samples=501), "num_samples", "SMCT_MAX_SAMPLES")
     assert_422(forecast(app_client, runtime, horizon=0), "horizon", "greater than or equal to 1")
+    # far over: still the configured maximum, not a bound of the schema
+    assert_422(forecast(app_client, runtime, horizon=10**7), "horizon", "SMCT_MAX_HORIZON", "48")
+    assert_422(forecast(app_client, runtime, num_samples=10**9), "num_samples", "SMCT_MAX_SAMPLES")
     put(app_client, runtime)
     r = app_client.get("/v1/series/s1/forecast?horizon=100")
     assert_422(r, "horizon", "SMCT_MAX_HORIZON")
