@@ -39,13 +39,14 @@ local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 if current == 0 then redis.call('DEL', KEYS[3]) end
 if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
-redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', current + 1, 'meta', ARGV[7])
+local version = tonumber(ARGV[8])
+redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
 local window = tonumber(ARGV[3])
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   redis.call('HDEL', KEYS[2], tostring(tonumber(ARGV[i]) - window))
 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], (current + 1) .. '-0', 'd', ARGV[5])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], version .. '-0', 'd', ARGV[5])
 return 1
 """
 
@@ -160,7 +161,7 @@ class RedisStore:
     async def commit(self, series_id: str, write: Write) -> bool:
         args: list[Any] = [
             write.expected_version, "1" if write.reset else "0", self._window, self._maxlen,
-            write.event, write.state, write.meta.to_json(),
+            write.event, write.state, write.meta.to_json(), write.meta.version,
         ]
         for a in write.applied:
             parts = [a.value, a.answer] + ([a.ending] if a.ending else [])

@@ -125,14 +125,20 @@ class SeriesService:
 
     # ------------------------------------------------------------------ create, read, delete
 
-    async def put(self, series_id: str, values: Sequence[Any]) -> SeriesInfo:
-        """Create or replace a series from its history (values 0..t-1)."""
+    async def put(self, series_id: str, values: Sequence[Any]) -> tuple[SeriesInfo, bool]:
+        """Create or replace a series from its history (values 0..t-1); -> (its metadata,
+        whether it was created)."""
         new = await self.engine.create(self.engine.history(values, "values"))
         for _ in range(self.settings.commit_retries):
             old = await self.store.meta(series_id)
+            base = 0
+            if old is None:  # versions go on after a deleted series of that name, so that a
+                # follower resuming with one of its event ids misses none of the new one's
+                retained = await self.store.read_events(series_id, 0, 0)
+                base = retained[-1].version if retained else 0
             now = time.time()
             meta = SeriesMeta(
-                version=(old.version if old else 0) + 1, seq=new.seq, ess=new.ess,
+                version=(old.version if old else base) + 1, seq=new.seq, ess=new.ess,
                 particles=new.particles, model_version=self.engine.model_version,
                 state_bytes=len(new.state), created_at=old.created_at if old else now,
                 updated_at=now,
@@ -147,7 +153,7 @@ class SeriesService:
             )
             if await self.store.commit(series_id, write):
                 self.metrics.observe_write(meta.state_bytes)
-                return series_info(series_id, meta)
+                return series_info(series_id, meta), old is None
         raise self._busy(series_id)
 
     async def info(self, series_id: str) -> SeriesInfo:

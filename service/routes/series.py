@@ -35,8 +35,8 @@ async def put_series(
     series_id: SeriesIdPath, body: SeriesCreate, series: SeriesDep, response: Response
 ) -> SeriesInfo:
     """The history holds seqs 0..t-1; the next observation has seq t. 201 when created."""
-    info = await series.put(series_id, body.values)
-    if info.version == 1:
+    info, created = await series.put(series_id, body.values)
+    if created:
         response.status_code = status.HTTP_201_CREATED
     return info
 
@@ -81,9 +81,10 @@ async def series_forecast(
 async def series_events(
     series_id: SeriesIdPath, series: SeriesDep, last_event_id: LastEventId = None
 ) -> EventSourceResponse:
-    """Updates made through any worker; without Last-Event-ID the stream starts now; with
-    one ahead of the series (an id of an earlier series of that name) it replays the events
-    still retained (SMCT_EVENTS_MAXLEN)."""
+    """Updates made through any worker. Event ids are the series' versions, which keep
+    increasing when a series is deleted and created again. Without Last-Event-ID the stream
+    starts now; with one ahead of the series it replays the events still retained
+    (SMCT_EVENTS_MAXLEN)."""
     return EventSourceResponse(_sse(await series.events(series_id, last_event_id)), ping=15)
 
 

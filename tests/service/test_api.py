@@ -118,6 +118,11 @@ def test_put_get_replace_delete(client: TestClient, runtime: Any) -> None:
     r = client.post("/v1/series/s1/observations", json={"observations": [{"seq": 0, "value": 1}]})
     assert r.status_code == 404 and "PUT /v1/series/s1" in r.json()["message"]
 
+    # created again: versions go on after the deleted series' events (the `deleted` one was
+    # 3), so a follower resuming with an id of the old series misses none of the new one's
+    r = client.put("/v1/series/s1", json={"values": history(runtime, 30)})
+    assert r.status_code == 201 and r.json()["version"] == 4
+
 
 def test_observation_scores_the_issued_forecast(client: TestClient, runtime: Any) -> None:
     meta = put(client, runtime)

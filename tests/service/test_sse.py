@@ -187,6 +187,12 @@ def test_series_events_follow_updates_and_resume(server: ThreadServer, runtime: 
         deleted = resumed.next()
         assert deleted.event == "deleted" and deleted.id == "5"
         resumed.close()
+        # created again, a follower that resumes after the `deleted` event gets it all
+        c.put("/v1/series/s1", json={"values": history(runtime)})
+        again = Listener(f"{server.url}/v1/series/s1/events", {"Last-Event-ID": "5"})
+        created = again.next()
+        assert (created.event, created.id) == ("created", "6")
+        again.close()
 
         missing = Listener(f"{server.url}/v1/series/nope/events")
         assert missing.status == 404
