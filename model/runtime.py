@@ -42,6 +42,7 @@ MIN_HISTORY = 2
 CHUNK_BYTES = 4 << 20  # noise rows gathered by one backend call (see Runtime._step)
 MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see Runtime._scale)
+MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last values)
 
 
 class InputError(ValueError):
@@ -92,7 +93,14 @@ class Runtime:
         sigma_obs: np.ndarray,
         particles: int,
         table_rows: int,
+        max_filter_steps: int = MAX_FILTER_STEPS,
     ) -> None:
+        if max_filter_steps < artifact.config.window:
+            raise InputError(
+                "max_filter_steps (the service's SMCT_MAX_FILTER_STEPS) must be at least the "
+                f"window ({artifact.config.window}), got {max_filter_steps}"
+            )
+        self.max_filter_steps = max_filter_steps
         self.artifact = artifact
         self.manifest: dict[str, Any] = artifact.manifest
         self.model_id = artifact.model_id
@@ -125,9 +133,11 @@ class Runtime:
         device: str = "auto",
         particles: int | None = None,
         threads: int = 1,
+        max_filter_steps: int = MAX_FILTER_STEPS,
     ) -> Runtime:
         """Open and verify `artifact`; backend torch|onnx, device auto|cpu|cuda; `particles`
-        defaults to the artifact's; `threads` is onnxruntime's intra-op thread count."""
+        defaults to the artifact's; `threads` is onnxruntime's intra-op thread count;
+        `max_filter_steps` bounds the filtering of a long history (see `create`)."""
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         if device not in DEVICES:
@@ -155,15 +165,25 @@ class Runtime:
             engine = OnnxBackend(art, model, noise, device, threads)
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
-        return cls(art, engine, sigma_obs, p, noise.shape[0])
+        return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps)
 
     # ------------------------------------------------------------------ filtering
 
     def create(
         self, histories: Sequence[np.ndarray], *, seeds: Sequence[int] | None = None
     ) -> list[SeriesState]:
-        """Filter each history (T_i, F) from its first row; `seeds` default to a hash of the
-        model and the history, so the same history gives the same state."""
+        """Filter each history (T_i, F); `seeds` default to a hash of the model and the
+        history, so the same history gives the same state.
+
+        A history of up to `max_filter_steps` + 1 rows is filtered from its first row. A longer
+        one is filtered over its last `max_filter_steps` rows only, so that one long history
+        costs a bounded time (20,000 values would hold the model for seconds): the filter
+        starts at step t0 = T - max_filter_steps with the window holding the L rows before it
+        and every particle's keys and values of that window drawn from their prior (each
+        particle its own noise at every lag: eq. (3.1) given the inputs). The model attends to
+        the last L inputs only and resamples as it goes, so a few windows of filtering forget
+        that start; steps keep their numbers (the state's t is T, noise blocks by step as for a
+        full run) and the whole history still gives the per-series scaling and the seed."""
         rows = [self._rows(h, "history", self.min_history) for h in histories]
         if seeds is not None and len(seeds) != len(rows):
             raise InputError(f"got {len(seeds)} seeds for {len(rows)} histories")
@@ -178,8 +198,13 @@ class Runtime:
                         "a history has a target that is never observed; it cannot "
                         "be scaled by its own history"
                     )
+        # row index of the last input the window holds when filtering starts (0: the first)
+        start = [max(0, len(r) - 1 - self.max_filter_steps) for r in rows]
         lineage = np.zeros((b, p, n_lag), np.int64)
         lineage[:, :, 0] = np.arange(p)
+        for i, s0 in enumerate(start):
+            if s0 > 0:  # every particle its own prior keys and values over the window
+                lineage[i] = np.arange(p)[:, None]
         batch = StateBatch(
             seed=np.array(
                 [
@@ -188,15 +213,18 @@ class Runtime:
                 ],
                 dtype=np.uint64,
             ),
-            t=np.ones(b, np.int64),
+            t=np.array(start, np.int64) + 1,
             x_hist=np.zeros((b, n_lag, f), np.float32),
             lineage=lineage,
             logw=np.zeros((b, p), np.float32),
             loc=np.stack([s[0] for s in scaling]),
             scale=np.stack([s[1] for s in scaling]),
         )
-        batch.x_hist[:, 0] = np.nan_to_num(self._scale(np.stack([r[0] for r in rows]), batch))
-        self._advance(batch, [r[1:] for r in rows])
+        for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
+            window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
+            scaled = self._scale(window, batch.take(np.array([i])))
+            batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
+        self._advance(batch, [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)])
         return [batch.state(i, self.model_id) for i in range(b)]
 
     def update(

@@ -108,7 +108,7 @@ class Engine:
         else:
             runtime = Runtime.load(
                 settings.artifact, backend=settings.backend, device=settings.device,
-                threads=settings.threads,
+                threads=settings.threads, max_filter_steps=settings.max_filter_steps,
             )
         if runtime.n_features > runtime.target_dim:
             raise ArtifactError(

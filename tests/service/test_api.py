@@ -124,6 +124,21 @@ def test_put_get_replace_delete(client: TestClient, runtime: Any) -> None:
     assert r.status_code == 201 and r.json()["version"] == 4
 
 
+def test_a_long_history_is_accepted_and_numbered_whole(client: TestClient, runtime: Any) -> None:
+    """5,000 values: the filter runs on the last SMCT_MAX_FILTER_STEPS of them (a bounded
+    model time; it used to hold the model thread for a step per value), and the series still
+    counts them all: seq 5000 is the next observation."""
+    assert runtime.max_filter_steps < 5000
+    r = client.put("/v1/series/long", json={"values": history(runtime, 5000)})
+    assert r.status_code == 201 and r.json()["seq"] == 5000
+    obs = {"observations": [{"seq": 5000, "value": 0.4}]}
+    r = client.post("/v1/series/long/observations", json=obs)
+    assert r.status_code == 200 and r.json()["seq"] == 5001
+    r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": history(runtime, 5000)}],
+                                          "horizon": 2})
+    assert r.status_code == 200 and len(r.json()["forecasts"][0]["mean"]) == 2
+
+
 def test_observation_scores_the_issued_forecast(client: TestClient, runtime: Any) -> None:
     meta = put(client, runtime)
     t = meta["seq"]

@@ -99,3 +99,15 @@ def test_values_are_checked_against_the_model(runtime: Any) -> None:
         eng.matrix([[1.0] * (f + 1)], "values")
     with pytest.raises(InvalidInput, match="no observed value"):
         eng.history([None] * max(runtime.min_history, 2), "values")
+
+
+def test_load_passes_the_filter_step_bound(artifact: Any) -> None:
+    """SMCT_MAX_FILTER_STEPS reaches the runtime; under the model's window it is refused at
+    load with the setting's name."""
+    from model.runtime import InputError
+    from service.settings import Settings
+
+    eng = Engine.load(Settings(artifact=artifact, max_filter_steps=77))
+    assert eng.runtime.max_filter_steps == 77
+    with pytest.raises(InputError, match="SMCT_MAX_FILTER_STEPS"):
+        Engine.load(Settings(artifact=artifact, max_filter_steps=1))
