@@ -15,7 +15,8 @@ Serving keeps the last `context_length` values of a history, fills missing value
 (the first observed value before it: the baselines take no NaN) and scales them as the
 manifest says: by their own mean and standard deviation (model/state.series_scaling, as the
 SMC Transformer's per-series mode), or by one global map (e.g. the training data's).
-Baselines with covariates are refused (no input for future covariates yet).
+Baselines with covariates are refused (their forecasters take no future covariates yet; the
+SMC Transformer's runtime does).
 
 Shapes: B batch, T history, F features, O targets, H horizon, N samples.
 """
@@ -220,8 +221,8 @@ class StatelessRuntime:
         if covariates:
             raise ArtifactError(
                 f"{path}: this {manifest['model']} takes {covariates} covariates, and "
-                "stateless forecasts have no input for future covariates yet; export a model "
-                "trained without them"
+                "a baseline's forecast takes no future covariates yet; export a baseline "
+                "trained without them, or serve the SMC Transformer, which takes them"
             )
         try:
             forecaster = load_forecaster(path / FORECASTER_DIR)

@@ -22,7 +22,6 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from model.artifact import ArtifactError
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState, StateFormatError
 from model.stateless import StatelessRuntime, is_baseline
@@ -77,7 +76,7 @@ class Update:
 
     state: NewState
     results: list[ObservationResult]
-    forecast: SeriesForecast
+    forecast: SeriesForecast | None  # None: a model with covariates, none sent
 
 
 class Engine:
@@ -109,12 +108,6 @@ class Engine:
             runtime = Runtime.load(
                 settings.artifact, backend=settings.backend, device=settings.device,
                 threads=settings.threads, max_filter_steps=settings.max_filter_steps,
-            )
-        if runtime.n_features > runtime.target_dim:
-            raise ArtifactError(
-                f"{settings.artifact}: the model takes {runtime.n_features - runtime.target_dim}"
-                " covariates, and the HTTP API has no field for future covariates yet; serve a "
-                "model without covariates (offline, model.runtime.Runtime.forecast takes them)"
             )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
@@ -154,8 +147,52 @@ class Engine:
             "model_version": rt.model_version, "stateful": rt.stateful, "backend": rt.backend,
             "device": rt.device,
             "n_features": rt.n_features, "target_dim": rt.target_dim,
+            "covariates": self.n_covariates,
             "min_history": rt.min_history, "manifest": rt.manifest,
         }
+
+    @property
+    def n_covariates(self) -> int:
+        """Input features that are not targets: their future values are inputs of a forecast."""
+        return int(self.runtime.n_features - self.runtime.target_dim)
+
+    def future(self, values: Sequence[Any] | None, horizon: int, field: str) -> np.ndarray | None:
+        """Future covariates (H, C) float64 from a request's `covariates`, checked against the
+        model and the horizon; None when the request sent none (see `need_future`)."""
+        c = self.n_covariates
+        if values is None:
+            return None
+        if c == 0:
+            raise InvalidInput(
+                f"{field}: this model takes no covariates; leave `covariates` out", field=field
+            )
+        if len(values) != horizon:
+            raise InvalidInput(
+                f"{field} holds {len(values)} values; send one per forecast step ({horizon}, "
+                "the horizon)", field=field,
+            )
+        out = self.matrix(values, field, width=c, what="covariate")
+        missing = np.isnan(out).any(axis=1)
+        if missing.any():
+            i = int(np.flatnonzero(missing)[0])
+            raise InvalidInput(
+                f"{field}[{i}] is missing a value; a forecast needs every future covariate "
+                "value", field=f"{field}[{i}]",
+            )
+        return out
+
+    def need_future(
+        self, covariates: np.ndarray | None, horizon: int, field: str, hint: str = ""
+    ) -> None:
+        """422 when the model has covariates and the request sent none of their values."""
+        c = self.n_covariates
+        if c and covariates is None:
+            names = self.runtime.manifest.get("features", {}).get("inputs", [])
+            named = f" ({', '.join(names[self.runtime.target_dim:])})" if names else ""
+            raise InvalidInput(
+                f"{field}: this model takes {c} covariate(s){named}; send their values for each "
+                f"of the {horizon} forecast steps in `covariates`{hint}", field=field,
+            )
 
     def history(self, values: Sequence[Any], field: str) -> np.ndarray:
         """A history as (T, F) float64, NaN = missing; InvalidInput names the problem."""
@@ -171,9 +208,14 @@ class Engine:
                                field=field)
         return x
 
-    def matrix(self, values: Sequence[Any], field: str, suffix: str = "") -> np.ndarray:
-        """Values (number, list or None each) -> (K, F) float64 with NaN for missing."""
-        f = self.runtime.n_features
+    def matrix(
+        self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,
+        what: str = "",
+    ) -> np.ndarray:
+        """Values (number, list or None each) -> (K, F) float64 with NaN for missing; `width`
+        (default F) values per entry, `what` (default: features) names them."""
+        f = self.runtime.n_features if width is None else width
+        kind = what or "feature"
         out = np.full((len(values), f), np.nan)
         for i, v in enumerate(values):
             if v is None:
@@ -181,15 +223,18 @@ class Engine:
             where = f"{field}[{i}]{suffix}"
             if isinstance(v, list):
                 if len(v) != f:
-                    raise InvalidInput(
+                    message = (
+                        f"{where} has {len(v)} values; the model takes {f} covariate(s) per "
+                        "forecast step, in the order of its input features" if what else
                         f"{where} has {len(v)} features; the model takes {f} per value "
-                        f"({self.runtime.target_dim} target(s) first, then covariates)",
-                        field=where,
+                        f"({self.runtime.target_dim} target(s) first, then covariates)"
                     )
+                    raise InvalidInput(message, field=where)
                 out[i] = [np.nan if x is None else x for x in v]
             elif f != 1:
+                per = "forecast step" if what else "value"
                 raise InvalidInput(
-                    f"{where} is a single number; the model takes {f} features per value: "
+                    f"{where} is a single number; the model takes {f} {kind}s per {per}: "
                     f"send a list of {f} numbers", field=where,
                 )
             else:
@@ -211,30 +256,35 @@ class Engine:
         return result
 
     async def update(
-        self, series_id: str, state: bytes, observations: np.ndarray, params: ForecastParams
+        self, series_id: str, state: bytes, observations: np.ndarray, params: ForecastParams,
+        covariates: np.ndarray | None = None,
     ) -> Update:
-        """Absorb observations (K, F) into a stored state, then forecast from the new one."""
-        payload = (series_id, state, observations)
+        """Absorb observations (K, F) into a stored state, then forecast from the new one (a
+        model with covariates: only with their future values (H, C); else no forecast)."""
+        payload = (series_id, state, observations, covariates)
         result: Update = await self._batcher.submit(
             ("update", params), lambda items: self._update_batch(params, items), payload
         )
         return result
 
     async def forecast(
-        self, series_id: str, state: bytes, params: ForecastParams
+        self, series_id: str, state: bytes, params: ForecastParams,
+        covariates: np.ndarray | None = None,
     ) -> SeriesForecast:
+        self.need_future(covariates, params.horizon, "covariates")
         result: SeriesForecast = await self._batcher.submit(
             ("forecast", params), lambda items: self._forecast_batch(params, items),
-            (series_id, state),
+            (series_id, state, covariates),
         )
         return result
 
     async def forecast_history(
-        self, series_id: str, history: np.ndarray, params: ForecastParams
+        self, series_id: str, history: np.ndarray, params: ForecastParams,
+        covariates: np.ndarray | None = None,
     ) -> SeriesForecast:
         result: SeriesForecast = await self._batcher.submit(
             ("history", params), lambda items: self._history_batch(params, items),
-            (series_id, history),
+            (series_id, history, covariates),
         )
         return result
 
@@ -253,14 +303,16 @@ class Engine:
             raise InvalidInput(f"series: {exc}", field="series") from exc
 
     async def stream_steps(
-        self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams
+        self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,
+        covariates: Sequence[np.ndarray] | None = None,
     ) -> AsyncIterator[StreamStep]:
         """One StreamStep per horizon step as the particles propagate; stops when closed."""
         loop = asyncio.get_running_loop()
+        extra: dict[str, Any] = {} if covariates is None else {"covariates": covariates}
         steps = iter(
             self.runtime.forecast_steps(
                 states, params.horizon, params.fractions, params.n_samples,
-                return_samples=params.return_samples,
+                return_samples=params.return_samples, **extra,
             )
         )
         self.active_streams += 1
@@ -333,26 +385,35 @@ class Engine:
         fractions = [level / 100.0 for level in self.monitor_levels]
 
         def run(batch: Sequence[Any]) -> list[Update]:
-            states = [SeriesState.from_bytes(state) for _, state, _ in batch]
-            observations = [obs for _, _, obs in batch]
+            states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
+            observations = [obs for _, _, obs, _ in batch]
             updated = self._timed(
                 "update", len(batch), lambda: self._filter.update(states, observations, fractions)
             )
-            new_states = [s for s, _ in updated]
-            forecasts = self._timed(
-                "forecast", len(batch),
-                lambda: self._filter.forecast(
-                    new_states, params.horizon, params.fractions, params.n_samples,
-                    return_samples=params.return_samples,
-                ),
-            )
+            # a model with covariates forecasts only the series that sent their future values
+            due = [i for i, it in enumerate(batch) if it[3] is not None or not self.n_covariates]
+            new_states = [updated[i][0] for i in due]
+            cov = [batch[i][3] for i in due] if self.n_covariates else None
+            forecasts: list[Forecast | None] = [None] * len(batch)
+            if due:
+                done = self._timed(
+                    "forecast", len(due),
+                    lambda: self._filter.forecast(
+                        new_states, params.horizon, params.fractions, params.n_samples,
+                        return_samples=params.return_samples, covariates=cov,
+                    ),
+                )
+                for i, f in zip(due, done, strict=True):
+                    forecasts[i] = f
             return [
                 Update(
                     state=self._new_state(state),
                     results=[self._result(r) for r in results],
-                    forecast=self._forecast(series_id, forecast, params),
+                    forecast=(
+                        None if forecast is None else self._forecast(series_id, forecast, params)
+                    ),
                 )
-                for (series_id, _, _), (state, results), forecast in zip(
+                for (series_id, _, _, _), (state, results), forecast in zip(
                     batch, updated, forecasts, strict=True
                 )
             ]
@@ -361,29 +422,33 @@ class Engine:
 
     def _forecast_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
         def run(batch: Sequence[Any]) -> list[SeriesForecast]:
-            states = [SeriesState.from_bytes(state) for _, state in batch]
+            states = [SeriesState.from_bytes(state) for _, state, _ in batch]
+            cov = [c for _, _, c in batch] if self.n_covariates else None
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self._filter.forecast(
                     states, params.horizon, params.fractions, params.n_samples,
-                    return_samples=params.return_samples,
+                    return_samples=params.return_samples, covariates=cov,
                 ),
             )
-            ids = [series_id for series_id, _ in batch]
+            ids = [series_id for series_id, _, _ in batch]
             return [self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)
 
     def _history_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
         def run(batch: Sequence[Any]) -> list[SeriesForecast]:
+            extra: dict[str, Any] = {}
+            if self.n_covariates:  # (a baseline's runtime takes no covariates)
+                extra["covariates"] = [c for _, _, c in batch]
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self.runtime.forecast_history(
-                    [h for _, h in batch], params.horizon, params.fractions, params.n_samples,
-                    return_samples=params.return_samples,
+                    [h for _, h, _ in batch], params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples, **extra,
                 ),
             )
-            ids = [series_id for series_id, _ in batch]
+            ids = [series_id for series_id, _, _ in batch]
             return [self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)

@@ -27,7 +27,7 @@ class ForecastService:
 
     def _prepare(
         self, req: ForecastRequest, stream: bool = False
-    ) -> tuple[ForecastParams, list[Any]]:
+    ) -> tuple[ForecastParams, list[Any], list[Any]]:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
             return_samples=req.return_samples, n_series=len(req.series), stream=stream,
@@ -35,7 +35,13 @@ class ForecastService:
         histories = [
             self.engine.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
         ]
-        return params, histories
+        covariates = []
+        for i, s in enumerate(req.series):
+            field = f"series[{i}].covariates"
+            future = self.engine.future(s.covariates, params.horizon, field)
+            self.engine.need_future(future, params.horizon, field)
+            covariates.append(future)
+        return params, histories, covariates
 
     def _response(
         self, params: ForecastParams, forecasts: list[SeriesForecast]
@@ -47,11 +53,11 @@ class ForecastService:
         )
 
     async def forecast(self, req: ForecastRequest) -> ForecastResponse:
-        params, histories = self._prepare(req)
+        params, histories, covariates = self._prepare(req)
         forecasts = await asyncio.gather(
             *(
-                self.engine.forecast_history(s.id, h, params)
-                for s, h in zip(req.series, histories, strict=True)
+                self.engine.forecast_history(s.id, h, params, c)
+                for s, h, c in zip(req.series, histories, covariates, strict=True)
             )
         )
         return self._response(params, list(forecasts))
@@ -59,16 +65,17 @@ class ForecastService:
     async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
         """SSE events: one `step` per horizon step, then `done` with the whole forecast.
         Input is checked and the histories filtered before the first event."""
-        params, histories = self._prepare(req, stream=True)
+        params, histories, covariates = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
         states = await self.engine.start_stream(histories)
-        return self._events(params, ids, states)
+        future = covariates if self.engine.n_covariates else None
+        return self._events(params, ids, states, future)
 
     async def _events(
-        self, params: ForecastParams, ids: list[str], states: Any
+        self, params: ForecastParams, ids: list[str], states: Any, covariates: list[Any] | None
     ) -> AsyncIterator[dict[str, str]]:
         whole = [_empty(i, params) for i in ids]
-        async for step in self.engine.stream_steps(ids, states, params):
+        async for step in self.engine.stream_steps(ids, states, params, covariates):
             for acc, part in zip(whole, step.forecasts, strict=True):
                 _extend(acc, part)
             yield {"event": "step", "id": str(step.step), "data": _json(step)}

@@ -79,6 +79,14 @@ def _values(value: Any) -> list[float | None | list[float | None]]:
     return [_point(v, f"values[{i}]") for i, v in enumerate(value)]
 
 
+def _covariates(value: Any) -> list[float | None | list[float | None]]:
+    if not isinstance(value, list):
+        raise PydanticCustomError(
+            "list_type", "send a JSON array of the covariates' values, one per forecast step"
+        )
+    return [_point(v, f"covariates[{i}]") for i, v in enumerate(value)]
+
+
 Point = Annotated[
     float | None | list[float | None], PlainValidator(_point), WithJsonSchema(_POINT_SCHEMA)
 ]
@@ -86,6 +94,18 @@ Values = Annotated[
     list[float | None | list[float | None]],
     PlainValidator(_values),
     WithJsonSchema({"type": "array", "items": _POINT_SCHEMA}),
+]
+Covariates = Annotated[
+    list[float | None | list[float | None]],
+    PlainValidator(_covariates),
+    WithJsonSchema(
+        {
+            "type": "array", "items": _POINT_SCHEMA,
+            "description": "known future values of the model's covariates, one per forecast "
+            "step (horizon of them): a number when the model takes one covariate, else a list "
+            "in the order of its input features; only for a model with covariates",
+        }
+    ),
 ]
 SeriesId = Annotated[str, Field(pattern=SERIES_ID_PATTERN, examples=["store-42"])]
 Level = Annotated[float, Field(gt=0, lt=100, description="percent in (0, 100)")]
@@ -111,6 +131,9 @@ def _unique_levels(levels: list[float] | None) -> list[float] | None:
 class SeriesHistory(_Request):
     id: SeriesId
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
+    covariates: Covariates | None = Field(
+        None, description="a model with covariates: their values over the forecast horizon"
+    )
 
 
 class ForecastRequest(_Request):
@@ -182,6 +205,28 @@ class ForecastQuery(_Request):
         return None if self.levels is None else [float(x) for x in self.levels]
 
 
+class SeriesForecastRequest(_Request):
+    """Body of POST /v1/series/{series_id}/forecast: the GET's parameters, and the future
+    covariates a model with covariates needs."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"horizon": 3, "levels": [80, 95], "covariates": [[12.0], [13.5], [11.0]]}]
+        },
+    )
+
+    horizon: Horizon | None = Field(None, description="default SMCT_DEFAULT_HORIZON")
+    levels: Annotated[list[Level], Field(min_length=1, max_length=16)] | None = Field(
+        None, description="interval levels in percent; default SMCT_LEVELS"
+    )
+    num_samples: NumSamples | None = Field(None, description="default SMCT_DEFAULT_SAMPLES")
+    return_samples: bool = False
+    covariates: Covariates | None = None
+
+    _levels = field_validator("levels")(_unique_levels)
+
+
 class SeriesCreate(_Request):
     """The history of a series: values 0..t-1; the next observation has seq t."""
 
@@ -208,6 +253,10 @@ class ObservationsRequest(_Request):
     observations: Annotated[list[Observation], Field(min_length=1, max_length=MAX_OBSERVATIONS)]
     horizon: Horizon | None = Field(None, description="of the returned forecast")
     num_samples: NumSamples | None = Field(None, description="of the returned forecast")
+    covariates: Covariates | None = Field(
+        None, description="a model with covariates: their values over the horizon of the "
+        "returned forecast (without them the answer's forecast is null)",
+    )
 
     @field_validator("observations")
     @classmethod
@@ -338,7 +387,10 @@ class ObservationsResponse(BaseModel):
     seq: int = Field(description="the next seq")
     version: int
     observations: list[ObservationResult]
-    forecast: SeriesForecast
+    forecast: SeriesForecast | None = Field(
+        description="from the new state; null only for a model with covariates when the "
+        "request sent no `covariates`"
+    )
 
 
 class SeriesInfo(BaseModel):
@@ -375,6 +427,8 @@ class ModelInfo(BaseModel):
     device: str
     n_features: int
     target_dim: int
+    covariates: int = Field(description="covariates among the features: the forecasts need "
+                            "their future values (`covariates` of the requests)")
     min_history: int
     manifest: dict[str, Any]
 

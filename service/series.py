@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from service.engine import Engine, ForecastParams, NewState, Update
 from service.errors import (
     Busy,
@@ -34,6 +36,7 @@ from service.schemas import (
     ObservationsRequest,
     SeriesEvent,
     SeriesForecast,
+    SeriesForecastRequest,
     SeriesInfo,
 )
 from service.settings import Settings
@@ -174,13 +177,24 @@ class SeriesService:
                 return
         raise self._busy(series_id)
 
-    async def forecast(self, series_id: str, query: ForecastQuery) -> SeriesForecast:
+    async def forecast(
+        self, series_id: str, query: ForecastQuery | SeriesForecastRequest
+    ) -> SeriesForecast:
+        """GET (query) or POST (body, with the future covariates a model with them needs)."""
+        levels = query.level_values() if isinstance(query, ForecastQuery) else query.levels
         params = forecast_params(
-            self.settings, horizon=query.horizon, levels=query.level_values(),
+            self.settings, horizon=query.horizon, levels=levels,
             num_samples=query.num_samples, return_samples=query.return_samples,
         )
+        raw = query.covariates if isinstance(query, SeriesForecastRequest) else None
+        covariates = self.engine.future(raw, params.horizon, "covariates")
+        hint = (
+            f" of POST /v1/series/{series_id}/forecast (a GET has no body)"
+            if isinstance(query, ForecastQuery) else ""
+        )
+        self.engine.need_future(covariates, params.horizon, "covariates", hint)
         rec = await self._load(series_id)
-        return await self.engine.forecast(series_id, rec.state, params)
+        return await self.engine.forecast(series_id, rec.state, params, covariates)
 
     # ------------------------------------------------------------------ observations
 
@@ -193,12 +207,15 @@ class SeriesService:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=None, num_samples=req.num_samples
         )
+        covariates = self.engine.future(req.covariates, params.horizon, "covariates")
         for _ in range(self.settings.commit_retries):
             rec = await self._load(series_id, seqs)
             n_old = self._check_seqs(rec, seqs, values)
             if n_old == len(obs):
-                return Answer(await self._replay(series_id, rec, seqs, params), replay=True)
-            upd = await self.engine.update(series_id, rec.state, x[n_old:], params)
+                return Answer(
+                    await self._replay(series_id, rec, seqs, params, covariates), replay=True
+                )
+            upd = await self.engine.update(series_id, rec.state, x[n_old:], params, covariates)
             old = [rec.applied[s].answer for s in seqs[:n_old]]
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
             if await self.store.commit(series_id, write):
@@ -241,7 +258,9 @@ class SeriesService:
             model_version=self.engine.model_version,
         )
         answers = [r.model_dump_json() for r in upd.results]
-        forecast = upd.forecast.model_dump_json(exclude_none=True)
+        forecast = "null" if upd.forecast is None else upd.forecast.model_dump_json(
+            exclude_none=True
+        )
         ending = f"{meta.version} {forecast}"
         applied = [
             Applied(seq=s, value=v, answer=a, ending=ending if s == seqs[-1] else None)
@@ -258,7 +277,8 @@ class SeriesService:
         return body, write
 
     async def _replay(
-        self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams
+        self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams,
+        covariates: np.ndarray | None,
     ) -> str:
         """The answer to a request whose observations were all applied before: the stored
         one when the request ends where an earlier one ended."""
@@ -268,8 +288,11 @@ class SeriesService:
             version, _, forecast = ending.partition(" ")
         else:  # the repeat ends elsewhere than the original request: forecast afresh
             version = str(rec.meta.version)
-            fresh = await self.engine.forecast(series_id, rec.state, params)
-            forecast = fresh.model_dump_json(exclude_none=True)
+            if covariates is None and self.engine.n_covariates:
+                forecast = "null"
+            else:
+                fresh = await self.engine.forecast(series_id, rec.state, params, covariates)
+                forecast = fresh.model_dump_json(exclude_none=True)
         head = f'"id":{json.dumps(series_id)},"seq":{seqs[-1] + 1},"version":{version}'
         return f'{{{head},"observations":[{",".join(answers)}],"forecast":{forecast}}}'
 

@@ -423,8 +423,9 @@ def export(
     if cfg.d_in > cfg.target_dim:
         typer.echo(
             f"note: this model takes {cfg.d_in - cfg.target_dim} covariate(s) and needs their "
-            "future values to forecast; `smct forecast` and the HTTP API have no input for them "
-            "yet (model.runtime.Runtime.forecast(covariates=...) in Python does)",
+            "future values to forecast: `smct forecast --covariates FILE`, `covariates` in the "
+            "HTTP forecast requests (POST /v1/forecast, POST /v1/series/{id}/forecast, and the "
+            "observations for the answer's forecast)",
             err=True,
         )
     typer.echo(
@@ -528,6 +529,14 @@ def forecast(
         Optional[str],  # noqa: UP045
         typer.Option(help="CSV: time column (default: the training table's, or timestamp)"),
     ] = None,
+    covariates: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="a model with covariates: their future values, `horizon` rows per series, "
+            "in the --input's format (CSV with the covariate columns and the id column if "
+            "there are several series, or JSON)"
+        ),
+    ] = None,
 ) -> None:
     """Forecast series from their history with an artifact (the SMC Transformer's or a
     baseline's); print JSON or CSV."""
@@ -563,7 +572,28 @@ def forecast(
             id_col=id_col or table.get("id_col", "series_id"),
             time_col=time_col or table.get("time_col", "timestamp"),
         )
-        forecasts = runtime.forecast_history(histories, horizon, fractions, samples, seed=seed)
+        n_cov = runtime.n_features - runtime.target_dim
+        if n_cov and covariates is None:
+            raise typer.BadParameter(
+                f"this model takes {n_cov} covariate(s) ({', '.join(names_in[-n_cov:])}); give "
+                f"their future values, {horizon} rows per series, with --covariates FILE",
+                param_hint="--covariates",
+            )
+        if covariates is not None and not n_cov:
+            raise typer.BadParameter(
+                "this model takes no covariates; leave --covariates out", param_hint="--covariates"
+            )
+        extra: dict[str, Any] = {}
+        if covariates is not None:
+            cov_ids, futures = _read_histories(
+                covariates, names_in[-n_cov:], n_cov,
+                id_col=id_col or table.get("id_col", "series_id"),
+                time_col=time_col or table.get("time_col", "timestamp"),
+            )
+            extra["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
+        forecasts = runtime.forecast_history(
+            histories, horizon, fractions, samples, seed=seed, **extra
+        )
     except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -600,6 +630,27 @@ def forecast(
     if plot is not None:
         _fan_chart(plot, ids, histories, forecasts, names[0])
         typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _match_futures(ids: list[str], cov_ids: list[str], futures: list, horizon: int) -> list:
+    """The future covariates of each input series, in the input's order: by id, or the only
+    one for a single series; each must hold `horizon` rows."""
+    by_id = dict(zip(cov_ids, futures, strict=True))
+    out = []
+    for i in ids:
+        future = by_id.get(i, futures[0] if len(ids) == len(futures) == 1 else None)
+        if future is None:
+            raise typer.BadParameter(
+                f"--covariates has no rows for series {i!r} (it has {', '.join(cov_ids)})",
+                param_hint="--covariates",
+            )
+        if len(future) != horizon:
+            raise typer.BadParameter(
+                f"--covariates holds {len(future)} rows for series {i!r}; give one per forecast "
+                f"step ({horizon}, --horizon)", param_hint="--covariates",
+            )
+        out.append(future)
+    return out
 
 
 def _read_histories(

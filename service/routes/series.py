@@ -19,6 +19,7 @@ from service.schemas import (
     ObservationsResponse,
     SeriesCreate,
     SeriesForecast,
+    SeriesForecastRequest,
     SeriesInfo,
 )
 from service.store import StoredEvent
@@ -50,8 +51,10 @@ async def observe(
     series_id: SeriesIdPath, body: ObservationsRequest, series: SeriesDep
 ) -> Response:
     """Per observation: the intervals issued for it and whether they covered it, PIT, log
-    score, CRPS, anomaly flag and ESS; then the new forecast. A repeated seq with the same
-    value gets the same answer (header `Idempotent-Replay: true`) without a second update."""
+    score, CRPS, anomaly flag and ESS; then the new forecast (for a model with covariates,
+    from their future values in `covariates`; null without them). A repeated seq with the
+    same value gets the same answer (header `Idempotent-Replay: true`) without a second
+    update."""
     answer = await series.append(series_id, body)  # rendered once: stored, published, sent
     headers = {"Idempotent-Replay": "true"} if answer.replay else None
     return Response(answer.json, media_type="application/json", headers=headers)
@@ -65,6 +68,19 @@ async def series_forecast(
     series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep
 ) -> SeriesForecast:
     return await series.forecast(series_id, query)
+
+
+@router.post(
+    "/series/{series_id}/forecast", response_model=SeriesForecast,
+    responses=errors(400, 401, 404, 409, 413, 422, 503),
+    summary="Forecast from the stored state, with future covariates",
+)
+async def series_forecast_post(
+    series_id: SeriesIdPath, body: SeriesForecastRequest, series: SeriesDep
+) -> SeriesForecast:
+    """The GET's forecast with its parameters in a JSON body, which can carry the future
+    values of the covariates (one per forecast step) that a model with covariates needs."""
+    return await series.forecast(series_id, body)
 
 
 @router.get(

@@ -194,3 +194,41 @@ def test_forecast_reads_histories_as_training_read_the_table(tmp_path: Path) -> 
     assert ids == ["a", "b"]
     np.testing.assert_array_equal(histories[0][:, 0], [100.0, 101.0, 102.0])
     np.testing.assert_array_equal(histories[1][:, 0], [200.0, 201.0, 202.0])
+
+
+def test_a_model_with_covariates_forecasts_from_their_future_values(tmp_path: Path) -> None:
+    """Trained on sales and temperature (one target, one covariate), exported, and asked to
+    forecast: `--covariates` gives the temperature over the horizon; without it, or with the
+    wrong number of rows, a usage error says what to give."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for s in range(2):
+        temp = 20 + 5 * np.sin(np.arange(100) / 5) + rng.normal(size=100)
+        sales = 50.0 * (s + 1) + 2 * temp + rng.normal(size=100)
+        pairs = zip(sales, temp, strict=True)
+        rows += [(f"s{s}", i, float(a), float(b)) for i, (a, b) in enumerate(pairs)]
+    table = tmp_path / "shop.csv"
+    columns = ["series_id", "timestamp", "sales", "temp"]
+    pd.DataFrame(rows, columns=columns).to_csv(table, index=False)
+    run, art = tmp_path / "run", tmp_path / "art"
+    code, out = _run(
+        "train", "--dataset", str(table), "--seq-len", "16", "--value-cols", "sales,temp",
+        "--target-dim", "1", "--scaling", "window", "--out", str(run), *SMALL,
+    )
+    assert code == 0, out
+    code, out = _run("export", "--checkpoint", str(run), "--out", str(art))
+    assert code == 0 and "--covariates" in out, out
+
+    history = tmp_path / "history.csv"
+    pd.DataFrame(rows[:40], columns=columns).to_csv(history, index=False)
+    future = tmp_path / "future.csv"
+    pd.DataFrame({"series_id": "s0", "temp": [21.0, 22.0, 23.0]}).to_csv(future, index=False)
+    base = ["forecast", "--artifact", str(art), "--input", str(history), "--levels", "80"]
+    code, out = _run(*base, "--horizon", "3", "--covariates", str(future))
+    assert code == 0, out
+    (forecast,) = json.loads(out)["forecasts"]
+    assert np.asarray(forecast["mean"], dtype=float).reshape(-1).shape == (3,)
+    code, out = _run(*base, "--horizon", "3")
+    assert code == 2 and "--covariates" in out and "temp" in out, out
+    code, out = _run(*base, "--horizon", "4", "--covariates", str(future))
+    assert code == 2 and "holds 3 rows" in out and "--horizon" in out, out
