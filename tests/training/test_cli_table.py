@@ -232,3 +232,8 @@ def test_a_model_with_covariates_forecasts_from_their_future_values(tmp_path: Pa
     assert code == 2 and "--covariates" in out and "temp" in out, out
     code, out = _run(*base, "--horizon", "4", "--covariates", str(future))
     assert code == 2 and "holds 3 rows" in out and "--horizon" in out, out
+    # and the service loads it (it used to refuse models with covariates)
+    from service.engine import Engine
+    from service.settings import Settings
+
+    assert Engine.load(Settings(artifact=art)).n_covariates == 1
