@@ -15,8 +15,9 @@ Serving keeps the last `context_length` values of a history, fills missing value
 (the first observed value before it: the baselines take no NaN) and scales them as the
 manifest says: by their own mean and standard deviation (model/state.series_scaling, as the
 SMC Transformer's per-series mode), or by one global map (e.g. the training data's).
-Baselines with covariates are refused (their forecasters take no future covariates yet; the
-SMC Transformer's runtime does).
+A model with covariates takes their future values (H, F - O) per series, in series units, as
+the SMC Transformer's runtime does; they fill the future rows of the window the forecaster
+rolls out over (model/baselines/base.py: "future covariates x[:, history:, O:] are known").
 
 Shapes: B batch, T history, F features, O targets, H horizon, N samples.
 """
@@ -217,13 +218,6 @@ class StatelessRuntime:
     def load(cls, path: Path | str, device: str = "auto") -> StatelessRuntime:
         path = Path(path)
         manifest = open_baseline(path)
-        covariates = len(manifest["features"]["inputs"]) - len(manifest["features"]["targets"])
-        if covariates:
-            raise ArtifactError(
-                f"{path}: this {manifest['model']} takes {covariates} covariates, and "
-                "a baseline's forecast takes no future covariates yet; export a baseline "
-                "trained without them, or serve the SMC Transformer, which takes them"
-            )
         try:
             forecaster = load_forecaster(path / FORECASTER_DIR)
         except (OSError, ValueError, KeyError, RuntimeError) as err:
@@ -270,15 +264,20 @@ class StatelessRuntime:
         return_samples: bool = False,
         seed: int | None = None,
         quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
     ) -> list[Forecast]:
         """Sample n_samples paths over `horizon` steps after each history and summarise them.
         The draws are seeded by the history (the same history, the same answer), or by
-        `seed` alone when it is given (the same draws for every history)."""
+        `seed` alone when it is given (the same draws for every history). A model with
+        covariates needs their future values, (horizon, F - O) per series."""
+        states = self.create(histories)
+        future = self._future(len(states), horizon, covariates)
         return [
             forecast
-            for state in self.create(histories)
+            for state, cov in zip(states, future, strict=True)
             for forecast in self._summaries(
-                self._paths(state, horizon, n_samples, seed), levels, quantiles, return_samples
+                self._paths(state, horizon, n_samples, seed, cov), levels, quantiles,
+                return_samples,
             )
         ]
 
@@ -292,10 +291,14 @@ class StatelessRuntime:
         return_samples: bool = False,
         seed: int | None = None,
         quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
     ) -> Iterator[tuple[int, list[Forecast]]]:
         """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
         drawn whole first (a baseline's rollout is one call), then summarised step by step."""
-        paths = [self._paths(s, horizon, n_samples, seed) for s in states]  # (1, N, H, O) each
+        future = self._future(len(states), horizon, covariates)
+        paths = [  # (1, N, H, O) each
+            self._paths(s, horizon, n_samples, seed, c) for s, c in zip(states, future, strict=True)
+        ]
         for h in range(horizon):
             yield h, [
                 self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples)[0]
@@ -304,18 +307,48 @@ class StatelessRuntime:
 
     # ------------------------------------------------------------------ internals
 
-    def _paths(self, state: History, horizon: int, n: int, seed: int | None) -> np.ndarray:
-        """Sample paths (1, N, H, O) in series units."""
+    def _future(
+        self, b: int, horizon: int, covariates: Sequence[np.ndarray] | None
+    ) -> list[np.ndarray | None]:
+        """Future covariates (H, C) float64 of each of b series (None each without any)."""
+        c = self.n_features - self.target_dim
+        if c == 0:
+            if covariates is not None:
+                raise InputError("this model has no covariates")
+            return [None] * b
+        if covariates is None or len(covariates) != b:
+            raise InputError(f"this model needs future covariates (horizon, {c}) for each series")
+        out: list[np.ndarray | None] = []
+        for v in covariates:
+            try:
+                arr = np.asarray(v, dtype=np.float64).reshape(horizon, c)
+            except ValueError:
+                raise InputError(
+                    f"future covariates must have shape ({horizon}, {c}) per series"
+                ) from None
+            if not np.isfinite(arr).all():
+                raise InputError("future covariates must be finite")
+            out.append(arr)
+        return out
+
+    def _paths(
+        self, state: History, horizon: int, n: int, seed: int | None,
+        future: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Sample paths (1, N, H, O) in series units; `future` (H, C) covariates."""
         if horizon < 1 or n < 1:
             raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n}")
         t = len(state.x)
-        window = np.concatenate([state.x, np.zeros((horizon, self.n_features))])[None]
+        o = self.target_dim
+        ahead = np.zeros((horizon, self.n_features))
+        if future is not None:  # scaled as the history's covariates
+            ahead[:, o:] = (future - state.loc[o:]) / state.scale[o:]
+        window = np.concatenate([state.x, ahead])[None]
         key = state.key if seed is None else _hash(str(seed).encode())
         with torch.inference_mode():
             draws = self.forecaster.sample_multistep(
                 window.astype(np.float32), t, n, seed=key
             )  # (1, H, O, N)
-        o = self.target_dim
         samples = np.moveaxis(np.asarray(draws, dtype=np.float64), -1, 1)  # (1, N, H, O)
         return samples * state.scale[:o] + state.loc[:o]
 

@@ -123,8 +123,8 @@ def test_missing_values_are_filled_forward(runtime: StatelessRuntime) -> None:
 
 def test_global_scaling_and_covariate_models(artifact: Path, tmp_path: Path) -> None:
     """A global map scales every series alike (a series far from the training data's level
-    is then far out for the model: that is what per_series is for); models with covariates
-    are refused, as the service refuses them."""
+    is then far out for the model: that is what per_series is for); a model with covariates
+    rolls out over their future values, scaled as its history's covariates."""
     export_baseline(artifact / "forecaster", tmp_path / "g", context_length=16,
                     scaling={"mode": "global", "loc": [100.0], "scale": [5.0]})
     rt = StatelessRuntime.load(tmp_path / "g", device="cpu")
@@ -144,8 +144,30 @@ def test_global_scaling_and_covariate_models(artifact: Path, tmp_path: Path) -> 
     torch.manual_seed(0)
     make_forecaster("lstm", 3, 1, FitConfig(d_model=8)).save(tmp_path / "cov")
     export_baseline(tmp_path / "cov", tmp_path / "cov-art")
-    with pytest.raises(ArtifactError, match="takes 2 covariates"):
-        StatelessRuntime.load(tmp_path / "cov-art")
+    cov = StatelessRuntime.load(tmp_path / "cov-art")
+    rng = np.random.default_rng(1)
+    history = rng.normal(size=(30, 3)) * [1.0, 10.0, 100.0] + [0.0, 50.0, 500.0]
+    future = np.array([[60.0, 400.0], [40.0, 600.0]])
+    with pytest.raises(InputError, match="needs future covariates"):
+        cov.forecast_history([history], 2, LEVELS, 20)
+    with pytest.raises(InputError, match=r"shape \(2, 2\)"):
+        cov.forecast_history([history], 2, LEVELS, 20, covariates=[future[:1]])
+    f = cov.forecast_history([history], 2, LEVELS, 20, seed=0, covariates=[future],
+                             return_samples=True)[0]
+    state = cov.create([history])[0]
+    ahead = np.zeros((2, 3))
+    ahead[:, 1:] = (future - state.loc[1:]) / state.scale[1:]
+    raw = cov.forecaster.sample_multistep(
+        np.concatenate([state.x, ahead])[None].astype(np.float32), 30, 20,
+        seed=int(hashlib.sha256(b"0").hexdigest()[:8], 16),
+    )
+    assert f.samples is not None
+    np.testing.assert_allclose(f.samples, np.moveaxis(raw, -1, 1)[0] * state.scale[0]
+                               + state.loc[0], rtol=1e-6)
+    other = cov.forecast_history([history], 2, LEVELS, 20, seed=0, covariates=[future * 2])[0]
+    assert not np.allclose(other.mean, f.mean)  # the covariates reach the network
+    with pytest.raises(InputError, match="has no covariates"):
+        rt.forecast_history([_history()], 2, LEVELS, 20, covariates=[future])
 
 
 def test_streamed_steps_are_the_forecast_step_by_step(runtime: StatelessRuntime) -> None:

@@ -149,3 +149,30 @@ def test_stream_takes_future_covariates(cov_client: TestClient) -> None:
     r = cov_client.post("/v1/forecast/stream", json={"series": [{"id": "a", "values": values()}]})
     assert_422(r, "series[0].covariates", "covariate(s)")
 
+
+
+def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
+    """A baseline trained with a covariate answers the stateless forecast from their future
+    values as the SMC Transformer does (it used to be refused at load)."""
+    import torch
+
+    from model.baselines import FitConfig, make_forecaster
+    from model.stateless import export_baseline
+    from service.main import create_app
+    from service.settings import Settings
+
+    torch.manual_seed(0)
+    make_forecaster("lstm-drop-0.1", 2, 1, FitConfig(d_model=8)).save(tmp_path / "saved")
+    export_baseline(tmp_path / "saved", tmp_path / "art", context_length=16)
+    settings = Settings(artifact=tmp_path / "art", batch_max_wait_ms=1.0)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        assert c.get("/v1/models").json()["models"][0]["covariates"] == 1
+        series = {"id": "a", "values": values(), "covariates": [21.0, 22.5]}
+        r = c.post("/v1/forecast", json={"series": [series], "horizon": 2, "num_samples": 50})
+        assert r.status_code == 200, r.text
+        assert len(r.json()["forecasts"][0]["mean"]) == 2
+        r = c.post("/v1/forecast/stream", json={"series": [series], "horizon": 2})
+        assert r.status_code == 200 and r.text.count("event: step") == 2
+        del series["covariates"]
+        r = c.post("/v1/forecast", json={"series": [series], "horizon": 2})
+        assert_422(r, "series[0].covariates", "1 covariate(s)")
