@@ -38,6 +38,10 @@ null is a missing value. Levels are percents in (0, 100).
   arrive (each is scored against the forecast issued for it), `GET .../forecast`, and
   `GET .../events` to follow a series.
 
+* **Covariates**: a model with covariates (see `GET /v1/models`) forecasts from their known
+  future values, `covariates` (one per forecast step), in the forecast requests
+  (`POST /v1/series/{id}/forecast` for a stored series) and in an observations request.
+
 Errors answer `{"error", "message", "fields"}`; the message names the field and the fix.
 When `SMCT_API_KEYS` is set, `/v1` needs `Authorization: Bearer <key>`.
 """
