@@ -39,7 +39,10 @@ from model.state import SeriesState, StateBatch, flat_scale, series_scaling
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
 MIN_HISTORY = 2
-CHUNK_BYTES = 4 << 20  # noise rows gathered by one backend call (see Runtime._step)
+# noise rows gathered by one backend call (see Runtime._step): 27 series at P = 100. Per-series
+# step cost at B = 64, P = 100, onnx (us, bench/bench_runtime.py's step on this 2-core machine):
+# 259 in chunks of 1, 200 of 4, 186 of 8, 168 of 16, 162 of 32, 174 of 64 (one call)
+CHUNK_BYTES = 16 << 20
 MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see Runtime._scale)
 MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last values)
@@ -312,9 +315,9 @@ class Runtime:
         batch.loc[due], batch.scale[due] = new_loc, new_scale
 
     def _step(self, *arrays: np.ndarray) -> StepOut:
-        """The backend's update in chunks of `chunk` series: the noise rows one step gathers
-        (B, P, L, 2D) stay in cache instead of spilling (a batch of 64 series at P = 100 would
-        gather 40 MB)."""
+        """The backend's update in chunks of `chunk` series: large enough to share the per-call
+        cost of the graph's ~165 nodes, small enough that the noise rows one call gathers
+        (B, P, L, 2D) stay in cache (a batch of 64 series at P = 100 would gather 40 MB)."""
         b = len(arrays[0])
         if b <= self.chunk:
             return self.engine.update(*arrays)

@@ -72,6 +72,27 @@ def test_forecasts_in_chunks_of_paths_match_one_call(
         np.testing.assert_allclose(a.intervals[0.8], b.intervals[0.8], rtol=1e-5, atol=1e-5)
 
 
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_updates_in_chunks_of_series_match_one_call(
+    backend: str, rt_torch: Runtime, rt_onnx: Runtime, ar_series: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch larger than `chunk` is stepped in several backend calls (Runtime._step): the
+    states and scores are those of one call, in the order of the batch."""
+    rt = rt_torch if backend == "torch" else rt_onnx
+    states = rt.create(ar_series(5, 20))
+    obs = [np.array([[0.1 * i], [np.nan]]) for i in range(5)]
+    whole = rt.update(states, obs, [0.8])
+    monkeypatch.setattr(rt, "chunk", 2)  # 2 + 2 + 1 series per call
+    chunked = rt.update(states, obs, [0.8])
+    for (a, ra), (b, rb) in zip(whole, chunked, strict=True):
+        assert a.t == b.t and np.array_equal(a.lineage, b.lineage)
+        np.testing.assert_allclose(a.logw, b.logw, rtol=1e-5, atol=1e-5)
+        for x, y in zip(ra, rb, strict=True):
+            np.testing.assert_allclose(x.intervals[0.8], y.intervals[0.8], rtol=1e-5)
+    assert len({s.lineage.tobytes() for s, _ in chunked}) == 5  # not one series' copy
+
 def test_missing_values_advance_without_reweighting(rt_torch: Runtime, ar_series: Any) -> None:
     (state,) = rt_torch.create(ar_series(1, 30))
     ((new, results),) = rt_torch.update([state], [np.array([[np.nan], [np.nan], [0.4]])], [0.8])
