@@ -178,6 +178,13 @@ def _validation_body(exc: RequestValidationError) -> dict[str, Any]:
     return {"error": "invalid_input", "message": summary, "fields": fields}
 
 
+_UNREADABLE_BODY = "There was an error parsing the body"  # fastapi.routing's words
+UNREADABLE_BODY_MESSAGE = (
+    "the body cannot be read as JSON (it is not UTF-8, or it nests too deeply); send a UTF-8 "
+    "JSON document as the endpoint's schema shows"
+)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """The one error boundary of the service."""
 
@@ -191,6 +198,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
+            # FastAPI's answer to a body json.loads cannot even start on (bytes that are not
+            # UTF-8, nesting past the recursion limit): an invalid document like any other
+            return JSONResponse(
+                {"error": "invalid_input", "message": UNREADABLE_BODY_MESSAGE}, status_code=422
+            )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(
             {"error": code, "message": str(exc.detail)},

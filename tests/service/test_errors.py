@@ -147,6 +147,11 @@ def test_unknown_fields_and_bad_json(app_client: TestClient, runtime: Any) -> No
     assert r.status_code == 422 and "JSON" in r.json()["message"]
     r = app_client.put("/v1/series/x", json=[1, 2, 3])
     assert r.status_code == 422
+    # bodies json.loads cannot start on: FastAPI's bare 400 "error parsing the body" before
+    for raw in (b'\xff\xfe{"values": [1]}', b"[" * 5000 + b"]" * 5000):
+        r = app_client.put("/v1/series/x", content=raw, headers=JSON)
+        assert r.status_code == 422, r.text
+        assert "not UTF-8, or it nests too deeply" in r.json()["message"]
 
 
 def test_bad_series_id_and_seqs(app_client: TestClient, runtime: Any) -> None:
