@@ -176,3 +176,38 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
         del series["covariates"]
         r = c.post("/v1/forecast", json={"series": [series], "horizon": 2})
         assert_422(r, "series[0].covariates", "1 covariate(s)")
+
+
+def test_fuzzed_covariate_requests_never_fail(cov_client: TestClient) -> None:
+    """tests/service/test_fuzz.py on the covariate model: every request broken in one place
+    answers 2xx or a 4xx with a message, and a refused observation changes nothing."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from tests.service.test_fuzz import SETTINGS, check_answer, mutated, send
+
+    assert cov_client.put("/v1/series/fz", json={"values": values()}).status_code == 201
+    stateless = {"series": [{"id": "a", "values": values(), "covariates": [21.0, [22.0]]}],
+                 "horizon": 2, "levels": [80]}
+    forecast = {"horizon": 2, "covariates": [[20.0], 21.0], "num_samples": 30}
+    for url, body in (("/v1/forecast", stateless), ("/v1/series/fz/forecast", forecast)):
+        assert send(cov_client, "POST", url, body).status_code == 200  # the unbroken bodies
+
+    @SETTINGS
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        before = cov_client.get("/v1/series/fz").json()
+        seq = before["seq"]
+        obs = {"observations": [{"seq": seq, "value": [140.0, None]},
+                                {"seq": seq + 1, "value": [None, 20.0]}],
+               "horizon": 1, "covariates": [[19.5]]}
+        r = send(cov_client, "POST", "/v1/series/fz/observations", data.draw(mutated(obs)))
+        check_answer(r)
+        after = cov_client.get("/v1/series/fz").json()
+        if r.status_code >= 400:
+            assert (after["seq"], after["version"]) == (seq, before["version"]), r.text
+        check_answer(send(cov_client, "POST", "/v1/forecast", data.draw(mutated(stateless))))
+        body = data.draw(mutated(forecast))
+        check_answer(send(cov_client, "POST", "/v1/series/fz/forecast", body))
+
+    run()

@@ -121,6 +121,8 @@ def test_stateless_forecasts_and_streams_never_fail(fuzz_client: TestClient, run
         "horizon": 3, "levels": [80, 95], "num_samples": 50, "return_samples": True,
     }
 
+    assert send(fuzz_client, "POST", "/v1/forecast", base).status_code == 200
+
     @SETTINGS
     @given(mutated(base))
     def run(body: dict[str, Any]) -> None:
@@ -183,6 +185,7 @@ def test_stored_forecasts_never_fail(fuzz_client: TestClient, runtime: Any) -> N
         max_size=4,
     )
     base = {"horizon": 2, "levels": [50, 99.5], "num_samples": 30}
+    assert send(fuzz_client, "POST", "/v1/series/fc/forecast", base).status_code == 200
 
     @SETTINGS
     @given(queries, mutated(base))
