@@ -583,16 +583,16 @@ def forecast(
             raise typer.BadParameter(
                 "this model takes no covariates; leave --covariates out", param_hint="--covariates"
             )
-        extra: dict[str, Any] = {}
+        future: dict[str, Any] = {}
         if covariates is not None:
             cov_ids, futures = _read_histories(
                 covariates, names_in[-n_cov:], n_cov,
                 id_col=id_col or table.get("id_col", "series_id"),
                 time_col=time_col or table.get("time_col", "timestamp"),
             )
-            extra["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
+            future["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
         forecasts = runtime.forecast_history(
-            histories, horizon, fractions, samples, seed=seed, **extra
+            histories, horizon, fractions, samples, seed=seed, **future
         )
     except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
         typer.echo(f"error: {err}", err=True)
