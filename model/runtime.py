@@ -280,11 +280,11 @@ class Runtime:
             sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
-                self._reanchor(sub)
+                self._reanchor(sub, np.isfinite(x))
             if sub is not batch:
                 batch.put(idx, sub)
 
-    def _reanchor(self, batch: StateBatch) -> None:
+    def _reanchor(self, batch: StateBatch, observed: np.ndarray) -> None:
         """Scale a series by the window the model attends to, at every step once it is full.
 
         A per-series model is trained on windows scaled by their own recent values
@@ -296,7 +296,12 @@ class Runtime:
         window, so the particles stay consistent, and the next observation is scored against
         intervals issued before it, in series units. Until the window is full the scaling of
         the creating history stays (a few values give no scale). Deterministic in the state:
-        a round trip through bytes gives the same updates. In place."""
+        a round trip through bytes gives the same updates. In place.
+
+        A feature missing at this step (`observed` (B, F) False) keeps its scaling: its newest
+        input is the filter's imputed mean, and over a long gap the window would fill with
+        imputed means that settle on a constant, shrink the scale towards 0 and leave every
+        later real value "millions of scales" from the level, refused for good."""
         full = batch.t >= self.window
         if not full.all():
             if not full.any():
@@ -311,6 +316,10 @@ class Runtime:
         dev = units - new_loc[:, None]
         spread = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
         new_scale = flat_scale(new_loc, spread)
+        seen = observed[due]  # (D, F)
+        if not seen.all():
+            new_loc, new_scale = np.where(seen, new_loc, loc), np.where(seen, new_scale, scale)
+            dev = units - new_loc[:, None]
         batch.x_hist[due] = dev / new_scale[:, None]
         batch.loc[due], batch.scale[due] = new_loc, new_scale
 

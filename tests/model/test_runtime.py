@@ -305,6 +305,34 @@ def test_a_series_that_outgrows_its_history_is_still_absorbed(rt_series: Runtime
     assert abs(np.log(state.scale[0] / np.std(values[-rt_series.window :]))) < 1e-6
 
 
+@pytest.mark.parametrize("where", ["history", "updates"])
+def test_a_long_gap_keeps_the_scaling_of_the_last_real_values(
+    rt_series: Runtime, where: str
+) -> None:
+    """Over a run of missing values the window fills with the filter's imputed means, which
+    settle on a constant: rescaled by them, the scale fell towards 0 (1e-7 of the level) and
+    every later real value was refused as millions of scales away, for good. A missing value
+    keeps the scaling, so after 300 missing steps the scale is that of the last real window
+    and the next real value is scored against intervals at the series' level."""
+    from model.state import series_scaling
+
+    rng = np.random.default_rng(4)
+    values = 100.0 + 10.0 * np.sin(np.arange(60) / 3.0) + rng.normal(size=60)
+    gap = np.full(300, np.nan)
+    if where == "history":
+        (state,) = rt_series.create([np.r_[values, gap][:, None]])
+    else:
+        (state,) = rt_series.create([values[:, None]])
+        ((state, _),) = rt_series.update([state], [gap[:, None]], [0.8])
+    assert state.t == 360
+    _, scale = series_scaling(values[-rt_series.window :, None])
+    np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
+    ((state, (res,)),) = rt_series.update([state], [np.array([[101.0]])], [0.95])
+    lo, hi = (float(np.asarray(b).reshape(-1)[0]) for b in res.intervals[0.95])
+    assert 40.0 < lo < 101.0 < hi < 160.0, (lo, hi)
+    assert state.scale[0] > 0.1 * scale[0]  # absorbed and rescaled, not collapsed
+
+
 def test_tiny_and_flat_series_are_scaled_by_their_own_level(rt_series: Runtime) -> None:
     """A series at 1e-7 keeps its own spread (an absolute floor of 1e-8 made it 'constant'
     and gave it scale 1: intervals of +-1.4 around 1e-7); a flat history at 1e7 takes its
