@@ -96,12 +96,16 @@ class Runtime:
         sigma_obs: np.ndarray,
         particles: int,
         table_rows: int,
-        max_filter_steps: int = MAX_FILTER_STEPS,
+        max_filter_steps: int | None = None,
     ) -> None:
-        if max_filter_steps < artifact.config.window:
+        window = artifact.config.window
+        if max_filter_steps is None:  # a model with a longer window filters at least that
+            max_filter_steps = max(MAX_FILTER_STEPS, window)
+        if max_filter_steps < window:
             raise InputError(
                 "max_filter_steps (the service's SMCT_MAX_FILTER_STEPS) must be at least the "
-                f"window ({artifact.config.window}), got {max_filter_steps}"
+                f"window ({window}), got {max_filter_steps}; leave it unset for "
+                f"max({MAX_FILTER_STEPS}, window)"
             )
         self.max_filter_steps = max_filter_steps
         self.artifact = artifact
@@ -136,11 +140,12 @@ class Runtime:
         device: str = "auto",
         particles: int | None = None,
         threads: int = 1,
-        max_filter_steps: int = MAX_FILTER_STEPS,
+        max_filter_steps: int | None = None,
     ) -> Runtime:
         """Open and verify `artifact`; backend torch|onnx, device auto|cpu|cuda; `particles`
         defaults to the artifact's; `threads` is onnxruntime's intra-op thread count;
-        `max_filter_steps` bounds the filtering of a long history (see `create`)."""
+        `max_filter_steps` bounds the filtering of a long history (see `create`; default
+        MAX_FILTER_STEPS, or the model's window where that is longer)."""
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         if device not in DEVICES:

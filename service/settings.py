@@ -43,11 +43,11 @@ class Settings(BaseSettings):
         "max_horizon, and the largest request at the default samples and horizon",
     )
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    max_filter_steps: int = Field(
-        default=512, ge=1, description="filter steps run on one history (PUT, stateless "
+    max_filter_steps: int | None = Field(
+        default=None, ge=1, description="filter steps run on one history (PUT, stateless "
         "forecasts): a longer history is filtered over its last max_filter_steps values, the "
         "earlier ones giving its scale and the window the filter starts from; at least the "
-        "model's window",
+        "model's window; unset: 512, or the model's window where that is longer",
     )
 
     # micro-batching of model calls

@@ -382,6 +382,24 @@ def test_a_long_history_is_filtered_over_its_last_steps(artifact: Any, ar_series
         Runtime.load(artifact, max_filter_steps=rt.window - 1)
 
 
+def test_a_window_over_the_default_filter_steps_loads(tmp_path: Any, ar_series: Any) -> None:
+    """The default bound on filter steps is MAX_FILTER_STEPS or the model's window, whichever
+    is longer: a model attending to 520 steps loads with the defaults (it was refused as
+    'max_filter_steps must be at least the window'), and its histories are filtered over
+    their last 520 values; an explicit bound under the window is still refused."""
+    from model.config import ModelConfig
+    from model.runtime import MAX_FILTER_STEPS
+
+    cfg = ModelConfig(d_model=8, n_heads=1, window=MAX_FILTER_STEPS + 8, d_ff=8)
+    art = _torch_only_artifact(tmp_path / "a", cfg, {"mode": "per_series"})
+    rt = Runtime.load(art)
+    assert rt.max_filter_steps == cfg.window
+    (state,) = rt.create([100.0 + ar_series(1, 600)[0]])
+    assert state.t == 600
+    with pytest.raises(InputError, match="at least the window"):
+        Runtime.load(art, max_filter_steps=MAX_FILTER_STEPS)
+
+
 def test_a_long_history_forecasts_as_when_filtered_whole(artifact: Any, ar_series: Any) -> None:
     """Starting the filter max_filter_steps before the end (window from the history, keys and
     values from their prior) gives the forecast a full run gives: over 40 AR(1) paths of 400
