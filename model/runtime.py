@@ -49,7 +49,12 @@ MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last va
 
 
 class InputError(ValueError):
-    """Bad input to the runtime (shapes, lengths, values), with what is wrong."""
+    """Bad input to the runtime (shapes, lengths, values), with what is wrong; `field` names
+    the request field at fault where the runtime knows it."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -414,7 +419,8 @@ class Runtime:
                     covariates=None if covariates is None else covariates[i : i + chunk],
                 )
             return out
-        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, covariates)]
+        cov = self._path_inputs(states, horizon, n_samples, covariates)
+        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, cov)]
         if not steps:
             return []
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
@@ -432,10 +438,15 @@ class Runtime:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
     ) -> Iterator[tuple[int, list[Forecast]]]:
-        """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1)."""
+        """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1).
+        The inputs are checked here, before the first step is drawn (a stream refuses a bad
+        request before it starts)."""
         levels, quantiles = _levels(levels), _levels(quantiles)
-        for h, x in self._paths(states, horizon, n_samples, seed, covariates):
-            yield h, self._summaries(x[:, :, None], levels, quantiles, return_samples)
+        cov = self._path_inputs(states, horizon, n_samples, covariates)
+        return (
+            (h, self._summaries(x[:, :, None], levels, quantiles, return_samples))
+            for h, x in self._paths(states, horizon, n_samples, seed, cov)
+        )
 
     def forecast_history(
         self,
@@ -467,13 +478,10 @@ class Runtime:
         horizon: int,
         n_samples: int,
         seed: int | None,
-        covariates: Sequence[np.ndarray] | None,
+        cov: np.ndarray | None,
     ) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield (h, samples (B, N, O) in series units) as the paths move."""
-        if horizon < 1 or n_samples < 1:
-            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
-        self._check_states(states)
-        cov = self._covariates(states, horizon, covariates)
+        """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
+        covariates from `_path_inputs`."""
         if not states:
             return
         batch = StateBatch.of(states)
@@ -562,6 +570,19 @@ class Runtime:
                     f"L={self.window}, F={self.n_features}"
                 )
 
+    def _path_inputs(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        n_samples: int,
+        covariates: Sequence[np.ndarray] | None,
+    ) -> np.ndarray | None:
+        """Check the inputs of a forecast; returns its scaled future covariates (or None)."""
+        if horizon < 1 or n_samples < 1:
+            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
+        self._check_states(states)
+        return self._covariates(states, horizon, covariates)
+
     def _covariates(
         self, states: Sequence[SeriesState], horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> np.ndarray | None:
@@ -585,7 +606,28 @@ class Runtime:
             raise InputError("future covariates must be finite")
         locs = np.stack([s.loc[self.target_dim :] for s in states])[:, None]
         scales = np.stack([s.scale[self.target_dim :] for s in states])[:, None]
-        return ((out - locs) / scales).astype(np.float32)
+        scaled = (out - locs) / scales
+        check_future_scale(scaled, out, locs, scales)
+        return scaled.astype(np.float32)
+
+
+def check_future_scale(
+    scaled: np.ndarray, raw: np.ndarray, loc: np.ndarray, scale: np.ndarray
+) -> None:
+    """Refuse future covariates (..., H, C) more than MAX_SCALED scales from the level of the
+    series' covariate, as Runtime._scale refuses such observations: float32 inputs that large
+    overflow the network and every forecast comes back NaN."""
+    far = np.abs(scaled) > MAX_SCALED
+    if far.any():
+        at = tuple(int(i[0]) for i in np.nonzero(far))
+        level = np.broadcast_to(loc, scaled.shape)[at]
+        spread = np.broadcast_to(scale, scaled.shape)[at]
+        raise InputError(
+            f"covariates: the value {float(raw[at]):.6g} of covariate {at[-1]} at forecast step "
+            f"{at[-2] + 1} is more than {MAX_SCALED:.0e} scales from that covariate's level in "
+            f"the series' history ({float(level):.6g} +- {float(spread):.6g}); check its units",
+            field="covariates",
+        )
 
 
 def _levels(levels: Sequence[float]) -> list[float]:

@@ -38,7 +38,7 @@ import torch
 from model.artifact import ArtifactError, sha256_file
 from model.baselines.registry import load_forecaster
 from model.predictive import summarize_samples
-from model.runtime import MIN_HISTORY, Forecast, InputError, _levels
+from model.runtime import MIN_HISTORY, Forecast, InputError, _levels, check_future_scale
 from model.state import series_scaling
 
 BASELINE_TYPE = "smct-baseline"
@@ -294,16 +294,29 @@ class StatelessRuntime:
         covariates: Sequence[np.ndarray] | None = None,
     ) -> Iterator[tuple[int, list[Forecast]]]:
         """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
-        drawn whole first (a baseline's rollout is one call), then summarised step by step."""
+        drawn whole first (a baseline's rollout is one call), then summarised step by step;
+        the inputs are checked here, before the first step."""
         future = self._future(len(states), horizon, covariates)
-        paths = [  # (1, N, H, O) each
-            self._paths(s, horizon, n_samples, seed, c) for s, c in zip(states, future, strict=True)
-        ]
-        for h in range(horizon):
-            yield h, [
-                self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples)[0]
-                for p in paths
+        o = self.target_dim
+        for state, ahead in zip(states, future, strict=True):
+            if ahead is not None:
+                scaled = (ahead - state.loc[o:]) / state.scale[o:]
+                check_future_scale(scaled, ahead, state.loc[o:], state.scale[o:])
+        if horizon < 1 or n_samples < 1:
+            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
+
+        def steps() -> Iterator[tuple[int, list[Forecast]]]:
+            paths = [  # (1, N, H, O) each
+                self._paths(s, horizon, n_samples, seed, c)
+                for s, c in zip(states, future, strict=True)
             ]
+            for h in range(horizon):
+                yield h, [
+                    self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples)[0]
+                    for p in paths
+                ]
+
+        return steps()
 
     # ------------------------------------------------------------------ internals
 
@@ -343,6 +356,7 @@ class StatelessRuntime:
         ahead = np.zeros((horizon, self.n_features))
         if future is not None:  # scaled as the history's covariates
             ahead[:, o:] = (future - state.loc[o:]) / state.scale[o:]
+            check_future_scale(ahead[:, o:], future, state.loc[o:], state.scale[o:])
         window = np.concatenate([state.x, ahead])[None]
         key = state.key if seed is None else _hash(str(seed).encode())
         with torch.inference_mode():

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
@@ -302,19 +302,29 @@ class Engine:
         except InputError as exc:
             raise InvalidInput(f"series: {exc}", field="series") from exc
 
-    async def stream_steps(
+    def stream_steps(
         self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,
         covariates: Sequence[np.ndarray] | None = None,
     ) -> AsyncIterator[StreamStep]:
-        """One StreamStep per horizon step as the particles propagate; stops when closed."""
-        loop = asyncio.get_running_loop()
+        """One StreamStep per horizon step as the particles propagate; stops when closed. The
+        runtime checks the inputs here, so a bad request is refused (InvalidInput) before the
+        stream starts."""
         extra: dict[str, Any] = {} if covariates is None else {"covariates": covariates}
-        steps = iter(
-            self.runtime.forecast_steps(
-                states, params.horizon, params.fractions, params.n_samples,
-                return_samples=params.return_samples, **extra,
+        try:
+            steps = iter(
+                self.runtime.forecast_steps(
+                    states, params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples, **extra,
+                )
             )
-        )
+        except (InputError, ValueError) as exc:
+            raise self._invalid(exc) from exc
+        return self._stream(ids, steps, params)
+
+    async def _stream(
+        self, ids: Sequence[str], steps: Iterator[Any], params: ForecastParams
+    ) -> AsyncIterator[StreamStep]:
+        loop = asyncio.get_running_loop()
         self.active_streams += 1
         try:
             for step in range(1, params.horizon + 1):
@@ -357,7 +367,7 @@ class Engine:
 
     def _invalid(self, exc: Exception) -> Exception:
         if isinstance(exc, InputError):
-            return InvalidInput(str(exc))
+            return InvalidInput(str(exc), field=exc.field)
         if isinstance(exc, StateFormatError):
             return IncompatibleState(
                 f"the stored state cannot be read by model {self.model_version} ({exc}); "

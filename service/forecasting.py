@@ -69,13 +69,14 @@ class ForecastService:
         ids = [s.id for s in req.series]
         states = await self.engine.start_stream(histories)
         future = covariates if self.engine.n_covariates else None
-        return self._events(params, ids, states, future)
+        steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input now
+        return self._events(params, ids, steps)
 
     async def _events(
-        self, params: ForecastParams, ids: list[str], states: Any, covariates: list[Any] | None
+        self, params: ForecastParams, ids: list[str], steps: AsyncIterator[StreamStep]
     ) -> AsyncIterator[dict[str, str]]:
         whole = [_empty(i, params) for i in ids]
-        async for step in self.engine.stream_steps(ids, states, params, covariates):
+        async for step in steps:
             for acc, part in zip(whole, step.forecasts, strict=True):
                 _extend(acc, part)
             yield {"event": "step", "id": str(step.step), "data": _json(step)}

@@ -124,6 +124,28 @@ def test_online_series_with_covariates(cov_client: TestClient) -> None:
     assert cov_client.get("/v1/series/shop").json()["seq"] == 22  # errors changed nothing
 
 
+def test_future_covariates_far_from_the_series_level_are_a_422(cov_client: TestClient) -> None:
+    """Future covariates more than 1e6 scales from the level of the series' covariate are
+    refused as such observations are (they used to give a 200 whose forecasts were all null:
+    float32 overflow); an observation that sends them is not absorbed."""
+    assert cov_client.put("/v1/series/far", json={"values": values()}).status_code == 201
+    series = {"id": "a", "values": values(), "covariates": [1e20, 21.0, 22.0]}
+    r = cov_client.post("/v1/forecast", json={"series": [series], "horizon": 3})
+    assert_422(r, "covariates", "1e+20", "forecast step 1", "scales from")
+    r = cov_client.post("/v1/forecast/stream", json={"series": [series], "horizon": 3})
+    assert r.status_code == 422, r.text
+    r = cov_client.post("/v1/series/far/forecast", json={"horizon": 2, "covariates": [20.0, -1e19]})
+    assert_422(r, "covariates", "-1e+19", "forecast step 2")
+    obs = {"observations": [{"seq": 20, "value": [141.0, 20.5]}], "horizon": 1,
+           "covariates": [1e30]}
+    r = cov_client.post("/v1/series/far/observations", json=obs)
+    assert_422(r, "covariates", "forecast step 1")
+    assert cov_client.get("/v1/series/far").json()["seq"] == 20  # nothing absorbed
+    obs["covariates"] = [21.0]
+    r = cov_client.post("/v1/series/far/observations", json=obs)
+    assert r.status_code == 200 and all(v is not None for v in r.json()["forecast"]["mean"])
+
+
 def test_posted_forecast_of_a_univariate_series(client: TestClient, runtime: Any) -> None:
     """POST /v1/series/{id}/forecast is the GET with a body, for every model."""
     from tests.service.test_api import put
@@ -173,6 +195,9 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
         assert len(r.json()["forecasts"][0]["mean"]) == 2
         r = c.post("/v1/forecast/stream", json={"series": [series], "horizon": 2})
         assert r.status_code == 200 and r.text.count("event: step") == 2
+        series["covariates"] = [21.0, 1e20]
+        r = c.post("/v1/forecast", json={"series": [series], "horizon": 2})
+        assert_422(r, "covariates", "1e+20", "forecast step 2", "check its units")
         del series["covariates"]
         r = c.post("/v1/forecast", json={"series": [series], "horizon": 2})
         assert_422(r, "series[0].covariates", "1 covariate(s)")

@@ -102,7 +102,25 @@ def check_answer(r: Any) -> None:
         body = r.json()
         assert body["error"] and body["message"], body
     elif r.headers.get("content-type", "").startswith("application/json"):
-        json.loads(r.text, parse_constant=_no_constant)  # answers are strict JSON
+        answer = json.loads(r.text, parse_constant=_no_constant)  # answers are strict JSON
+        for numbers in _summaries(answer):  # and an answered forecast has every number
+            assert all(v is not None for v in numbers), r.text[:300]
+
+
+def _summaries(value: Any) -> list[list[Any]]:
+    """Every mean, median and interval bound list of an answer (forecasts may be null)."""
+    out: list[list[Any]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("mean", "median", "lo", "hi") and isinstance(item, list):
+                out.append([v for v in item if not isinstance(v, list)]
+                           + [w for v in item if isinstance(v, list) for w in v])
+            else:
+                out += _summaries(item)
+    elif isinstance(value, list):
+        for item in value:
+            out += _summaries(item)
+    return out
 
 
 def _no_constant(name: str) -> Any:
