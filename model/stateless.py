@@ -245,9 +245,15 @@ class StatelessRuntime:
         out = []
         for h in histories:
             rows = self._rows(h)
-            filled = _fill_forward(rows)
-            if filled is None:
+            unseen = ~np.isfinite(rows).any(axis=0)  # (F,) features never observed
+            if unseen[: self.target_dim].any():
                 raise InputError("a history has a target that is never observed")
+            if unseen.any():  # a covariate never observed: its mean (scaled 0), as the SMC's
+                rows = rows.copy()
+                mean = self.global_scaling[0] if self.global_scaling else np.zeros(rows.shape[1])
+                rows[:, unseen] = mean[unseen]
+            filled = _fill_forward(rows)
+            assert filled is not None
             fed = filled[-self.context_length :]
             loc, scale = self.global_scaling or series_scaling(fed)
             x = (fed - loc) / scale

@@ -449,7 +449,7 @@ class Engine:
     def _history_batch(self, params: ForecastParams, items: Sequence[Any]) -> list[Any]:
         def run(batch: Sequence[Any]) -> list[SeriesForecast]:
             extra: dict[str, Any] = {}
-            if self.n_covariates:  # (a baseline's runtime takes no covariates)
+            if self.n_covariates:
                 extra["covariates"] = [c for _, _, c in batch]
             forecasts = self._timed(
                 "forecast", len(batch),

@@ -22,6 +22,7 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -103,7 +104,8 @@ Covariates = Annotated[
             "type": "array", "items": _POINT_SCHEMA,
             "description": "known future values of the model's covariates, one per forecast "
             "step (horizon of them): a number when the model takes one covariate, else a list "
-            "in the order of its input features; only for a model with covariates",
+            "in the order of its input features; only for a model with covariates. The row of "
+            "step h, like a history row, forecasts step h+1: the last row is not used",
         }
     ),
 ]
@@ -181,6 +183,17 @@ class ForecastQuery(_Request):
     levels: list[str] | None = Field(None, examples=[["80", "95"]])
     num_samples: NumSamples | None = None
     return_samples: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_covariates(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "covariates" in data:
+            raise PydanticCustomError(
+                "covariates_in_query",
+                "send future covariates in the JSON body of POST "
+                "/v1/series/{series_id}/forecast, not in the query of a GET",
+            )
+        return data
 
     @field_validator("levels")
     @classmethod

@@ -115,6 +115,8 @@ def test_online_series_with_covariates(cov_client: TestClient) -> None:
 
     r = cov_client.get("/v1/series/shop/forecast?horizon=2")
     assert_422(r, "covariates", "1 covariate(s)", "POST /v1/series/shop/forecast")
+    r = cov_client.get("/v1/series/shop/forecast?horizon=2&covariates=20&covariates=21")
+    assert_422(r, "query", "JSON body of POST /v1/series/{series_id}/forecast")
     r = cov_client.post("/v1/series/shop/forecast", json={"horizon": 2, "levels": [50, 90],
                                                          "covariates": [20.0, 21.0]})
     assert r.status_code == 200, r.text
@@ -195,6 +197,9 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
         assert len(r.json()["forecasts"][0]["mean"]) == 2
         r = c.post("/v1/forecast/stream", json={"series": [series], "horizon": 2})
         assert r.status_code == 200 and r.text.count("event: step") == 2
+        unseen = {"id": "b", "values": [[v[0], None] for v in values()], "covariates": [1, 2]}
+        r = c.post("/v1/forecast", json={"series": [unseen], "horizon": 2})  # as the SMC's:
+        assert r.status_code == 200, r.text  # a covariate never seen stands at its mean
         series["covariates"] = [21.0, 1e20]
         r = c.post("/v1/forecast", json={"series": [series], "horizon": 2})
         assert_422(r, "covariates", "1e+20", "forecast step 2", "check its units")
