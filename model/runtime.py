@@ -113,6 +113,8 @@ class Runtime:
                 f"max({MAX_FILTER_STEPS}, window)"
             )
         self.max_filter_steps = max_filter_steps
+        # observed inputs a window needs to rescale a series (Runtime._reanchor)
+        self.min_observed = max(2, window // 2)
         self.artifact = artifact
         self.manifest: dict[str, Any] = artifact.manifest
         self.model_id = artifact.model_id
@@ -206,11 +208,7 @@ class Runtime:
         scaling = [series_scaling(r) if self.per_series else (self.loc, self.scale) for r in rows]
         if self.per_series:
             for r in rows:
-                if not np.isfinite(r[:, : self.target_dim]).any(axis=0).all():
-                    raise InputError(
-                        "a history has a target that is never observed; it cannot "
-                        "be scaled by its own history"
-                    )
+                check_observed(r, self.target_dim)
         # row index of the last input the window holds when filtering starts (0: the first)
         start = [max(0, len(r) - 1 - self.max_filter_steps) for r in rows]
         lineage = np.zeros((b, p, n_lag), np.int64)
@@ -232,11 +230,13 @@ class Runtime:
             logw=np.zeros((b, p), np.float32),
             loc=np.stack([s[0] for s in scaling]),
             scale=np.stack([s[1] for s in scaling]),
+            observed=np.zeros((b, n_lag, f), np.bool_),
         )
         for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
             scaled = self._scale(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
+            batch.observed[i, : len(window)] = np.isfinite(window)
         self._advance(batch, [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)])
         return [batch.state(i, self.model_id) for i in range(b)]
 
@@ -288,13 +288,14 @@ class Runtime:
             if on_step is not None:
                 on_step(idx, sub, x, out)
             sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
+            sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
-                self._reanchor(sub, np.isfinite(x))
+                self._reanchor(sub)
             if sub is not batch:
                 batch.put(idx, sub)
 
-    def _reanchor(self, batch: StateBatch, observed: np.ndarray) -> None:
+    def _reanchor(self, batch: StateBatch) -> None:
         """Scale a series by the window the model attends to, at every step once it is full.
 
         A per-series model is trained on windows scaled by their own recent values
@@ -308,10 +309,12 @@ class Runtime:
         the creating history stays (a few values give no scale). Deterministic in the state:
         a round trip through bytes gives the same updates. In place.
 
-        A feature missing at this step (`observed` (B, F) False) keeps its scaling: its newest
-        input is the filter's imputed mean, and over a long gap the window would fill with
-        imputed means that settle on a constant, shrink the scale towards 0 and leave every
-        later real value "millions of scales" from the level, refused for good."""
+        Only observed inputs count (`batch.observed`), as training scales a window by its
+        finite values: a missing value is the filter's imputed mean, and over a gap those
+        settle on a constant; taken as data they shrank the scale to nothing (every later
+        value refused as "millions of scales" away) or, right after the gap, to a fraction of
+        the series' spread (intervals far too narrow). A feature with fewer than
+        `min_observed` values in the window keeps its scaling."""
         full = batch.t >= self.window
         if not full.all():
             if not full.any():
@@ -321,14 +324,20 @@ class Runtime:
             due = slice(None)  # views, not copies: this runs at every step
         loc, scale = batch.loc[due], batch.scale[due]  # (D, F)
         units = batch.x_hist[due] * scale[:, None] + loc[:, None]  # (D, L, F) float64
-        # model.state.series_scaling without its NaN handling (the window holds no NaN)
-        new_loc = units.sum(axis=1) / units.shape[1]
-        dev = units - new_loc[:, None]
-        spread = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
-        new_scale = flat_scale(new_loc, spread)
-        seen = observed[due]  # (D, F)
-        if not seen.all():
-            new_loc, new_scale = np.where(seen, new_loc, loc), np.where(seen, new_scale, scale)
+        seen = batch.observed[due]  # (D, L, F)
+        if seen.all():  # model.state.series_scaling without its NaN handling
+            new_loc = units.sum(axis=1) / units.shape[1]
+            dev = units - new_loc[:, None]
+            spread = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
+            new_scale = flat_scale(new_loc, spread)
+        else:
+            count = seen.sum(axis=1)  # (D, F)
+            n = np.maximum(count, 1)
+            new_loc = np.where(seen, units, 0.0).sum(axis=1) / n
+            dev = np.where(seen, units - new_loc[:, None], 0.0)
+            new_scale = flat_scale(new_loc, np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / n))
+            enough = count >= self.min_observed
+            new_loc, new_scale = np.where(enough, new_loc, loc), np.where(enough, new_scale, scale)
             dev = units - new_loc[:, None]
         batch.x_hist[due] = dev / new_scale[:, None]
         batch.loc[due], batch.scale[due] = new_loc, new_scale
@@ -609,6 +618,20 @@ class Runtime:
         scaled = (out - locs) / scales
         check_future_scale(scaled, out, locs, scales)
         return scaled.astype(np.float32)
+
+
+def check_observed(history: np.ndarray, target_dim: int) -> None:
+    """A series scaled by its own history needs every feature observed at least once: a
+    target never seen has no level, and a covariate never seen would take its future values
+    unscaled (a temperature of 20 read as 20 standard deviations)."""
+    unseen = np.flatnonzero(~np.isfinite(history).any(axis=0))
+    if unseen.size:
+        j = int(unseen[0])
+        what = "target" if j < target_dim else "covariate"
+        raise InputError(
+            f"a history has a {what} (feature {j}) that is never observed; it cannot be "
+            "scaled by its own history: send at least one of its values"
+        )
 
 
 def check_future_scale(

@@ -7,11 +7,14 @@ key/value windows are rebuilt from these and the artifact's noise table, so the 
 kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
 update after a round trip through bytes gives bit for bit the result it gives on the original.
 
-Binary format, version 1, little-endian:
+Binary format, version 2, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
-    x_hist n x F x f32 (n = min(t, L) valid lags) | lineage P x (n - 1) x index (lags 2..n;
-    lag 1 of particle m is m itself) | logw P x f32 | crc32 u32 of all that precedes.
+    x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
+    the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
+    lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
+    crc32 u32 of all that precedes.
+Version 1 (no observed mask: every valid lag counts as observed) is still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -48,7 +51,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 class SeriesState:
     """Particles of one series after `t` observations (see the module docstring)."""
 
-    FORMAT_VERSION: ClassVar[int] = 1
+    FORMAT_VERSION: ClassVar[int] = 2
+    READS: ClassVar[tuple[int, ...]] = (1, 2)
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -58,14 +62,22 @@ class SeriesState:
     logw: np.ndarray  # (P,) float32 log-weights
     loc: np.ndarray  # (F,) float64 scaling: scaled = (x - loc) / scale
     scale: np.ndarray  # (F,) float64
+    # (L, F) bool: x_hist holds a value there, not an imputed mean (None: every valid lag)
+    observed: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.observed is None:
+            valid = np.arange(self.x_hist.shape[0]) < self.t
+            object.__setattr__(
+                self, "observed", np.broadcast_to(valid[:, None], self.x_hist.shape)
+            )
         for name, dtype in (
             ("x_hist", np.float32),
             ("lineage", np.int64),
             ("logw", np.float32),
             ("loc", np.float64),
             ("scale", np.float64),
+            ("observed", np.bool_),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         p, n_lag = self.lineage.shape
@@ -99,7 +111,7 @@ class SeriesState:
             return NotImplemented
         return (self.model_id, self.seed, self.t) == (other.model_id, other.seed, other.t) and all(
             np.array_equal(getattr(self, f), getattr(other, f))
-            for f in ("x_hist", "lineage", "logw", "loc", "scale")
+            for f in ("x_hist", "lineage", "logw", "loc", "scale", "observed")
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -126,6 +138,7 @@ class SeriesState:
                 self.loc.astype("<f8").tobytes(),
                 self.scale.astype("<f8").tobytes(),
                 self.x_hist[:n].astype("<f4").tobytes(),
+                np.packbits(np.asarray(self.observed)[:n].reshape(-1), bitorder="little").tobytes(),
                 self.lineage[:, 1:n].astype(_INDEX[width]).tobytes(),
                 self.logw.astype("<f4").tobytes(),
             )
@@ -141,15 +154,17 @@ class SeriesState:
         magic, version, width, model_id, seed, t, p, n_lag, f = _HEAD.unpack_from(data)
         if magic != MAGIC:
             raise StateFormatError("not a series state (bad magic bytes)")
-        if version != cls.FORMAT_VERSION:
+        if version not in cls.READS:
             raise StateFormatError(
                 f"series state format version {version} is not supported (this code reads "
-                f"version {cls.FORMAT_VERSION}); rebuild the state from the series' history"
+                f"versions {', '.join(map(str, cls.READS))}); rebuild the state from the "
+                "series' history"
             )
         if width not in _INDEX or p < 1 or n_lag < 1 or f < 1 or t < 1:
             raise StateFormatError("corrupt series state header")
         n = min(t, n_lag)
-        sizes = (8 * f, 8 * f, 4 * n * f, width * p * (n - 1), 4 * p)
+        mask = (n * f + 7) // 8 if version >= 2 else 0
+        sizes = (8 * f, 8 * f, 4 * n * f, mask, width * p * (n - 1), 4 * p)
         if len(data) != _HEAD.size + sum(sizes) + 4:
             raise StateFormatError(
                 f"series state has {len(data)} bytes, its header implies "
@@ -164,9 +179,15 @@ class SeriesState:
             pos += size
         x_hist = np.zeros((n_lag, f), np.float32)
         x_hist[:n] = np.frombuffer(parts[2], "<f4").reshape(n, f)
+        observed = np.zeros((n_lag, f), np.bool_)
+        if version >= 2:
+            bits = np.unpackbits(np.frombuffer(parts[3], np.uint8), bitorder="little")
+            observed[:n] = bits[: n * f].reshape(n, f).astype(np.bool_)
+        else:
+            observed[:n] = True
         lineage = np.zeros((p, n_lag), np.int64)
         lineage[:, 0] = np.arange(p)
-        lineage[:, 1:n] = np.frombuffer(parts[3], _INDEX[width]).reshape(p, n - 1)
+        lineage[:, 1:n] = np.frombuffer(parts[4], _INDEX[width]).reshape(p, n - 1)
         if lineage.size and lineage.max() >= p:
             raise StateFormatError("corrupt series state: ancestor index out of range")
         return cls(
@@ -175,9 +196,10 @@ class SeriesState:
             t=int(t),
             x_hist=x_hist,
             lineage=lineage,
-            logw=np.frombuffer(parts[4], "<f4"),
+            logw=np.frombuffer(parts[5], "<f4"),
             loc=np.frombuffer(parts[0], "<f8"),
             scale=np.frombuffer(parts[1], "<f8"),
+            observed=observed,
         )
 
 
@@ -192,6 +214,7 @@ class StateBatch:
     logw: np.ndarray  # (B, P) float32
     loc: np.ndarray  # (B, F) float64
     scale: np.ndarray  # (B, F) float64
+    observed: np.ndarray  # (B, L, F) bool
 
     @classmethod
     def of(cls, states: Sequence[SeriesState]) -> StateBatch:
@@ -203,6 +226,7 @@ class StateBatch:
             logw=np.stack([s.logw for s in states]),
             loc=np.stack([s.loc for s in states]),
             scale=np.stack([s.scale for s in states]),
+            observed=np.stack([np.asarray(s.observed) for s in states]),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -222,6 +246,7 @@ class StateBatch:
             logw=self.logw[i],
             loc=self.loc[i],
             scale=self.scale[i],
+            observed=self.observed[i],
         )
 
 

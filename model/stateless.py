@@ -38,7 +38,14 @@ import torch
 from model.artifact import ArtifactError, sha256_file
 from model.baselines.registry import load_forecaster
 from model.predictive import summarize_samples
-from model.runtime import MIN_HISTORY, Forecast, InputError, _levels, check_future_scale
+from model.runtime import (
+    MIN_HISTORY,
+    Forecast,
+    InputError,
+    _levels,
+    check_future_scale,
+    check_observed,
+)
 from model.state import series_scaling
 
 BASELINE_TYPE = "smct-baseline"
@@ -246,12 +253,11 @@ class StatelessRuntime:
         for h in histories:
             rows = self._rows(h)
             unseen = ~np.isfinite(rows).any(axis=0)  # (F,) features never observed
-            if unseen[: self.target_dim].any():
-                raise InputError("a history has a target that is never observed")
-            if unseen.any():  # a covariate never observed: its mean (scaled 0), as the SMC's
+            if self.global_scaling is None or unseen[: self.target_dim].any():
+                check_observed(rows, self.target_dim)  # as the SMC Transformer's
+            if unseen.any() and self.global_scaling is not None:  # the training mean
                 rows = rows.copy()
-                mean = self.global_scaling[0] if self.global_scaling else np.zeros(rows.shape[1])
-                rows[:, unseen] = mean[unseen]
+                rows[:, unseen] = self.global_scaling[0][unseen]
             filled = _fill_forward(rows)
             assert filled is not None
             fed = filled[-self.context_length :]

@@ -310,27 +310,36 @@ def test_a_long_gap_keeps_the_scaling_of_the_last_real_values(
     rt_series: Runtime, where: str
 ) -> None:
     """Over a run of missing values the window fills with the filter's imputed means, which
-    settle on a constant: rescaled by them, the scale fell towards 0 (1e-7 of the level) and
-    every later real value was refused as millions of scales away, for good. A missing value
-    keeps the scaling, so after 300 missing steps the scale is that of the last real window
-    and the next real value is scored against intervals at the series' level."""
+    settle on a constant. Taken as data, they shrank the scale to 1e-7 of the level (every
+    later real value refused as millions of scales away, for good), and right after the gap
+    to a fraction of the series' spread (intervals far too narrow). Only observed inputs
+    scale a series now, and a window with fewer than `min_observed` of them keeps its
+    scaling: after 300 missing steps the scale is that of the last real values, and the
+    intervals issued after the gap are as wide as before it."""
     from model.state import series_scaling
 
     rng = np.random.default_rng(4)
-    values = 100.0 + 10.0 * np.sin(np.arange(60) / 3.0) + rng.normal(size=60)
+    values = 100.0 + 10.0 * np.sin(np.arange(90) / 3.0) + rng.normal(size=90)
     gap = np.full(300, np.nan)
+    before, after = values[:60], values[60:]
     if where == "history":
-        (state,) = rt_series.create([np.r_[values, gap][:, None]])
+        (state,) = rt_series.create([np.r_[before, gap][:, None]])
     else:
-        (state,) = rt_series.create([values[:, None]])
+        (state,) = rt_series.create([before[:, None]])
         ((state, _),) = rt_series.update([state], [gap[:, None]], [0.8])
-    assert state.t == 360
-    _, scale = series_scaling(values[-rt_series.window :, None])
+    assert state.t == 360 and not state.observed.any()
+    _, scale = series_scaling(before[-rt_series.min_observed :, None])
     np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
-    ((state, (res,)),) = rt_series.update([state], [np.array([[101.0]])], [0.95])
-    lo, hi = (float(np.asarray(b).reshape(-1)[0]) for b in res.intervals[0.95])
-    assert 40.0 < lo < 101.0 < hi < 160.0, (lo, hi)
-    assert state.scale[0] > 0.1 * scale[0]  # absorbed and rescaled, not collapsed
+    (ref,) = rt_series.create([before[:, None]])
+    ((_, issued_before),) = rt_series.update([ref], [after[:10, None]], [0.8])
+    ((state, issued_after),) = rt_series.update([state], [after[:10, None]], [0.8])
+    width = [np.mean([float(np.ravel(r.intervals[0.8][1])[0] - np.ravel(r.intervals[0.8][0])[0])
+                      for r in rs]) for rs in (issued_before, issued_after)]
+    assert 0.5 < width[1] / width[0] < 3.0, width  # not collapsed (it fell to ~0.3 of it)
+    assert 0.5 < state.scale[0] / scale[0] < 2.0
+    assert state.observed[:10].all() and not state.observed[10:].any()
+    blob = state.to_bytes()  # the mask survives a round trip
+    assert np.array_equal(type(state).from_bytes(blob).observed, state.observed)
 
 
 def test_tiny_and_flat_series_are_scaled_by_their_own_level(rt_series: Runtime) -> None:

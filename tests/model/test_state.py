@@ -34,7 +34,8 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     (state,) = rt.create(ar_series(1, 40))
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
-    assert len(blob) == 64 + 16 + 24 * 4 + 100 * 23 + 100 * 4 + 4  # header, scaling, x, lineage, w
+    # header, scaling, x, observed mask (24 bits), lineage, w, crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 4
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
     assert (back.model_id, back.t, back.n_particles, back.ess) == (
@@ -50,7 +51,7 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
-    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 300 * 4 * 2 + 300 * 4 + 4
+    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 4
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
@@ -96,3 +97,24 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
         with pytest.raises(StateFormatError, match=message):
             SeriesState.from_bytes(data)
     assert issubclass(StateFormatError, ValueError)
+
+
+def test_version_1_states_are_still_read(rt_torch: Runtime, ar_series: Any) -> None:
+    """States stored before the observed mask (format 1, in Redis across an upgrade) are read
+    with every valid lag observed, and take updates."""
+    import struct
+    import zlib
+
+    from model.state import _HEAD
+
+    (state,) = rt_torch.create(ar_series(1, 40))
+    blob = state.to_bytes()
+    n, f = min(state.t, state.window), state.n_features
+    cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
+    head = bytearray(blob[:cut])
+    struct.pack_into("<H", head, 4, 1)  # version 1
+    body = bytes(head) + blob[cut + (n * f + 7) // 8 : -4]
+    old = SeriesState.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    assert old.observed.all() and old == state  # this history had no missing value
+    ((new, _),) = rt_torch.update([old], [np.array([[0.2]])], [0.8])
+    assert new.t == 41 and SeriesState.from_bytes(new.to_bytes()) == new
