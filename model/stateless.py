@@ -308,6 +308,7 @@ class StatelessRuntime:
         """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
         drawn whole first (a baseline's rollout is one call), then summarised step by step;
         the inputs are checked here, before the first step."""
+        levels, quantiles = _levels(levels), _levels(quantiles)
         future = self._future(len(states), horizon, covariates)
         o = self.target_dim
         for state, ahead in zip(states, future, strict=True):

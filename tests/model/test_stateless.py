@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -178,3 +179,10 @@ def test_streamed_steps_are_the_forecast_step_by_step(runtime: StatelessRuntime)
     for h, (_, forecasts) in enumerate(steps):
         np.testing.assert_allclose(forecasts[0].mean[0], whole.mean[h])
         np.testing.assert_allclose(forecasts[0].intervals[0.8][0][0], whole.intervals[0.8][0][h])
+    states = runtime.create([history])
+    for bad in ({"levels": [1.5]}, {"quantiles": [0.0]}, {"n_samples": 0}):
+        args: dict[str, Any] = {"levels": LEVELS, "n_samples": 100, **bad}
+        with pytest.raises(InputError):  # at the call, before any path is drawn (a stream)
+            runtime.forecast_steps(
+                states, 3, args["levels"], args["n_samples"], quantiles=bad.get("quantiles", ())
+            )
