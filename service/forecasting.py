@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from service.engine import Engine, ForecastParams
+from service.errors import InvalidInput
 from service.schemas import (
     ForecastRequest,
     ForecastResponse,
@@ -54,10 +55,18 @@ class ForecastService:
 
     async def forecast(self, req: ForecastRequest) -> ForecastResponse:
         params, histories, covariates = self._prepare(req)
+
+        async def one(i: int, series_id: str, history: Any, future: Any) -> SeriesForecast:
+            try:
+                return await self.engine.forecast_history(series_id, history, params, future)
+            except InvalidInput as exc:  # the runtime names no series: say which one
+                field = f"series[{i}]" + (f".{exc.field}" if exc.field else "")
+                raise InvalidInput(f"series[{i}]: {exc.message}", field=field) from exc
+
         forecasts = await asyncio.gather(
             *(
-                self.engine.forecast_history(s.id, h, params, c)
-                for s, h, c in zip(req.series, histories, covariates, strict=True)
+                one(i, s.id, h, c)
+                for i, (s, h, c) in enumerate(zip(req.series, histories, covariates, strict=True))
             )
         )
         return self._response(params, list(forecasts))
