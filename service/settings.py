@@ -16,7 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Environment of one service process."""
 
-    model_config = SettingsConfigDict(env_prefix="SMCT_", extra="ignore", frozen=True)
+    # an empty variable (`SMCT_MAX_FILTER_STEPS=`, a compose entry left blank) means unset
+    model_config = SettingsConfigDict(
+        env_prefix="SMCT_", extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     artifact: Path = Field(default=Path("artifacts/default"), description="artifact directory")
     device: Literal["auto", "cpu", "cuda"] = "auto"

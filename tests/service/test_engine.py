@@ -111,3 +111,15 @@ def test_load_passes_the_filter_step_bound(artifact: Any) -> None:
     assert eng.runtime.max_filter_steps == 77
     with pytest.raises(InputError, match="SMCT_MAX_FILTER_STEPS"):
         Engine.load(Settings(artifact=artifact, max_filter_steps=1))
+
+
+def test_an_empty_environment_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SMCT_MAX_FILTER_STEPS=` (or a blank compose entry) is the default, not an error."""
+    from service.settings import Settings
+
+    monkeypatch.setenv("SMCT_MAX_FILTER_STEPS", "")
+    monkeypatch.setenv("SMCT_MAX_HORIZON", "")
+    settings = Settings()
+    assert settings.max_filter_steps is None and settings.max_horizon == 256
+    monkeypatch.setenv("SMCT_MAX_FILTER_STEPS", "600")
+    assert Settings().max_filter_steps == 600
