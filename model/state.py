@@ -81,10 +81,15 @@ class SeriesState:
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         p, n_lag = self.lineage.shape
-        if self.x_hist.shape[0] != n_lag or self.logw.shape != (p,):
+        mask_shape = np.asarray(self.observed).shape
+        if (
+            self.x_hist.shape[0] != n_lag
+            or self.logw.shape != (p,)
+            or mask_shape != self.x_hist.shape
+        ):
             raise ValueError(
                 f"inconsistent state shapes: x_hist {self.x_hist.shape}, lineage "
-                f"{self.lineage.shape}, logw {self.logw.shape}"
+                f"{self.lineage.shape}, logw {self.logw.shape}, observed {mask_shape}"
             )
 
     @property

@@ -118,3 +118,12 @@ def test_version_1_states_are_still_read(rt_torch: Runtime, ar_series: Any) -> N
     assert old.observed.all() and old == state  # this history had no missing value
     ((new, _),) = rt_torch.update([old], [np.array([[0.2]])], [0.8])
     assert new.t == 41 and SeriesState.from_bytes(new.to_bytes()) == new
+
+
+def test_an_observed_mask_of_the_wrong_shape_is_refused(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    fields = {f: getattr(state, f) for f in ("model_id", "seed", "t", "x_hist", "lineage",
+                                              "logw", "loc", "scale")}
+    with pytest.raises(ValueError, match="inconsistent state shapes"):
+        SeriesState(**fields, observed=np.ones((state.window, 2), bool))
+    assert SeriesState(**fields, observed=state.observed) == state
