@@ -262,7 +262,7 @@ class Runtime:
             for i, res in zip(idx, self._score(sub, x, out, levels), strict=True):
                 results[i].append(res)
 
-        self._advance(batch, rows, score)
+        self._advance(batch, rows, score, field="observations")
         return [(batch.state(i, self.model_id), results[i]) for i in range(len(states))]
 
     def _advance(
@@ -270,15 +270,23 @@ class Runtime:
         batch: StateBatch,
         rows: list[np.ndarray],
         on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut], None] | None = None,
+        field: str | None = None,
     ) -> None:
         """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
-        index, on the series that have an observation there. Updates `batch` in place."""
+        index, on the series that have an observation there. Updates `batch` in place (a
+        refusal leaves it part-way: callers discard it). A refused value is named
+        `field[k]` when `field` is given."""
         counts = np.array([len(r) for r in rows])
         for k in range(int(counts.max(initial=0))):
             idx = np.flatnonzero(counts > k)
             sub = batch if len(idx) == len(rows) else batch.take(idx)
             x = np.stack([rows[i][k] for i in idx])  # (B_k, F) series units
-            xs = self._scale(x, sub).astype(np.float32)
+            try:
+                xs = self._scale(x, sub).astype(np.float32)
+            except InputError as exc:
+                if field is None:
+                    raise
+                raise InputError(f"{field}[{k}]: {exc}", field=f"{field}[{k}]") from exc
             observed = np.asarray(np.isfinite(xs[:, : self.target_dim]).all(axis=1))
             xs[:, self.target_dim :] = np.nan_to_num(xs[:, self.target_dim :])  # 0: the mean
             valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)

@@ -76,10 +76,32 @@ class ForecastService:
         Input is checked and the histories filtered before the first event."""
         params, histories, covariates = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
-        states = await self.engine.start_stream(histories)
         future = covariates if self.engine.n_covariates else None
-        steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input now
+        try:
+            states = await self.engine.start_stream(histories)
+            steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input
+        except InvalidInput as exc:
+            raise await self._named(exc, params, histories, future) from exc
         return self._events(params, ids, steps)
+
+    async def _named(
+        self, exc: InvalidInput, params: ForecastParams, histories: list[Any],
+        future: list[Any] | None,
+    ) -> InvalidInput:
+        """A stream's refusal naming its series (`series[i]`, as POST /v1/forecast names it):
+        the runtime checks the streamed series together, so each is checked again alone."""
+        for i, history in enumerate(histories):
+            try:
+                states = await self.engine.start_stream([history])
+                one = None if future is None else [future[i]]
+                await self.engine.stream_steps([""], states, params, one).aclose()
+            except InvalidInput as refused:
+                sub = refused.field if refused.field not in (None, "series") else None
+                message = refused.message.removeprefix("series: ")
+                return InvalidInput(
+                    f"series[{i}]: {message}", field=f"series[{i}]" + (f".{sub}" if sub else "")
+                )
+        return exc
 
     async def _events(
         self, params: ForecastParams, ids: list[str], steps: AsyncIterator[StreamStep]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,17 @@ def forecast_params(
         )
     chosen = tuple(sorted(set(levels))) if levels else settings.monitor_levels
     return ForecastParams(h, chosen, n, return_samples)
+
+
+def _shifted(exc: InvalidInput, offset: int) -> InvalidInput:
+    """A runtime refusal of `observations[k]` of the values it was given (those after the
+    `offset` repeated ones) as the request's field `observations[offset + k].value`."""
+    match = re.match(r"observations\[(\d+)\]", exc.field or "")
+    if match is None:
+        return exc
+    where = f"observations[{offset + int(match.group(1))}].value"
+    message = exc.message.removeprefix(f"{match.group(0)}: ")
+    return InvalidInput(f"{where}: {message}", field=where)
 
 
 def canonical(value: Any) -> str:
@@ -215,7 +227,12 @@ class SeriesService:
                 return Answer(
                     await self._replay(series_id, rec, seqs, params, covariates), replay=True
                 )
-            upd = await self.engine.update(series_id, rec.state, x[n_old:], params, covariates)
+            try:
+                upd = await self.engine.update(
+                    series_id, rec.state, x[n_old:], params, covariates
+                )
+            except InvalidInput as exc:
+                raise _shifted(exc, n_old) from exc
             old = [rec.applied[s].answer for s in seqs[:n_old]]
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
             if await self.store.commit(series_id, write):

@@ -135,8 +135,8 @@ def test_future_covariates_far_from_the_series_level_are_a_422(cov_client: TestC
     ok = {"id": "b", "values": values(), "covariates": [20.0, 21.0, 22.0]}
     r = cov_client.post("/v1/forecast", json={"series": [ok, series], "horizon": 3})
     assert_422(r, "series[1].covariates", "1e+20", "forecast step 1", "scales from")
-    r = cov_client.post("/v1/forecast/stream", json={"series": [series], "horizon": 3})
-    assert r.status_code == 422, r.text
+    r = cov_client.post("/v1/forecast/stream", json={"series": [ok, series], "horizon": 3})
+    assert_422(r, "series[1].covariates", "1e+20", "forecast step 1", "scales from")
     r = cov_client.post("/v1/series/far/forecast", json={"horizon": 2, "covariates": [20.0, -1e19]})
     assert_422(r, "covariates", "-1e+19", "forecast step 2")
     obs = {"observations": [{"seq": 20, "value": [141.0, 20.5]}], "horizon": 1,
@@ -156,6 +156,10 @@ def test_a_covariate_never_observed_is_refused(cov_client: TestClient) -> None:
     r = cov_client.put("/v1/series/unseen", json={"values": unseen})
     assert r.status_code == 422 and "covariate (feature 1) that is never observed" in r.text
     assert cov_client.get("/v1/series/unseen").status_code == 404
+    seen = {"id": "a", "values": values(), "covariates": [20.0]}
+    body = {"series": [seen, {"id": "b", "values": unseen, "covariates": [20.0]}], "horizon": 1}
+    for route in ("/v1/forecast", "/v1/forecast/stream"):  # the refusal names the series
+        assert_422(cov_client.post(route, json=body), "series[1]", "never observed")
     unseen[3][1] = 20.0  # one value is enough
     assert cov_client.put("/v1/series/unseen", json={"values": unseen}).status_code == 201
 

@@ -22,6 +22,22 @@ def test_a_value_far_outside_the_series_scale_is_refused_and_changes_nothing(
     assert client.get("/v1/series/s1/forecast", params={"horizon": 2}).status_code == 200
 
 
+def test_the_refusal_names_the_observation_of_the_request(
+    client: TestClient, runtime: Any
+) -> None:
+    """The runtime refuses the k-th value it is given; the answer names the request's entry,
+    counting the repeated (already applied) ones before it."""
+    t = put(client, runtime)["seq"]
+    assert observe(client, t, 0.3).status_code == 200
+    obs = [{"seq": t, "value": 0.3}, {"seq": t + 1, "value": 0.1}, {"seq": t + 2, "value": 1e21}]
+    r = client.post("/v1/series/s1/observations", json={"observations": obs})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["fields"][0]["field"] == "observations[2].value", body
+    assert body["message"].startswith("observations[2].value: value 1e+21"), body
+    assert client.get("/v1/series/s1").json()["seq"] == t + 1  # t + 1 not absorbed either
+
+
 def test_an_integer_beyond_the_float_range_is_a_422(client: TestClient, runtime: Any) -> None:
     t = put(client, runtime)["seq"]
     huge = int("9" * 400)
