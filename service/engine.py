@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
@@ -305,7 +305,7 @@ class Engine:
     def stream_steps(
         self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,
         covariates: Sequence[np.ndarray] | None = None,
-    ) -> AsyncIterator[StreamStep]:
+    ) -> AsyncGenerator[StreamStep, None]:
         """One StreamStep per horizon step as the particles propagate; stops when closed. The
         runtime checks the inputs here, so a bad request is refused (InvalidInput) before the
         stream starts."""
@@ -323,7 +323,7 @@ class Engine:
 
     async def _stream(
         self, ids: Sequence[str], steps: Iterator[Any], params: ForecastParams
-    ) -> AsyncIterator[StreamStep]:
+    ) -> AsyncGenerator[StreamStep, None]:
         loop = asyncio.get_running_loop()
         self.active_streams += 1
         try:
