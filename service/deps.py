@@ -91,5 +91,8 @@ SeriesIdPath = Annotated[
 ]
 LastEventId = Annotated[
     int | None,
-    Header(alias="Last-Event-ID", ge=0, description="resume after this state version"),
+    Header(
+        alias="Last-Event-ID", ge=0, le=2**63 - 1,
+        description="resume after this state version (an event id)",
+    ),
 ]

@@ -53,10 +53,12 @@ def make_store(settings: Settings, observer: StoreObserver) -> StateStore:
         return RedisStore(
             settings.redis_url, timeout_s=settings.redis_timeout_s,
             window=settings.idempotency_window, maxlen=settings.events_maxlen,
-            retry_after_s=settings.retry_after_s, observer=observer,
+            retry_after_s=settings.retry_after_s, tombstone_ttl_s=settings.tombstone_ttl_s,
+            observer=observer,
         )
     return EmbeddedStore(
-        window=settings.idempotency_window, maxlen=settings.events_maxlen, observer=observer
+        window=settings.idempotency_window, maxlen=settings.events_maxlen,
+        tombstone_ttl_s=settings.tombstone_ttl_s, observer=observer,
     )
 
 

@@ -5,6 +5,7 @@ write them together:
     smct:{<id>}:state    hash: state (bytes), version, meta (JSON of SeriesMeta)
     smct:{<id>}:applied  hash: seq -> value and answer of an applied observation
     smct:{<id>}:events   stream: id "<version>-0", field d = event JSON (capped, XADD MAXLEN)
+    smct:{<id>}:gone     the version of the `deleted` event of a deleted series (with a TTL)
 Writes are Lua scripts that compare the version first (compare-and-set). A Redis that cannot
 be reached raises StoreUnavailable (503 + Retry-After); nothing has been written then, or
 the write is complete (a script runs whole or not at all).
@@ -20,7 +21,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
@@ -62,7 +63,14 @@ if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], (current + 1) .. '-0', 'd', ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
+redis.call('SET', KEYS[4], current + 1, 'PX', ARGV[5])
 return 1
+"""
+
+_LAST_VERSION = """
+local current = redis.call('HGET', KEYS[1], 'version')
+if current then return tonumber(current) end
+return tonumber(redis.call('GET', KEYS[2]) or '0')
 """
 
 _DELETED_EVENTS_TTL_MS = 60_000
@@ -74,6 +82,10 @@ def keys(series_id: str) -> tuple[str, str, str]:
     """The state, applied and events keys of a series."""
     tag = f"smct:{{{series_id}}}"
     return f"{tag}:state", f"{tag}:applied", f"{tag}:events"
+
+
+def tombstone_key(series_id: str) -> str:
+    return f"smct:{{{series_id}}}:gone"
 
 
 def _applied(seq: int, raw: bytes) -> Applied:
@@ -89,7 +101,8 @@ class RedisStore:
 
     def __init__(
         self, url: str, *, timeout_s: float = 1.0, window: int = 1024, maxlen: int = 256,
-        retry_after_s: int = 1, observer: StoreObserver = _no_observer,
+        retry_after_s: int = 1, tombstone_ttl_s: float = 7 * 86400.0,
+        observer: StoreObserver = _no_observer,
     ) -> None:
         common: dict[str, Any] = {
             "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 1),
@@ -108,12 +121,20 @@ class RedisStore:
         self._load = self._redis.register_script(_LOAD)
         self._commit = self._writer.register_script(_COMMIT)
         self._delete = self._writer.register_script(_DELETE)
+        self._last_version = self._redis.register_script(_LAST_VERSION)
+        self._tombstone_ms = max(1, int(tombstone_ttl_s * 1000))
         self._window = window
         self._maxlen = maxlen
         self._retry_after_s = retry_after_s
         self._observe = observer
 
     def _unavailable(self, operation: str, exc: Exception) -> StoreUnavailable:
+        if isinstance(exc, ResponseError):  # it was reached, and answered an error
+            return StoreUnavailable(
+                f"the state store answered an error during {operation} ({exc}); retry in "
+                f"{self._retry_after_s} s, and tell its operator if it persists",
+                retry_after_s=self._retry_after_s,
+            )
         if operation in ("commit", "delete") and isinstance(exc, RedisTimeoutError):
             outcome = (
                 "the write may or may not have been applied; repeat the same request (it is "
@@ -170,9 +191,16 @@ class RedisStore:
         return bool(done)
 
     async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
-        args: list[Any] = [expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS]
-        done = await self._run("delete", self._delete(keys=list(keys(series_id)), args=args))
+        args: list[Any] = [
+            expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS, self._tombstone_ms
+        ]
+        names = [*keys(series_id), tombstone_key(series_id)]
+        done = await self._run("delete", self._delete(keys=names, args=args))
         return bool(done)
+
+    async def last_version(self, series_id: str) -> int:
+        names = [keys(series_id)[0], tombstone_key(series_id)]
+        return int(await self._run("last_version", self._last_version(keys=names)))
 
     async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
         stream = keys(series_id)[2]

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from service.errors import (
 from service.metrics import Metrics
 from service.schemas import (
     ForecastQuery,
+    ObservationResult,
     ObservationsRequest,
     SeriesEvent,
     SeriesForecast,
@@ -45,6 +47,7 @@ from service.store import Applied, Loaded, SeriesMeta, StateStore, StoredEvent, 
 
 log = logging.getLogger(__name__)
 
+MAX_UNMETERED = 4096  # observations of failed writes kept to meter on their repeat
 MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
 EVENTS_POLL_S = 10.0
 
@@ -137,6 +140,10 @@ class SeriesService:
         self.store = store
         self.metrics = metrics
         self.settings = settings
+        # (series, seq) -> (answer, result, particles) of writes that may have been applied
+        self._unmetered: OrderedDict[tuple[str, int], tuple[str, ObservationResult, int]] = (
+            OrderedDict()
+        )
 
     # ------------------------------------------------------------------ create, read, delete
 
@@ -146,11 +153,9 @@ class SeriesService:
         new = await self.engine.create(self.engine.history(values, "values"))
         for _ in range(self.settings.commit_retries):
             old = await self.store.meta(series_id)
-            base = 0
-            if old is None:  # versions go on after a deleted series of that name, so that a
-                # follower resuming with one of its event ids misses none of the new one's
-                retained = await self.store.read_events(series_id, 0, 0)
-                base = retained[-1].version if retained else 0
+            # versions go on after a deleted series of that name, so that a follower resuming
+            # with one of its event ids misses none of the new one's
+            base = 0 if old is not None else await self.store.last_version(series_id)
             now = time.time()
             meta = SeriesMeta(
                 version=(old.version if old else base) + 1, seq=new.seq, ess=new.ess,
@@ -224,6 +229,8 @@ class SeriesService:
             rec = await self._load(series_id, seqs)
             n_old = self._check_seqs(rec, seqs, values)
             if n_old == len(obs):
+                if self._unmetered:
+                    self._meter_replayed(series_id, rec, seqs)
                 return Answer(
                     await self._replay(series_id, rec, seqs, params, covariates), replay=True
                 )
@@ -235,11 +242,38 @@ class SeriesService:
                 raise _shifted(exc, n_old) from exc
             old = [rec.applied[s].answer for s in seqs[:n_old]]
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
-            if await self.store.commit(series_id, write):
+            try:
+                committed = await self.store.commit(series_id, write)
+            except StoreUnavailable:  # perhaps applied (a timeout): meter it if it was
+                self._unmetered_later(series_id, write, upd)
+                raise
+            if committed:
+                for a in write.applied:
+                    self._unmetered.pop((series_id, a.seq), None)
                 self.metrics.observe_observations(upd.results, upd.state.particles)
                 self.metrics.observe_write(len(upd.state.state))
                 return Answer(body, replay=False)
         raise self._busy(series_id)
+
+    def _unmetered_later(self, series_id: str, write: Write, upd: Update) -> None:
+        """Keep the stats of a write that failed in a way that may have applied it: the repeat
+        the client is told to send finds it applied (a replay, otherwise not metered), and
+        meters it then, if this worker answers it. Bounded: the oldest are dropped."""
+        for a, result in zip(write.applied, upd.results, strict=True):
+            self._unmetered[(series_id, a.seq)] = (a.answer, result, upd.state.particles)
+            self._unmetered.move_to_end((series_id, a.seq))
+        while len(self._unmetered) > MAX_UNMETERED:
+            self._unmetered.popitem(last=False)
+
+    def _meter_replayed(self, series_id: str, rec: Loaded, seqs: list[int]) -> None:
+        """Meter the observations of a replay whose first write failed but was applied: the
+        stored answer is the one that write carried."""
+        for seq in seqs:
+            pending = self._unmetered.get((series_id, seq))
+            applied = rec.applied.get(seq)
+            if pending is not None and applied is not None and applied.answer == pending[0]:
+                del self._unmetered[(series_id, seq)]
+                self.metrics.observe_observations([pending[1]], pending[2])
 
     def _check_seqs(self, rec: Loaded, seqs: list[int], values: list[str]) -> int:
         """How many of the request's observations were applied before (checked repeats)."""

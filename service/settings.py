@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     events_maxlen: int = Field(
         default=64, ge=1, description="update events kept per series (SSE resume)"
     )
+    tombstone_ttl_s: float = Field(
+        default=7 * 24 * 3600.0, gt=0.0,
+        description="how long a deleted series' last version is kept, so that the event ids of "
+        "a series created again under its name go on from it",
+    )
 
     @field_validator("levels")
     @classmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
@@ -117,6 +117,12 @@ class StateStore(Protocol):
         """Events with version > `after`, waiting up to `timeout_s` for the first one."""
         ...
 
+    async def last_version(self, series_id: str) -> int:
+        """The last version the name had: its series', else the `deleted` event's of its last
+        deletion (kept `tombstone_ttl_s`), else 0. A new series under the name goes on from it,
+        so a follower's Last-Event-ID never points past the new series' events."""
+        ...
+
     def series_count(self) -> int | None:
         """Number of series, where cheap to know (None otherwise)."""
         ...
@@ -137,9 +143,12 @@ class EmbeddedStore:
     kind = "embedded"
 
     def __init__(
-        self, *, window: int = 1024, maxlen: int = 256, observer: StoreObserver = _no_observer
+        self, *, window: int = 1024, maxlen: int = 256, tombstone_ttl_s: float = 7 * 86400.0,
+        observer: StoreObserver = _no_observer,
     ) -> None:
         self._series: dict[str, _Series] = {}
+        self._gone: OrderedDict[str, tuple[int, float]] = OrderedDict()  # -> (version, until)
+        self._tombstone_ttl_s = tombstone_ttl_s
         self._events: dict[str, deque[StoredEvent]] = {}
         self._wakeup: dict[str, asyncio.Event] = {}
         self._window = window
@@ -150,7 +159,7 @@ class EmbeddedStore:
         self._observe(operation, time.perf_counter() - start, False)
 
     async def ping(self) -> None:
-        return None
+        self._timed("ping", time.perf_counter())
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
         start = time.perf_counter()
@@ -195,6 +204,7 @@ class EmbeddedStore:
                 return False
             del self._series[series_id]
             self._publish(series_id, StoredEvent(expected_version + 1, event))
+            self._bury(series_id, expected_version + 1)
             events = self._events[series_id]
             asyncio.get_running_loop().call_later(
                 _DELETED_EVENTS_TTL_S, self._forget_events, series_id, events
@@ -202,6 +212,25 @@ class EmbeddedStore:
             return True
         finally:
             self._timed("delete", start)
+
+    def _bury(self, series_id: str, version: int) -> None:
+        """Keep the last version of a deleted series; drop the tombstones that expired (they
+        are in order of expiry: one TTL for all)."""
+        now = time.monotonic()
+        self._gone.pop(series_id, None)
+        self._gone[series_id] = (version, now + self._tombstone_ttl_s)
+        while self._gone:
+            oldest = next(iter(self._gone.values()))
+            if oldest[1] > now:
+                break
+            self._gone.popitem(last=False)
+
+    async def last_version(self, series_id: str) -> int:
+        rec = self._series.get(series_id)
+        if rec is not None:
+            return rec.meta.version
+        gone = self._gone.get(series_id)
+        return gone[0] if gone is not None and gone[1] > time.monotonic() else 0
 
     def _forget_events(self, series_id: str, events: deque[StoredEvent]) -> None:
         if self._events.get(series_id) is events and series_id not in self._series:
@@ -217,6 +246,7 @@ class EmbeddedStore:
         def newer() -> list[StoredEvent]:
             return [e for e in self._events.get(series_id, ()) if e.version > after]
 
+        self._timed("read_events", time.perf_counter())  # counted as Redis' are
         found = newer()
         if found or timeout_s <= 0:
             return found

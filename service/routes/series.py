@@ -98,9 +98,12 @@ async def series_events(
     series_id: SeriesIdPath, series: SeriesDep, last_event_id: LastEventId = None
 ) -> EventSourceResponse:
     """Updates made through any worker. Event ids are the series' versions, which keep
-    increasing when a series is deleted and created again. Without Last-Event-ID the stream
-    starts now; with one ahead of the series it replays the events still retained
-    (SMCT_EVENTS_MAXLEN)."""
+    increasing when a series is deleted and created again (within SMCT_TOMBSTONE_TTL_S of
+    the deletion, default 7 days; a state store that loses its data starts again at 1).
+    Without Last-Event-ID the stream starts now; with one ahead of the series it replays the
+    events still retained. Only the last SMCT_EVENTS_MAXLEN events are retained: a follower
+    that resumes from further back gets those, from the first retained id on (compare it with
+    its Last-Event-ID to see what it missed)."""
     return EventSourceResponse(_sse(await series.events(series_id, last_event_id)), ping=15)
 
 

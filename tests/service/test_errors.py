@@ -234,8 +234,9 @@ def test_no_input_makes_it_answer_500(app_client: TestClient, runtime: Any) -> N
                   "return_samples=maybe", "levels=1e400"):
         r = app_client.get(f"/v1/series/s1/forecast?{query}")
         assert r.status_code < 500, (query, r.text)
-    r = app_client.get("/v1/series/s1/events", headers={"Last-Event-ID": "abc"})
-    assert r.status_code == 422
+    for bad in ("abc", "-1", str(2**64)):  # Redis stream ids stop at 2^64 - 1
+        r = app_client.get("/v1/series/s1/events", headers={"Last-Event-ID": bad})
+        assert r.status_code == 422 and "last-event-id" in r.text.lower(), (bad, r.text)
 
 
 def test_a_body_without_the_json_content_type_says_so(app_client: TestClient) -> None:

@@ -167,3 +167,75 @@ def test_promtool_check_metrics(client: TestClient, runtime: Any) -> None:
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
+
+
+def test_a_blocking_read_of_events_is_counted_not_timed() -> None:
+    """A read of events waits up to 10 s for one: a wait, not a latency, it would fill the
+    duration histogram's +Inf bucket. It is counted like every store operation."""
+    from prometheus_client import generate_latest
+
+    from service.metrics import Metrics
+
+    metrics = Metrics((80.0, 95.0))
+    metrics.observe_store("read_events", 9.5, False)
+    metrics.observe_store("load", 0.002, False)
+    samples = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    ops = "smct_state_store_operations_total"
+    assert value(samples, ops, operation="read_events") == value(samples, ops, operation="load") == 1
+    duration = "smct_state_store_operation_duration_seconds_count"
+    assert value(samples, duration, operation="load") == 1
+    assert value(samples, duration, operation="read_events") == 0
+
+
+def test_the_embedded_store_counts_its_reads_of_events(client: TestClient, runtime: Any) -> None:
+    put(client, runtime)
+    before = scrape(client)
+    with client.stream("GET", "/v1/series/s1/events", headers={"Last-Event-ID": "0"}) as r:
+        assert r.status_code == 200
+        next(r.iter_lines())
+    after = scrape(client)
+    ops = "smct_state_store_operations_total"
+    count = value(after, ops, operation="read_events") - value(before, ops, operation="read_events")
+    assert count >= 1
+
+
+def test_an_observation_applied_by_a_write_that_timed_out_is_metered_on_its_repeat(
+    client: TestClient, runtime: Any
+) -> None:
+    """A commit that times out may have been applied; the client is told to repeat the
+    request, which is then a replay. The observation is metered once: on that repeat."""
+    from service.errors import StoreUnavailable
+
+    t = put(client, runtime)["seq"]
+    series = client.app.state.series  # type: ignore[attr-defined]
+    commit = series.store.commit
+    calls = 0
+
+    async def applied_then_timeout(series_id: str, write: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        done = await commit(series_id, write)
+        if calls == 1:
+            raise StoreUnavailable("timed out; the write may or may not have been applied")
+        return bool(done)
+
+    series.store.commit = applied_then_timeout
+    before = scrape(client)
+    assert observe(client, t, 0.4).status_code == 503
+    mid = scrape(client)
+    assert value(mid, "smct_observations_total") == value(before, "smct_observations_total")
+    again = observe(client, t, 0.4)
+    assert again.status_code == 200 and again.headers.get("Idempotent-Replay") == "true"
+    once = scrape(client)
+    assert value(once, "smct_observations_total") == value(before, "smct_observations_total") + 1
+    assert observe(client, t, 0.4).status_code == 200  # a third time: a plain repeat
+    assert value(scrape(client), "smct_observations_total") == value(
+        once, "smct_observations_total"
+    )
+    assert observe(client, t + 1, 0.5).status_code == 200  # and on it goes
+    assert value(scrape(client), "smct_observations_total") == value(
+        once, "smct_observations_total"
+    ) + 1

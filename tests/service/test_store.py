@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from service.errors import StoreUnavailable
-from service.redis_store import RedisStore, keys
+from service.redis_store import RedisStore, keys, tombstone_key
 from service.store import Applied, EmbeddedStore, SeriesMeta, StateStore, Write
 from tests.service.conftest import RedisServer
 
@@ -123,9 +123,48 @@ async def test_delete_then_recreate(make_store: StoreFactory) -> None:
     assert [e.version for e in await store.read_events("a", 0, 0.1)] == [1]
 
 
+async def test_last_version_outlives_the_events_of_a_deleted_series(
+    make_store: StoreFactory,
+) -> None:
+    """A name's last version: the series', else that of its `deleted` event however many
+    events it had (it was read from the first 100 retained events), until the tombstone
+    expires; the events themselves are gone after a minute."""
+    store = make_store(maxlen=300, tombstone_ttl_s=0.5)
+    assert await store.last_version("a") == 0
+    await store.commit("a", write(1, 0, reset=True))
+    for v in range(2, 151):
+        await store.commit("a", write(v, v))
+    assert await store.last_version("a") == 150
+    assert await store.delete("a", 150, '{"type":"deleted"}')
+    assert await store.last_version("a") == 151
+    assert await store.commit("b", write(1, 0, reset=True))
+    assert await store.delete("b", 1, '{"type":"deleted"}')  # another name: its own tombstone
+    assert await store.last_version("b") == 2 and await store.last_version("a") == 151
+    await asyncio.sleep(0.7)
+    assert await store.last_version("a") == 0
+
+
 async def test_redis_keys_share_a_hash_tag(redis_url: str) -> None:
     state, applied, events = keys("store-42")
-    assert {k.split("}")[0] for k in (state, applied, events)} == {"smct:{store-42"}
+    names = (state, applied, events, tombstone_key("store-42"))
+    assert {k.split("}")[0] for k in names} == {"smct:{store-42"}
+
+
+async def test_an_error_answered_by_redis_is_not_called_unreachable(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    raw = Redis.from_url(redis_url)
+    await raw.set(keys("wrong")[0], "a string, not a hash")  # WRONGTYPE for HGETALL
+    store = RedisStore(redis_url, retry_after_s=2)
+    try:
+        with pytest.raises(StoreUnavailable) as err:
+            await store.load("wrong")
+        assert "answered an error during load" in err.value.message
+        assert "WRONGTYPE" in err.value.message and "cannot be reached" not in err.value.message
+    finally:
+        await raw.delete(keys("wrong")[0])
+        await raw.aclose()
+        await store.close()
 
 
 async def test_unreachable_redis_is_store_unavailable(own_redis: RedisServer) -> None:
