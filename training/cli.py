@@ -29,12 +29,18 @@ def train(
     seed: int = 0,
     d_model: int = 32,
     n_heads: int = 1,
-    window: Optional[int] = None,  # noqa: UP045 (typer)
+    window: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(
+            help="steps the model attends to (default: the training windows', seq-len - 1; "
+            "at most that)"
+        ),
+    ] = None,
     d_ff: int = 32,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
-    schedule: str = "noam",
-    lr: float = 1e-3,
+    schedule: Annotated[str, typer.Option(help="noam (the paper's warm-up) or constant")] = "noam",
+    lr: Annotated[float, typer.Option(help="learning rate of --schedule constant")] = 1e-3,
     warmup: int = 4000,
     em_exponent: float = 0.6,
     device: str = "cpu",
@@ -85,6 +91,7 @@ def train(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     params = locals()
+    _check_train_options(params)
     options = _data_options(
         dataset,
         seq_len=seq_len,
@@ -102,6 +109,12 @@ def train(
     from training import distributed as dist_mod
 
     data = _load(dataset, seed=seed, limit=limit, options=options)
+    longest = data.train.shape[1] - 1  # a window's last step is a target only
+    if window is not None and window > longest:
+        raise typer.BadParameter(
+            f"the training windows hold {longest} input steps; the model cannot learn to attend "
+            f"to {window} (raise --seq-len, or leave --window out)", param_hint="--window",
+        )
     if _is_table(dataset):  # `smct evaluate` finds it again from any directory
         cfg.dataset = str(Path(dataset).resolve())
     ckpt = run_train(cfg, data, progress=progress)
@@ -125,6 +138,55 @@ def train(
     typer.echo(f"checkpoint written to {out}")
     if ckpt.metrics:
         typer.echo(json.dumps(ckpt.metrics, indent=2))
+
+
+def _check_train_options(p: dict[str, Any]) -> None:
+    """The train command's numeric and named options, before any data is read."""
+    from model.export import MIN_PARTICLES
+    from model.resampling import RESAMPLERS
+
+    at_least = {
+        "--particles": ("particles", MIN_PARTICLES), "--epochs": ("epochs", 1),
+        "--batch-size": ("batch_size", 1), "--d-model": ("d_model", 1),
+        "--n-heads": ("n_heads", 1), "--d-ff": ("d_ff", 1), "--warmup": ("warmup", 1),
+        "--window": ("window", 1), "--limit": ("limit", 1),
+    }
+    for flag, (name, least) in at_least.items():
+        if p[name] is not None and p[name] < least:
+            why = " (the filter and the served artifact need them)" if name == "particles" else ""
+            raise typer.BadParameter(
+                f"must be at least {least}{why}, got {p[name]}", param_hint=flag
+            )
+    if p["d_model"] % p["n_heads"]:
+        raise typer.BadParameter(
+            f"--d-model {p['d_model']} must be divisible by --n-heads {p['n_heads']}",
+            param_hint="--n-heads",
+        )
+    if p["resampling"] not in RESAMPLERS:
+        valid = ", ".join(sorted(RESAMPLERS))
+        raise typer.BadParameter(f"{p['resampling']!r}; valid: {valid}", param_hint="--resampling")
+    if p["schedule"] not in ("noam", "constant"):
+        raise typer.BadParameter(
+            f"{p['schedule']!r}; valid: noam, constant", param_hint="--schedule"
+        )
+    if not p["lr"] > 0:
+        raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
+    if not p["resample_threshold"] > 0:
+        raise typer.BadParameter(
+            f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
+            param_hint="--resample-threshold",
+        )
+    if p["device"] not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"{p['device']!r}; valid: cpu, cuda", param_hint="--device")
+    if p["device"] == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
+    if p["schedule"] == "noam" and p["lr"] != 1e-3:
+        logging.getLogger(__name__).warning(
+            "--lr is the rate of --schedule constant; the noam schedule sets its own"
+        )
 
 
 def _is_table(dataset: str) -> bool:
@@ -219,15 +281,27 @@ def evaluate(
     per_step: bool = False,
 ) -> None:
     """Evaluate a checkpoint: unistep and multistep mse, dist-mse, PICP, MPIW, CRPS."""
-    from training.checkpoint import Checkpoint
+    from training.data import SPLITS
     from training.evaluate import evaluate as run_eval
 
-    ckpt = Checkpoint.load(checkpoint)
+    if split not in SPLITS:
+        raise typer.BadParameter(f"{split!r}; valid: {', '.join(SPLITS)}", param_hint="--split")
+    if samples < 1:
+        raise typer.BadParameter(f"must be at least 1, got {samples}", param_hint="--samples")
+    if particles is not None and particles < 1:
+        raise typer.BadParameter(f"must be at least 1, got {particles}", param_hint="--particles")
+    ckpt = _checkpoint(checkpoint)
     cfg = ckpt.train_config
     # the training data set, or another of the same kind (a table: cut and read alike)
     same_kind = dataset is None or _is_table(dataset) == _is_table(cfg.dataset)
     options = cfg.data_options if same_kind else {}
     data = _load(dataset or cfg.dataset, seed=cfg.seed, limit=cfg.limit, options=options)
+    features, takes = data.train.shape[-1], ckpt.model.cfg.d_in
+    if features != takes:
+        raise typer.BadParameter(
+            f"{dataset or cfg.dataset} has {features} feature(s) per step; this model takes "
+            f"{takes}", param_hint="--dataset",
+        )
     result = run_eval(
         ckpt.model,
         data,
@@ -240,6 +314,19 @@ def evaluate(
         per_step=per_step,
     )
     typer.echo(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+def _checkpoint(path: Path) -> Any:
+    """training.checkpoint.Checkpoint.load, a missing or broken directory as a usage error."""
+    from training.checkpoint import Checkpoint
+
+    try:
+        return Checkpoint.load(path)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise typer.BadParameter(
+            f"cannot read a checkpoint from {path} ({exc}); `smct train --out DIR` writes one",
+            param_hint="--checkpoint",
+        ) from None
 
 
 ALL_DATASETS = "synthetic-1,synthetic-2,covid,air-quality,stock"
@@ -388,14 +475,21 @@ def export(
 
     A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
     exported as a stateless artifact instead: its files and a manifest (model/stateless.py)."""
-    from model.export import export_artifact
-    from training.checkpoint import Checkpoint
+    from model.export import MIN_PARTICLES, export_artifact
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if (checkpoint / "manifest.json").is_file():
         _export_baseline(checkpoint, out, force, scaling)
         return
-    ckpt = Checkpoint.load(checkpoint)
+    if out.exists() and not force:
+        raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
+    ckpt = _checkpoint(checkpoint)
+    count = particles or ckpt.train_config.particles
+    if count < MIN_PARTICLES:
+        raise typer.BadParameter(
+            f"the artifact needs at least {MIN_PARTICLES} particles, got {count}"
+            + ("" if particles else " (training's)"), param_hint="--particles",
+        )
     cfg, record = ckpt.model.cfg, ckpt.scaling
     mode = _serving_scaling(record.get("mode", "global"), scaling)
     scaler = record.get("scaler", {"loc": [0.0] * cfg.d_in, "scale": [1.0] * cfg.d_in})
@@ -411,7 +505,7 @@ def export(
     artifact = export_artifact(
         ckpt.model,
         out,
-        particles=particles or ckpt.train_config.particles,
+        particles=count,
         scaling=spec,
         features={"inputs": list(names), "targets": list(names[: cfg.target_dim])},
         metrics=ckpt.metrics,
@@ -554,7 +648,9 @@ def forecast(
             f"levels are percents in (0, 100), e.g. --levels 80 95; got {bad}",
             param_hint="--levels",
         )
-    fractions = [v / 100.0 for v in percents]
+    fractions = [v / 100.0 for v in sorted(set(percents))]
+    if plot is not None:
+        _check_plot_path(plot)
     from model.artifact import ArtifactError
 
     try:
@@ -630,6 +726,20 @@ def forecast(
     if plot is not None:
         _fan_chart(plot, ids, histories, forecasts, names[0])
         typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _check_plot_path(path: Path) -> None:
+    """Before any work: a fan chart needs a format matplotlib writes and a directory."""
+    from matplotlib.figure import Figure
+
+    kinds = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in kinds:
+        raise typer.BadParameter(
+            f"{path}: name the image with one of the suffixes {', '.join(sorted(kinds))}",
+            param_hint="--plot",
+        )
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"{path.parent} is not a directory", param_hint="--plot")
 
 
 def _match_futures(ids: list[str], cov_ids: list[str], futures: list, horizon: int) -> list:

@@ -707,17 +707,24 @@ def load_long_table(
         raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
     missing = [c for c in (id_col, time_col, *(value_cols or [])) if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path.name}: missing columns {missing}; found {list(frame.columns)}")
-    if value_cols is None:
-        others = frame.drop(columns=[id_col, time_col])
-        value_cols = list(others.select_dtypes("number").columns)
-    if not value_cols:
-        raise ValueError(f"{path.name}: no numeric value column")
+        raise ValueError(
+            f"{path.name}: missing columns {missing}; found {list(frame.columns)} (name the id "
+            "and time columns with --id-col and --time-col, the values with --value-cols)"
+        )
+    frame, value_cols = _numeric_values(frame, path.name, id_col, time_col, value_cols)
     target_dim = len(value_cols) if target_dim is None else target_dim
     if not 1 <= target_dim <= len(value_cols):
         raise ValueError(f"target_dim must be in 1..{len(value_cols)}, got {target_dim}")
     if pd.api.types.is_string_dtype(frame[time_col]) or frame[time_col].dtype == object:
-        frame[time_col] = pd.to_datetime(frame[time_col])  # text stamps sort as dates
+        try:  # text stamps sort as dates
+            frame[time_col] = pd.to_datetime(frame[time_col])
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"{path.name}: column {time_col!r} cannot be read as dates "
+                f"({str(exc).splitlines()[0].rstrip('. ')}); write them as YYYY-MM-DD[ HH:MM] "
+                "(ISO 8601) or as numbers"
+            ) from None
+    _check_rows(frame, path.name, id_col, time_col)
     frame = frame.sort_values([id_col, time_col], kind="stable")
 
     groups = list(frame.groupby(id_col, sort=True))
@@ -738,7 +745,8 @@ def load_long_table(
             Scaler.identity(len(value_cols)), history, None, window_stats=stats,
             series_names=names, unistep_from=history,
         )
-    train_rows = np.concatenate([s[: _split_bounds(len(s), splits)[0]] for s in raw])
+    used = [s for s in raw if len(s) >= window] or raw  # a series with no window: not seen
+    train_rows = np.concatenate([s[: _split_bounds(len(s), splits)[0]] for s in used])
     scaler = Scaler.fit(train_rows)
     series = []
     for values in raw:
@@ -749,6 +757,75 @@ def load_long_table(
         path.stem, parts, index, limit, target_dim, list(value_cols), scaler, history, None,
         series_names=names,
     )
+
+
+#: the largest magnitude of a value in a user table (the service refuses the same): beyond it,
+#: float32 arithmetic and the fitted scales overflow
+MAX_TABLE_VALUE = 1e30
+
+
+def _numeric_values(
+    frame: pd.DataFrame, name: str, id_col: str, time_col: str, value_cols: list[str] | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The value columns as float64: `value_cols`, or every column but the id and time one
+    that holds numbers (a column of text only, e.g. a label, is left out). A cell that is not
+    a number (a typo, a decimal comma) is refused with its column and row, as is a value
+    beyond +-MAX_TABLE_VALUE: either would quietly make another model than the one asked for."""
+    chosen = value_cols
+    if chosen is None:
+        chosen = []
+        for col in frame.columns:
+            if col in (id_col, time_col):
+                continue
+            numbers = pd.to_numeric(frame[col], errors="coerce")
+            if pd.api.types.is_numeric_dtype(frame[col]) or numbers.notna().any():
+                chosen.append(col)
+            else:
+                log.info("%s: column %r holds no numbers; it is not a value column", name, col)
+        if not chosen:
+            raise ValueError(
+                f"{name}: no numeric value column besides {id_col!r} and {time_col!r}; found "
+                f"{list(frame.columns)}"
+            )
+    frame = frame.copy()
+    for col in chosen:
+        raw = frame[col]
+        values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
+        bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
+                "(leave a missing value empty; write decimals with a point)"
+            )
+        big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
+        big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE
+        if big.any():
+            row = int(np.flatnonzero(big)[0])
+            raise ValueError(
+                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is beyond "
+                f"+-{MAX_TABLE_VALUE:g}; rescale the column (e.g. to thousands)"
+            )
+        frame[col] = values
+    return frame, list(chosen)
+
+
+def _check_rows(frame: pd.DataFrame, name: str, id_col: str, time_col: str) -> None:
+    """Every row needs an id and a time, and a series one row per time (rows are taken as
+    consecutive steps: a repeated time would be read as two steps)."""
+    for col in (id_col, time_col):
+        empty = frame[col].isna().to_numpy()
+        if empty.any():
+            row = int(np.flatnonzero(empty)[0])
+            raise ValueError(f"{name}: row {row + 1} has no {col!r}; every row needs one")
+    dup = frame.duplicated([id_col, time_col]).to_numpy()
+    if dup.any():
+        row = int(np.flatnonzero(dup)[0])
+        key, when = frame[id_col].iloc[row], frame[time_col].iloc[row]
+        raise ValueError(
+            f"{name}: row {row + 1} repeats series {key!r} at {time_col} {when!r}; keep one row "
+            "per series and time"
+        )
 
 
 def is_table(name: str) -> bool:

@@ -29,6 +29,11 @@ def _table(path: Path, n_series: int = 3, length: int = 120) -> Path:
     return path
 
 
+def _flat(out: str) -> str:
+    """CLI output on one line, without the error box's borders."""
+    return " ".join(out.replace("│", " ").split())
+
+
 def _run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(app, list(args))
     return result.exit_code, result.output
@@ -87,6 +92,16 @@ def test_train_evaluate_export_forecast_on_a_table(tmp_path: Path) -> None:
         (["--seq-len", "16", "--history", "16"], "must be in 1..15"),
         (["--seq-len", "16", "--history", "0"], "must be in 1..15"),
         (["--seq-len", "16", "--scaling", "county"], "'county' is not a scaling"),
+        # options checked before the data is read (they used to fail later, with a traceback)
+        (["--seq-len", "16", "--particles", "2"], "must be at least 3"),
+        (["--seq-len", "16", "--epochs", "0"], "must be at least 1, got 0"),
+        (["--seq-len", "16", "--batch-size", "0"], "must be at least 1, got 0"),
+        (["--seq-len", "16", "--lr", "-1"], "must be positive"),
+        (["--seq-len", "16", "--d-model", "8", "--n-heads", "3"], "must be divisible"),
+        (["--seq-len", "16", "--resampling", "foo"], "valid: multinomial"),
+        (["--seq-len", "16", "--schedule", "foo"], "valid: noam, constant"),
+        (["--seq-len", "16", "--device", "tpu"], "valid: cpu, cuda"),
+        (["--seq-len", "16", "--window", "50"], "hold 15 input steps"),
     ],
 )
 def test_table_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -95,6 +110,55 @@ def test_table_usage_errors(tmp_path: Path, args: list[str], message: str) -> No
     assert code == 2, out
     assert message in " ".join(out.replace("│", " ").split()), out
     assert not (tmp_path / "r").exists()
+
+
+def test_a_cell_that_is_not_a_number_is_a_usage_error(tmp_path: Path) -> None:
+    """It used to drop its column silently: a model of the other columns, exit 0."""
+    table = _table(tmp_path / "mine.csv")
+    text = table.read_text().splitlines()
+    cells = text[5].split(",")
+    text[5] = ",".join([*cells[:2], '"12,5"'])  # a decimal comma
+    table.write_text("\n".join(text) + "\n")
+    code, out = _run("train", "--dataset", str(table), "--seq-len", "16", *SMALL,
+                     "--out", str(tmp_path / "r"))
+    assert code == 2, out
+    assert "column 'value', row 5: '12,5' is not a number" in _flat(out), out
+
+
+def test_checkpoint_and_export_usage_errors(tmp_path: Path) -> None:
+    """No traceback: a missing checkpoint, a bad split or sample count, an artifact that
+    exists, too few particles to serve, a model of other features than the data's."""
+    missing = tmp_path / "nothing"
+    for command in (["evaluate", "--checkpoint", str(missing)],
+                    ["export", "--checkpoint", str(missing), "--out", str(tmp_path / "a")]):
+        code, out = _run(*command)
+        assert code == 2 and "cannot read a checkpoint" in _flat(out), out
+    table = _table(tmp_path / "mine.csv")
+    run = tmp_path / "run"
+    code, out = _run("train", "--dataset", str(table), "--seq-len", "16", *SMALL,
+                     "--no-evaluate", "--out", str(run))
+    assert code == 0, out
+    wide = tmp_path / "wide.csv"
+    frame = pd.read_csv(table)
+    frame.assign(temp=20.0).to_csv(wide, index=False)
+    for args, message in ((["--split", "bogus"], "valid: train, val, test"),
+                          (["--samples", "0"], "must be at least 1"),
+                          (["--dataset", str(wide)], "has 2 feature(s) per step; this model "
+                                                      "takes 1")):
+        code, out = _run("evaluate", "--checkpoint", str(run), *args)
+        assert code == 2 and message in _flat(out), out
+    code, out = _run("export", "--checkpoint", str(run), "--out", str(tmp_path / "a"),
+                     "--particles", "1")
+    assert code == 2 and "at least 3 particles" in _flat(out), out
+    assert not (tmp_path / "a").exists()
+    assert _run("export", "--checkpoint", str(run), "--out", str(tmp_path / "a"))[0] == 0
+    code, out = _run("export", "--checkpoint", str(run), "--out", str(tmp_path / "a"))
+    assert code == 2 and "pass --force" in _flat(out), out
+    history = tmp_path / "h.csv"
+    history.write_text("value\n" + "\n".join(str(float(i % 7)) for i in range(30)) + "\n")
+    code, out = _run("forecast", "--artifact", str(tmp_path / "a"), "--input", str(history),
+                     "--plot", str(tmp_path / "fan.xyz"))
+    assert code == 2 and "suffixes" in _flat(out) and not out.startswith("{"), out
 
 
 def test_named_set_refuses_table_options(tmp_path: Path) -> None:

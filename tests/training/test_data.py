@@ -312,6 +312,53 @@ def test_long_table_errors(tmp_path: Path) -> None:
         load_long_table(path, window=5, id_col="ticker")
 
 
+def _write(frame: pd.DataFrame, path: Path) -> Path:
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) -> None:
+    """A cell that is not a number used to drop its whole column (a model of the other
+    columns, exit 0); 1e300 gave an infinite scale and NaN forecasts; a repeated time was
+    read as two steps. Each is refused with its column and row."""
+    frame = _long_frame().sort_values(["series_id", "timestamp"]).reset_index(drop=True)
+    text = frame.astype({"y": object})
+    text.loc[5, "y"] = "1,5"
+    for cols in (None, ["y", "z"]):
+        with pytest.raises(ValueError, match=r"column 'y', row 6: '1,5' is not a number"):
+            load_long_table(_write(text, tmp_path / "t.csv"), window=5, value_cols=cols)
+    huge = frame.copy()
+    huge.loc[7, "z"] = 1e300
+    with pytest.raises(ValueError, match=r"column 'z', row 8: .* beyond \+-1e\+30"):
+        load_long_table(_write(huge, tmp_path / "h.csv"), window=5)
+    twice = pd.concat([frame, frame.iloc[[3]]], ignore_index=True)
+    with pytest.raises(ValueError, match="row 81 repeats series 'a'"):
+        load_long_table(_write(twice, tmp_path / "d.csv"), window=5)
+    no_id = frame.copy()
+    no_id.loc[4, "series_id"] = None
+    with pytest.raises(ValueError, match="row 5 has no 'series_id'"):
+        load_long_table(_write(no_id, tmp_path / "i.csv"), window=5)
+    dates = frame.copy()
+    dates["timestamp"] = [f"{d.hour % 28 + 1:02d}/02/2024" for d in frame.timestamp]  # d/m/Y
+    with pytest.raises(ValueError, match="cannot be read as dates .* YYYY-MM-DD"):
+        load_long_table(_write(dates, tmp_path / "w.csv"), window=5)
+    # a text column (a label) is no value column; empty cells are missing values
+    labelled = frame.assign(shop="north")
+    labelled.loc[2, "y"] = None
+    data = load_long_table(_write(labelled, tmp_path / "l.csv"), window=5)
+    assert data.feature_names == ["y", "z"]
+
+
+def test_a_series_too_short_for_a_window_is_not_in_the_scaler(tmp_path: Path) -> None:
+    frame = _long_frame()
+    tiny = pd.DataFrame({"series_id": "c", "timestamp": frame.timestamp.iloc[:3],
+                         "y": 1e6, "z": 0.0})
+    both = load_long_table(_write(pd.concat([frame, tiny]), tmp_path / "b.csv"), window=5)
+    alone = load_long_table(_write(frame, tmp_path / "a.csv"), window=5)
+    assert np.allclose(both.scaler.loc, alone.scaler.loc)
+    assert np.allclose(both.scaler.scale, alone.scaler.scale)
+
+
 # --------------------------------------------------------------------------- scaler
 
 
