@@ -72,8 +72,12 @@ def export_baseline(
     scaling: dict[str, Any] | None = None,
     training_scaling: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
+    feature_names: Sequence[str] | None = None,
+    data_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the artifact of a saved forecaster (a directory its `save` wrote) to `out`.
+    `feature_names` name its inputs (targets first; default x0, x1, ...), `data_options` the
+    id and time columns of the table it was trained on (`smct forecast` reads them).
 
     `scaling` is what serving applies: {"mode": "per_series"} (default: each series by the
     mean and standard deviation of the values it feeds the model) or {"mode": "global",
@@ -100,6 +104,9 @@ def export_baseline(
     if context_length < MIN_HISTORY:
         raise ArtifactError(f"context_length must be at least {MIN_HISTORY}")
     scaling = _check_scaling(scaling or {"mode": "per_series"}, d_in)
+    names = [str(n) for n in feature_names or ()]
+    if len(names) != d_in:
+        names = [f"x{i}" for i in range(d_in)]
     target = out / FORECASTER_DIR
     if target.exists():
         shutil.rmtree(target)
@@ -116,10 +123,8 @@ def export_baseline(
         "format_version": FORMAT_VERSION,
         "model": name,
         "model_id": model_id,
-        "features": {
-            "inputs": [f"x{i}" for i in range(d_in)],
-            "targets": [f"x{i}" for i in range(d_out)],
-        },
+        "features": {"inputs": names, "targets": names[:d_out]},
+        "training": {"data_options": dict(data_options or {})},
         "context_length": int(context_length),
         "scaling": scaling,
         "training_scaling": training_scaling or {},

@@ -169,7 +169,22 @@ def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
     return record, samples, forecaster
 
 
-def save_model(forecaster: Any, path: Path, data: SeriesData, record: dict[str, Any]) -> None:
+def _serving_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """The scores an artifact's manifest carries; a point forecaster has no intervals (its
+    PICP and MPIW are null, as the tables' N.A., not 0)."""
+    out: dict[str, Any] = {k: dict(record[k]) for k in ("unistep", "multistep") if k in record}
+    if record.get("point_forecast"):
+        for scores in out.values():
+            for key in ("picp", "mpiw", "dist_mse"):
+                if key in scores:
+                    scores[key] = None
+    return out
+
+
+def save_model(
+    forecaster: Any, path: Path, data: SeriesData, record: dict[str, Any],
+    options: dict[str, Any] | None = None,
+) -> None:
     """The forecaster as its `save` writes it, plus serving.json: what `smct export` puts in
     the manifest of its artifact (context length = the training window, how the training data
     were scaled, the benchmark's scores in those scaled units)."""
@@ -183,7 +198,10 @@ def save_model(forecaster: Any, path: Path, data: SeriesData, record: dict[str, 
         "training_scaling": {"mode": "per_series"} if per_series else {
             "mode": "global", **data.scaler.to_dict()
         },
-        "metrics": {k: record[k] for k in ("unistep", "multistep") if k in record},
+        "metrics": _serving_metrics(record),
+        # a user's table: its column names and layout, which `smct forecast` reads alike
+        "feature_names": list(data.feature_names),
+        "data_options": {k: v for k, v in (options or {}).items() if k in ("id_col", "time_col")},
     }
     (path / "serving.json").write_text(json.dumps(serving, indent=2, sort_keys=True) + "\n")
 
@@ -204,7 +222,7 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
         records.append(record)
         fans[name] = samples
         if cfg.save_models:
-            save_model(forecaster, cfg.out / dataset / "models" / name, data, record)
+            save_model(forecaster, cfg.out / dataset / "models" / name, data, record, options)
         if isinstance(forecaster, SMCForecaster):
             ancestors = forecaster.distinct_ancestors(x_test, seed=cfg.seed)
         log.info("%s %s: train %.1fs, multistep PICP95 %.3f", dataset, name,

@@ -581,6 +581,8 @@ def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -
             scaling=spec,
             training_scaling=trained,
             metrics=serving.get("metrics"),
+            feature_names=serving.get("feature_names"),
+            data_options=serving.get("data_options"),
         )
     except ArtifactError as err:
         raise typer.BadParameter(str(err)) from None
@@ -687,9 +689,12 @@ def forecast(
                 time_col=time_col or table.get("time_col", "timestamp"),
             )
             future["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
-        forecasts = runtime.forecast_history(
-            histories, horizon, fractions, samples, seed=seed, **future
-        )
+        try:
+            forecasts = runtime.forecast_history(
+                histories, horizon, fractions, samples, seed=seed, **future
+            )
+        except ValueError as err:  # InputError: say which series, if there are several
+            raise ValueError(_which_series(runtime, ids, histories, future, err)) from None
     except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -726,6 +731,20 @@ def forecast(
     if plot is not None:
         _fan_chart(plot, ids, histories, forecasts, names[0])
         typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _which_series(
+    runtime: Any, ids: list[str], histories: list, future: dict[str, Any], err: Exception
+) -> str:
+    """The runtime's refusal of a batch of histories, naming the first series refused alone."""
+    if len(histories) > 1:
+        for i, (name, history) in enumerate(zip(ids, histories, strict=True)):
+            one = {k: [v[i]] for k, v in future.items()}
+            try:
+                runtime.forecast_history([history], 1, [0.5], 1, **one)
+            except ValueError as alone:
+                return f"series {name!r}: {alone}"
+    return str(err)
 
 
 def _check_plot_path(path: Path) -> None:
@@ -778,18 +797,10 @@ def _read_histories(
     import pandas as pd
 
     if path.suffix.lower() == ".json":
-        doc = json.loads(path.read_text())
-        items = doc["series"] if isinstance(doc, dict) else [{"id": "0", "values": doc}]
-        values = [
-            np.array([np.nan if v is None else v for v in it["values"]], dtype=np.float64)
-            for it in items
-        ]
-        return [str(it.get("id", i)) for i, it in enumerate(items)], [
-            v.reshape(len(v), -1) for v in values
-        ]
+        return _read_json_histories(path)
     frame = pd.read_csv(path)
     ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
-    times = time_col if time_col in frame.columns else None
+    times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
     if times is not None:
         if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
             try:  # text stamps sort as dates, as training.data.load_long_table reads them
@@ -809,6 +820,44 @@ def _read_histories(
         raise typer.BadParameter(f"{path} has value columns {cols}; the model takes {n_features}")
     groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
     return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
+
+
+def _read_json_histories(path: Path) -> tuple[list[str], list]:
+    """{"series": [{"id": .., "values": [...]}, ...]} or a plain list of values."""
+    import numpy as np
+
+    shape = 'a JSON --input is {"series": [{"id": "a", "values": [...]}, ...]} or a list of values'
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as err:
+        raise typer.BadParameter(
+            f"{path} is not JSON ({err}); {shape}", param_hint="--input"
+        ) from None
+    if isinstance(doc, dict) and isinstance(doc.get("series"), list):
+        items = doc["series"]
+    elif isinstance(doc, list):
+        items = [{"id": "0", "values": doc}]
+    else:
+        raise typer.BadParameter(f"{path}: {shape}", param_hint="--input")
+    ids, histories = [], []
+    for i, it in enumerate(items):
+        where = f"{path}: series[{i}]"
+        if not isinstance(it, dict) or not isinstance(it.get("values"), list):
+            raise typer.BadParameter(
+                f"{where} needs a list of `values`; {shape}", param_hint="--input"
+            )
+        try:
+            values = np.array(
+                [np.nan if v is None else v for v in it["values"]], dtype=np.float64
+            )
+        except (ValueError, TypeError):
+            raise typer.BadParameter(
+                f"{where}: its values must all be numbers (null for missing), or all lists of "
+                "one number per feature", param_hint="--input",
+            ) from None
+        ids.append(str(it.get("id", i)))
+        histories.append(values.reshape(len(values), -1))
+    return ids, histories
 
 
 def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names: list[str]) -> str:

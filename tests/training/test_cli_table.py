@@ -159,6 +159,23 @@ def test_checkpoint_and_export_usage_errors(tmp_path: Path) -> None:
     code, out = _run("forecast", "--artifact", str(tmp_path / "a"), "--input", str(history),
                      "--plot", str(tmp_path / "fan.xyz"))
     assert code == 2 and "suffixes" in _flat(out) and not out.startswith("{"), out
+    art = str(tmp_path / "a")
+    doc = tmp_path / "in.json"
+    for body, message in (({"values": [1.0, 2.0]}, 'is {"series": [{"id": "a", "values"'),
+                          ({"series": [{"id": "a", "values": [1.0, [2.0, 3.0]]}]},
+                           "series[0]: its values must all be numbers"),
+                          ({"series": [{"id": "a", "values": [1.0] * 20},
+                                       {"id": "b", "values": [1.0]}]}, "series 'b': ")):
+        doc.write_text(json.dumps(body))
+        code, out = _run("forecast", "--artifact", art, "--input", str(doc), "--horizon", "2")
+        assert code == 2 and message in _flat(out), out
+    dated = tmp_path / "dated.csv"  # the model was trained with `timestamp`: `date` is found too
+    dated.write_text("date,value\n" + "".join(
+        f"2024-01-{31 - i:02d},{float(31 - i)}\n" for i in range(30)))  # newest first
+    code, out = _run("forecast", "--artifact", art, "--input", str(dated), "--horizon", "1")
+    assert code == 0, out
+    first = np.asarray(json.loads(out)["forecasts"][0]["mean"], dtype=float).reshape(-1)[0]
+    assert first > 20.0  # sorted by date: the history ends at 31, not at 2
 
 
 def test_named_set_refuses_table_options(tmp_path: Path) -> None:
@@ -192,6 +209,35 @@ def test_benchmark_on_a_table(tmp_path: Path) -> None:
     for record in entry["records"]:
         assert 0.0 <= record["multistep"]["picp"]["0.95"] <= 1.0
     assert "smc-transformer" in (out / "mine" / "results.md").read_text()
+
+
+def test_a_baseline_benchmarked_on_a_table_forecasts_that_table(tmp_path: Path) -> None:
+    """Its artifact names the table's columns and reads its id and time columns (it had x0
+    and took every numeric column); a point forecaster's scores have no PICP (null, not 0)."""
+    frame = pd.read_csv(_table(tmp_path / "plain.csv"))
+    table = tmp_path / "shops.csv"
+    frame.rename(columns={"series_id": "store", "timestamp": "date", "value": "sales"}).assign(
+        temp=20.0
+    ).to_csv(table, index=False)
+    out = tmp_path / "results"
+    code, text = _run(
+        "benchmark", "--datasets", str(table), "--models", "lstm", "--quick", "--seq-len", "16",
+        "--id-col", "store", "--time-col", "date", "--value-cols", "sales", "--save-models",
+        "--out", str(out), "--no-figures", "--no-progress",
+    )
+    assert code == 0, text
+    art = tmp_path / "art"
+    code, text = _run("export", "--checkpoint", str(out / "shops" / "models" / "lstm"),
+                      "--out", str(art))
+    assert code == 0, text
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert manifest["features"] == {"inputs": ["sales"], "targets": ["sales"]}
+    assert manifest["metrics"]["multistep"]["picp"] is None
+    code, text = _run("forecast", "--artifact", str(art), "--input", str(table),
+                      "--horizon", "2", "--format", "csv")
+    assert code == 0, text
+    rows = [line.split(",") for line in text.strip().splitlines()]
+    assert {r[0] for r in rows[1:]} == {"s0", "s1", "s2"} and {r[2] for r in rows[1:]} == {"sales"}
 
 
 @pytest.mark.parametrize(
