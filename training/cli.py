@@ -860,6 +860,12 @@ def _read_json_histories(path: Path) -> tuple[list[str], list]:
     return ids, histories
 
 
+def _num(x: float) -> str:
+    """A CSV number: the shortest text that reads back as the same float (a series at 1e12
+    keeps its units digit; 10 significant digits rounded it to hundreds)."""
+    return repr(float(x))
+
+
 def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names: list[str]) -> str:
     header = ["id", "step", "target", "mean", "median"]
     for lv in fractions:
@@ -868,10 +874,10 @@ def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names
     for sid, f in zip(ids, forecasts, strict=True):
         for h in range(f.mean.shape[0]):
             for o, name in enumerate(names):
-                row = [sid, str(h + 1), name, f"{f.mean[h, o]:.10g}", f"{f.median[h, o]:.10g}"]
+                row = [sid, str(h + 1), name, _num(f.mean[h, o]), _num(f.median[h, o])]
                 for lv in fractions:
                     lo, hi = f.intervals[lv]
-                    row += [f"{lo[h, o]:.10g}", f"{hi[h, o]:.10g}"]
+                    row += [_num(lo[h, o]), _num(hi[h, o])]
                 lines.append(",".join(row))
     return "\n".join(lines) + "\n"
 
@@ -894,10 +900,13 @@ def _fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, tar
         # the fan opens at the last value (so a forecast of one step is drawn too)
         steps = range(t0 - 1, t0 + h)
         start = past[-1:] if np.isfinite(past[-1]) else f.median[:1, 0]
+        widest = max(f.intervals, default=1.0)
         for lv, (lo, hi) in sorted(f.intervals.items(), reverse=True):
+            # nested bands, lighter as they widen, so that the legend tells them apart
             ax.fill_between(
-                steps, np.r_[start, lo[:, 0]], np.r_[start, hi[:, 0]], alpha=0.25, color="C0",
-                lw=0, label=f"{100 * lv:g}%",
+                steps, np.r_[start, lo[:, 0]], np.r_[start, hi[:, 0]], color="C0", lw=0,
+                alpha=0.15 + 0.35 * (1.0 - lv / widest) / max(1e-9, 1.0 - min(f.intervals)),
+                label=f"{100 * lv:g}%",
             )
         ax.plot(steps, np.r_[start, f.median[:, 0]], color="C0", lw=1.5, marker=".",
                 label="median")

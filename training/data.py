@@ -397,8 +397,9 @@ def window_scaling(
     ``x[:, :history]`` per window and feature, the scale floored at ``min_scale`` (data units)
     so that flat or all-zero histories do not blow up. ``min_scale=None`` applies the
     runtime's own rule instead (model.state.series_scaling: NaN ignored, a constant feature
-    gets scale 1), so that a model trained on such windows meets at serving time, on a series
-    scaled by its history, the same kind of input it was trained on. Nothing after step
+    gets its level |loc| as scale, or 1 at level 0: model.state.flat_scale), so that a model
+    trained on such windows meets at serving time, on a series scaled by its history, the
+    same kind of input it was trained on. Nothing after step
     ``history`` of a window enters its statistics, so the multistep forecast of
     X_{history+1:T}, which conditions on X_{1:history}, sees no information from its future
     (as DeepAR / RevIN scaling and the runtime's per-series mode). One-step forecasts are
@@ -682,6 +683,7 @@ def load_long_table(
 ) -> SeriesData:
     """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
 
+    Without an id column (and ``id_col`` left at its default) the table is one series.
     ``value_cols`` default to every numeric column but the id and time; the first
     ``target_dim`` (default all) are targets. Rows are sorted by (id, time) and taken as
     regularly spaced (gaps are not filled in). Each series is split by time, the scaler is fitted
@@ -705,6 +707,8 @@ def load_long_table(
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
+    if id_col not in frame.columns and id_col == "series_id" and time_col in frame.columns:
+        frame[id_col] = path.stem  # no id column (and none named): the table is one series
     missing = [c for c in (id_col, time_col, *(value_cols or [])) if c not in frame.columns]
     if missing:
         raise ValueError(

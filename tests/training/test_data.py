@@ -349,6 +349,15 @@ def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) ->
     assert data.feature_names == ["y", "z"]
 
 
+def test_a_table_without_an_id_column_is_one_series(tmp_path: Path) -> None:
+    frame = _long_frame()
+    one = frame[frame.series_id == "a"].drop(columns="series_id")
+    data = load_long_table(_write(one, tmp_path / "shop.csv"), window=5)
+    assert data.series_names == ["shop"] and data.feature_names == ["y", "z"]
+    with pytest.raises(ValueError, match="missing columns \\['store'\\]"):
+        load_long_table(tmp_path / "shop.csv", window=5, id_col="store")  # named: must exist
+
+
 def test_a_series_too_short_for_a_window_is_not_in_the_scaler(tmp_path: Path) -> None:
     frame = _long_frame()
     tiny = pd.DataFrame({"series_id": "c", "timestamp": frame.timestamp.iloc[:3],
