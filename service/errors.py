@@ -104,13 +104,16 @@ class BodyTooLarge(ServiceError):
 
 
 class StoreUnavailable(ServiceError):
-    """The state store cannot be reached; nothing was written (503)."""
+    """The state store cannot be reached; nothing was written, unless `maybe_applied` (503)."""
 
     status = 503
     code = "store_unavailable"
 
-    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+    def __init__(
+        self, message: str, *, retry_after_s: int = 1, maybe_applied: bool = False
+    ) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after_s)})
+        self.maybe_applied = maybe_applied  # a write that timed out: it may have been applied
 
 
 class Busy(ServiceError):

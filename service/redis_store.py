@@ -38,9 +38,12 @@ from service.store import (
 _COMMIT = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
-if current == 0 then redis.call('DEL', KEYS[3]) end
-if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 local version = tonumber(ARGV[8])
+if current == 0 then
+  if tonumber(redis.call('GET', KEYS[4]) or '0') >= version then return 0 end
+  redis.call('DEL', KEYS[3])
+end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
 local window = tonumber(ARGV[3])
 for i = 9, #ARGV, 2 do
@@ -89,9 +92,13 @@ def tombstone_key(series_id: str) -> str:
 
 
 def _applied(seq: int, raw: bytes) -> Applied:
+    """value, answer[, ending[, writer]] (an empty ending: none)."""
     parts = raw.split(_SEP)
     ending = parts[2].decode() if len(parts) > 2 and parts[2] else None
-    return Applied(seq=seq, value=parts[0].decode(), answer=parts[1].decode(), ending=ending)
+    writer = parts[3].decode() if len(parts) > 3 and parts[3] else None
+    return Applied(
+        seq=seq, value=parts[0].decode(), answer=parts[1].decode(), ending=ending, writer=writer
+    )
 
 
 class RedisStore:
@@ -129,13 +136,15 @@ class RedisStore:
         self._observe = observer
 
     def _unavailable(self, operation: str, exc: Exception) -> StoreUnavailable:
+        writing = operation in ("commit", "delete")
         if isinstance(exc, ResponseError):  # it was reached, and answered an error
             return StoreUnavailable(
                 f"the state store answered an error during {operation} ({exc}); retry in "
                 f"{self._retry_after_s} s, and tell its operator if it persists",
-                retry_after_s=self._retry_after_s,
+                retry_after_s=self._retry_after_s, maybe_applied=writing,
             )
-        if operation in ("commit", "delete") and isinstance(exc, RedisTimeoutError):
+        maybe = writing and isinstance(exc, RedisTimeoutError)
+        if maybe:
             outcome = (
                 "the write may or may not have been applied; repeat the same request (it is "
                 f"idempotent) in {self._retry_after_s} s"
@@ -145,7 +154,7 @@ class RedisStore:
         return StoreUnavailable(
             f"the state store cannot be reached ({type(exc).__name__} during {operation}); "
             + outcome,
-            retry_after_s=self._retry_after_s,
+            retry_after_s=self._retry_after_s, maybe_applied=maybe,
         )
 
     async def _run(self, operation: str, call: Any) -> Any:
@@ -185,9 +194,12 @@ class RedisStore:
             write.event, write.state, write.meta.to_json(), write.meta.version,
         ]
         for a in write.applied:
-            parts = [a.value, a.answer] + ([a.ending] if a.ending else [])
+            parts = [a.value, a.answer] + ([a.ending or "", a.writer] if a.writer else (
+                [a.ending] if a.ending else []
+            ))
             args += [a.seq, "\n".join(parts)]
-        done = await self._run("commit", self._commit(keys=list(keys(series_id)), args=args))
+        names = [*keys(series_id), tombstone_key(series_id)]
+        done = await self._run("commit", self._commit(keys=names, args=args))
         return bool(done)
 
     async def delete(self, series_id: str, expected_version: int, event: str) -> bool:

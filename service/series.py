@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import time
 from collections import OrderedDict
@@ -228,9 +229,9 @@ class SeriesService:
         for _ in range(self.settings.commit_retries):
             rec = await self._load(series_id, seqs)
             n_old = self._check_seqs(rec, seqs, values)
+            if n_old and self._unmetered:
+                self._meter_replayed(series_id, rec, seqs[:n_old])
             if n_old == len(obs):
-                if self._unmetered:
-                    self._meter_replayed(series_id, rec, seqs)
                 return Answer(
                     await self._replay(series_id, rec, seqs, params, covariates), replay=True
                 )
@@ -244,8 +245,9 @@ class SeriesService:
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
             try:
                 committed = await self.store.commit(series_id, write)
-            except StoreUnavailable:  # perhaps applied (a timeout): meter it if it was
-                self._unmetered_later(series_id, write, upd)
+            except StoreUnavailable as exc:
+                if exc.maybe_applied:  # a timeout: meter it when a repeat finds it applied
+                    self._unmetered_later(series_id, write, upd)
                 raise
             if committed:
                 for a in write.applied:
@@ -260,20 +262,23 @@ class SeriesService:
         the client is told to send finds it applied (a replay, otherwise not metered), and
         meters it then, if this worker answers it. Bounded: the oldest are dropped."""
         for a, result in zip(write.applied, upd.results, strict=True):
-            self._unmetered[(series_id, a.seq)] = (a.answer, result, upd.state.particles)
+            self._unmetered[(series_id, a.seq)] = (a.writer or "", result, upd.state.particles)
             self._unmetered.move_to_end((series_id, a.seq))
         while len(self._unmetered) > MAX_UNMETERED:
             self._unmetered.popitem(last=False)
 
     def _meter_replayed(self, series_id: str, rec: Loaded, seqs: list[int]) -> None:
-        """Meter the observations of a replay whose first write failed but was applied: the
-        stored answer is the one that write carried."""
+        """Meter the repeated observations whose write failed here but was applied: their
+        stored records carry that write's token (another worker's write of the same value,
+        which metered it, carries its own)."""
         for seq in seqs:
             pending = self._unmetered.get((series_id, seq))
+            if pending is None:
+                continue
             applied = rec.applied.get(seq)
-            if pending is not None and applied is not None and applied.answer == pending[0]:
-                del self._unmetered[(series_id, seq)]
+            if applied is not None and applied.writer == pending[0]:
                 self.metrics.observe_observations([pending[1]], pending[2])
+            del self._unmetered[(series_id, seq)]  # applied by another write, or metered now
 
     def _check_seqs(self, rec: Loaded, seqs: list[int], values: list[str]) -> int:
         """How many of the request's observations were applied before (checked repeats)."""
@@ -313,8 +318,11 @@ class SeriesService:
             exclude_none=True
         )
         ending = f"{meta.version} {forecast}"
+        writer = os.urandom(8).hex()  # tells this write's records from another's
         applied = [
-            Applied(seq=s, value=v, answer=a, ending=ending if s == seqs[-1] else None)
+            Applied(
+                seq=s, value=v, answer=a, ending=ending if s == seqs[-1] else None, writer=writer
+            )
             for s, v, a in zip(seqs, values, answers, strict=True)
         ]
         head = f'"id":{json.dumps(series_id)},"seq":{meta.seq},"version":{meta.version}'

@@ -65,6 +65,7 @@ class Applied:
     value: str
     answer: str
     ending: str | None = None  # when it ended its request: JSON of the rest of that answer
+    writer: str | None = None  # a token of the write that applied it (which write did)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class StateStore(Protocol):
     async def meta(self, series_id: str) -> SeriesMeta | None: ...
 
     async def commit(self, series_id: str, write: Write) -> bool:
-        """Apply `write` atomically if the version is still `write.expected_version`."""
+        """Apply `write` atomically if the version is still `write.expected_version` (and, for
+        a create, if `write.meta.version` is above the name's tombstone: see last_version)."""
         ...
 
     async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
@@ -182,6 +184,8 @@ class EmbeddedStore:
             rec = self._series.get(series_id)
             if (rec.meta.version if rec else 0) != write.expected_version:
                 return False
+            if rec is None and self._tombstone(series_id) >= write.meta.version:
+                return False  # numbered before a later deletion: the caller renumbers
             if rec is None or write.reset:
                 if rec is None:
                     self._events.pop(series_id, None)
@@ -225,12 +229,13 @@ class EmbeddedStore:
                 break
             self._gone.popitem(last=False)
 
-    async def last_version(self, series_id: str) -> int:
-        rec = self._series.get(series_id)
-        if rec is not None:
-            return rec.meta.version
+    def _tombstone(self, series_id: str) -> int:
         gone = self._gone.get(series_id)
         return gone[0] if gone is not None and gone[1] > time.monotonic() else 0
+
+    async def last_version(self, series_id: str) -> int:
+        rec = self._series.get(series_id)
+        return rec.meta.version if rec is not None else self._tombstone(series_id)
 
     def _forget_events(self, series_id: str, events: deque[StoredEvent]) -> None:
         if self._events.get(series_id) is events and series_id not in self._series:

@@ -220,7 +220,7 @@ def test_an_observation_applied_by_a_write_that_timed_out_is_metered_on_its_repe
         calls += 1
         done = await commit(series_id, write)
         if calls == 1:
-            raise StoreUnavailable("timed out; the write may or may not have been applied")
+            raise StoreUnavailable("timed out; it may have been applied", maybe_applied=True)
         return bool(done)
 
     series.store.commit = applied_then_timeout
@@ -240,3 +240,39 @@ def test_an_observation_applied_by_a_write_that_timed_out_is_metered_on_its_repe
     assert value(scrape(client), "smct_observations_total") == value(
         once, "smct_observations_total"
     ) + 1
+
+
+def test_a_write_that_failed_unapplied_is_not_metered_when_another_worker_applied_it(
+    client: TestClient, runtime: Any
+) -> None:
+    """Worker A's commit times out without applying; worker B applies the repeat (and meters
+    it); a later repeat through A finds B's write, not its own, and meters nothing."""
+    from service.errors import StoreUnavailable
+    from service.metrics import Metrics
+    from service.schemas import ObservationsRequest
+    from service.series import SeriesService
+
+    t = put(client, runtime)["seq"]
+    a = client.app.state.series  # type: ignore[attr-defined]
+    b = SeriesService(a.engine, a.store, Metrics((80.0, 95.0)), a.settings)
+    commit = a.store.commit
+    calls = 0
+
+    async def first_times_out(series_id: str, write: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise StoreUnavailable("timed out; it may have been applied", maybe_applied=True)
+        return bool(await commit(series_id, write))
+
+    a.store.commit = first_times_out
+    before = scrape(client)
+    assert observe(client, t, 0.4).status_code == 503  # not applied
+    request = ObservationsRequest.model_validate({"observations": [{"seq": t, "value": 0.4}]})
+    answer = client.portal.call(b.append, "s1", request)  # type: ignore[union-attr]
+    assert not answer.replay
+    again = observe(client, t, 0.4)
+    assert again.status_code == 200 and again.headers.get("Idempotent-Replay") == "true"
+    total = "smct_observations_total"
+    assert value(scrape(client), total) == value(before, total)  # B counted it, in its registry
+    assert not a._unmetered  # and A forgot it

@@ -119,8 +119,10 @@ async def test_delete_then_recreate(make_store: StoreFactory) -> None:
     assert await store.load("a") is None
     assert [e.version for e in await store.read_events("a", 2, 0.1)] == [3]  # the deleted event
     assert not await store.delete("a", 2, "{}")
-    assert await store.commit("a", write(1, 5, reset=True))  # a new series, new event stream
-    assert [e.version for e in await store.read_events("a", 0, 0.1)] == [1]
+    assert not await store.commit("a", write(1, 5, reset=True))  # numbered under the deleted
+    renumbered = Write(expected_version=0, state=b"s", meta=meta(4, 5), event="{}", reset=True)
+    assert await store.commit("a", renumbered)  # a new series, new event stream
+    assert [e.version for e in await store.read_events("a", 0, 0.1)] == [4]
 
 
 async def test_last_version_outlives_the_events_of_a_deleted_series(
@@ -140,8 +142,18 @@ async def test_last_version_outlives_the_events_of_a_deleted_series(
     assert await store.commit("b", write(1, 0, reset=True))
     assert await store.delete("b", 1, '{"type":"deleted"}')  # another name: its own tombstone
     assert await store.last_version("b") == 2 and await store.last_version("a") == 151
+    # a create numbered before a later deletion (a PUT that read last_version, then another
+    # worker's PUT and DELETE) is refused, so that the caller numbers it again
+    stale = Write(expected_version=0, state=b"s", meta=meta(120, 0), event="{}", reset=True)
+    assert not await store.commit("a", stale)
+    assert await store.last_version("a") == 151
+    fresh = Write(expected_version=0, state=b"s", meta=meta(152, 0), event="{}", reset=True)
+    assert await store.commit("a", fresh)
+    assert await store.last_version("a") == 152
+    assert await store.delete("a", 152, '{"type":"deleted"}')
     await asyncio.sleep(0.7)
     assert await store.last_version("a") == 0
+    assert await store.commit("a", stale)  # expired: any number goes
 
 
 async def test_redis_keys_share_a_hash_tag(redis_url: str) -> None:
