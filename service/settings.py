@@ -75,7 +75,7 @@ class Settings(BaseSettings):
         default=64, ge=1, description="update events kept per series (SSE resume)"
     )
     tombstone_ttl_s: float = Field(
-        default=7 * 24 * 3600.0, gt=0.0,
+        default=7 * 24 * 3600.0, gt=0.0, le=10 * 365 * 24 * 3600.0,
         description="how long a deleted series' last version is kept, so that the event ids of "
         "a series created again under its name go on from it",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -322,7 +323,8 @@ def _checkpoint(path: Path) -> Any:
 
     try:
         return Checkpoint.load(path)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError,
+            pickle.UnpicklingError) as exc:
         raise typer.BadParameter(
             f"cannot read a checkpoint from {path} ({exc}); `smct train --out DIR` writes one",
             param_hint="--checkpoint",
@@ -694,7 +696,9 @@ def forecast(
                 histories, horizon, fractions, samples, seed=seed, **future
             )
         except ValueError as err:  # InputError: say which series, if there are several
-            raise ValueError(_which_series(runtime, ids, histories, future, err)) from None
+            raise ValueError(
+                _which_series(runtime, ids, histories, future, err, horizon)
+            ) from None
     except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -734,14 +738,15 @@ def forecast(
 
 
 def _which_series(
-    runtime: Any, ids: list[str], histories: list, future: dict[str, Any], err: Exception
+    runtime: Any, ids: list[str], histories: list, future: dict[str, Any], err: Exception,
+    horizon: int,
 ) -> str:
     """The runtime's refusal of a batch of histories, naming the first series refused alone."""
     if len(histories) > 1:
         for i, (name, history) in enumerate(zip(ids, histories, strict=True)):
             one = {k: [v[i]] for k, v in future.items()}
             try:
-                runtime.forecast_history([history], 1, [0.5], 1, **one)
+                runtime.forecast_history([history], horizon, [0.5], 1, **one)
             except ValueError as alone:
                 return f"series {name!r}: {alone}"
     return str(err)
@@ -803,8 +808,10 @@ def _read_histories(
     times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
     if times is not None:
         if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
+            from training.data import read_dates
+
             try:  # text stamps sort as dates, as training.data.load_long_table reads them
-                frame[times] = pd.to_datetime(frame[times])
+                frame[times] = read_dates(frame[times])
             except (ValueError, TypeError) as err:
                 raise typer.BadParameter(
                     f"{path}: the {times} column does not read as dates ({err})",
@@ -855,6 +862,8 @@ def _read_json_histories(path: Path) -> tuple[list[str], list]:
                 f"{where}: its values must all be numbers (null for missing), or all lists of "
                 "one number per feature", param_hint="--input",
             ) from None
+        if not len(values):
+            raise typer.BadParameter(f"{where} has no values", param_hint="--input")
         ids.append(str(it.get("id", i)))
         histories.append(values.reshape(len(values), -1))
     return ids, histories

@@ -707,7 +707,8 @@ def load_long_table(
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
-    if id_col not in frame.columns and id_col == "series_id" and time_col in frame.columns:
+    one_series = id_col not in frame.columns and id_col == "series_id"
+    if one_series and time_col in frame.columns:
         frame[id_col] = path.stem  # no id column (and none named): the table is one series
     missing = [c for c in (id_col, time_col, *(value_cols or [])) if c not in frame.columns]
     if missing:
@@ -721,14 +722,17 @@ def load_long_table(
         raise ValueError(f"target_dim must be in 1..{len(value_cols)}, got {target_dim}")
     if pd.api.types.is_string_dtype(frame[time_col]) or frame[time_col].dtype == object:
         try:  # text stamps sort as dates
-            frame[time_col] = pd.to_datetime(frame[time_col])
+            frame[time_col] = read_dates(frame[time_col])
         except (ValueError, TypeError) as exc:
             raise ValueError(
-                f"{path.name}: column {time_col!r} cannot be read as dates "
-                f"({str(exc).splitlines()[0].rstrip('. ')}); write them as YYYY-MM-DD[ HH:MM] "
-                "(ISO 8601) or as numbers"
+                f"{path.name}: column {time_col!r} cannot be read as dates ({exc}); write them "
+                "as YYYY-MM-DD[ HH:MM[+HH:MM]] (ISO 8601) or as numbers"
             ) from None
-    _check_rows(frame, path.name, id_col, time_col)
+    hint = (
+        f" (the table has no {id_col!r} column, so it was read as one series; name its id "
+        "column with --id-col)" if one_series else ""
+    )
+    _check_rows(frame, path.name, id_col, time_col, hint)
     frame = frame.sort_values([id_col, time_col], kind="stable")
 
     groups = list(frame.groupby(id_col, sort=True))
@@ -779,11 +783,25 @@ def _numeric_values(
     if chosen is None:
         chosen = []
         for col in frame.columns:
+            column = frame[col]
             if col in (id_col, time_col):
                 continue
-            numbers = pd.to_numeric(frame[col], errors="coerce")
-            if pd.api.types.is_numeric_dtype(frame[col]) or numbers.notna().any():
+            if (
+                pd.api.types.is_bool_dtype(column)
+                or pd.api.types.is_datetime64_any_dtype(column)
+                or pd.api.types.is_timedelta64_dtype(column)
+            ):
+                log.info("%s: column %r (%s) is not a value column", name, col, column.dtype)
+                continue
+            if column.isna().all():
+                log.warning("%s: column %r is empty; it is not a value column", name, col)
+                continue
+            numbers = pd.to_numeric(column, errors="coerce")
+            digits = column.astype(str).str.contains(r"\d", regex=True)
+            if pd.api.types.is_numeric_dtype(column) or numbers.notna().any():
                 chosen.append(col)
+            elif digits[column.notna()].mean() > 0.5:  # numbers written as text: 10,130
+                chosen.append(col)  # refused below, with the cell
             else:
                 log.info("%s: column %r holds no numbers; it is not a value column", name, col)
         if not chosen:
@@ -794,13 +812,17 @@ def _numeric_values(
     frame = frame.copy()
     for col in chosen:
         raw = frame[col]
+        if raw.isna().all():
+            raise ValueError(f"{name}: column {col!r} holds no value; name value columns that do")
         values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
         bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(
                 f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
-                "(leave a missing value empty; write decimals with a point)"
+                "(leave a missing value empty; write decimals with a point and no thousands "
+                "separator; if it is not a value column, name the value columns with "
+                "--value-cols)"
             )
         big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
         big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE
@@ -814,7 +836,25 @@ def _numeric_values(
     return frame, list(chosen)
 
 
-def _check_rows(frame: pd.DataFrame, name: str, id_col: str, time_col: str) -> None:
+def read_dates(column: pd.Series) -> pd.Series:
+    """Text time stamps as dates (as training reads them; `smct forecast` too): ISO 8601 with
+    offsets that change (daylight saving) in UTC. A ValueError says why, in pandas' first
+    sentence (its advice is about arguments the user cannot pass)."""
+    try:
+        return pd.to_datetime(column)
+    except (ValueError, TypeError) as exc:
+        if "timezone" in str(exc).lower():
+            try:
+                return pd.to_datetime(column, utc=True)
+            except (ValueError, TypeError):
+                pass
+        first = str(exc).split(" You might want")[0].splitlines()[0].rstrip(". :")
+        raise ValueError(first) from None
+
+
+def _check_rows(
+    frame: pd.DataFrame, name: str, id_col: str, time_col: str, hint: str = ""
+) -> None:
     """Every row needs an id and a time, and a series one row per time (rows are taken as
     consecutive steps: a repeated time would be read as two steps)."""
     for col in (id_col, time_col):
@@ -828,7 +868,7 @@ def _check_rows(frame: pd.DataFrame, name: str, id_col: str, time_col: str) -> N
         key, when = frame[id_col].iloc[row], frame[time_col].iloc[row]
         raise ValueError(
             f"{name}: row {row + 1} repeats series {key!r} at {time_col} {when!r}; keep one row "
-            "per series and time"
+            f"per series and time{hint}"
         )
 
 

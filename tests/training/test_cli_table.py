@@ -342,6 +342,15 @@ def test_a_model_with_covariates_forecasts_from_their_future_values(tmp_path: Pa
     assert code == 2 and "--covariates" in out and "temp" in out, out
     code, out = _run(*base, "--horizon", "4", "--covariates", str(future))
     assert code == 2 and "holds 3 rows" in out and "--horizon" in out, out
+    # two series, the second refused: the refusal names it (each is retried alone with its
+    # own future covariates; a one-step retry blamed the first on their shape)
+    two = pd.DataFrame(rows[:40] + rows[100:140], columns=columns)
+    two.loc[two.index[-1], "sales"] = 1e12
+    two.to_csv(history, index=False)
+    both = pd.DataFrame({"series_id": ["s0"] * 3 + ["s1"] * 3, "temp": [21.0, 22.0, 23.0] * 2})
+    both.to_csv(future, index=False)
+    code, out = _run(*base, "--horizon", "3", "--covariates", str(future))
+    assert code == 2 and "series 's1'" in out and "scales from" in _flat(out), out
     # and the service loads it (it used to refuse models with covariates)
     from service.engine import Engine
     from service.settings import Settings

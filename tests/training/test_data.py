@@ -340,13 +340,33 @@ def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) ->
         load_long_table(_write(no_id, tmp_path / "i.csv"), window=5)
     dates = frame.copy()
     dates["timestamp"] = [f"{d.hour % 28 + 1:02d}/02/2024" for d in frame.timestamp]  # d/m/Y
-    with pytest.raises(ValueError, match="cannot be read as dates .* YYYY-MM-DD"):
+    with pytest.raises(ValueError, match=r"cannot be read as dates \(time data \"13/02/2024\" "
+                       r"doesn't match format \"%m/%d/%Y\"\); write them as YYYY-MM-DD"):
         load_long_table(_write(dates, tmp_path / "w.csv"), window=5)
-    # a text column (a label) is no value column; empty cells are missing values
-    labelled = frame.assign(shop="north")
+    local = frame.copy()  # ISO 8601 with an offset that changes (daylight saving)
+    hours = ((frame.timestamp - frame.timestamp.min()) // pd.Timedelta(hours=1)).astype(int)
+    wall = [pd.Timestamp("2024-03-30") + pd.Timedelta(hours=h + (h >= 26)) for h in hours]
+    local["timestamp"] = [  # 2024-03-31 02:00 +01:00 is 03:00 +02:00 (Europe)
+        f"{w:%Y-%m-%d %H:%M}{'+01:00' if h < 26 else '+02:00'}"
+        for w, h in zip(wall, hours, strict=True)
+    ]
+    assert load_long_table(_write(local, tmp_path / "tz.csv"), window=5).series_names == ["a", "b"]
+    # a text column (a label), a flag, an empty column are no value columns; empty cells are
+    # missing values
+    labelled = frame.assign(shop="north", holiday=frame.timestamp.dt.hour == 3, note=None)
     labelled.loc[2, "y"] = None
     data = load_long_table(_write(labelled, tmp_path / "l.csv"), window=5)
     assert data.feature_names == ["y", "z"]
+    with pytest.raises(ValueError, match="column 'note' holds no value"):
+        load_long_table(tmp_path / "l.csv", window=5, value_cols=["y", "note"])
+    typed = labelled.assign(updated=frame.timestamp)  # Parquet keeps bool and datetime types
+    typed.to_parquet(tmp_path / "typed.parquet", index=False)
+    data = load_long_table(tmp_path / "typed.parquet", window=5)
+    assert data.feature_names == ["y", "z"]
+    # numbers written with thousands separators are refused, not dropped
+    text = frame.assign(y=[f"{1000 + i:,}" for i in range(len(frame))])
+    with pytest.raises(ValueError, match="'1,000' is not a number .* thousands separator"):
+        load_long_table(_write(text, tmp_path / "k.csv"), window=5)
 
 
 def test_a_table_without_an_id_column_is_one_series(tmp_path: Path) -> None:
@@ -356,6 +376,9 @@ def test_a_table_without_an_id_column_is_one_series(tmp_path: Path) -> None:
     assert data.series_names == ["shop"] and data.feature_names == ["y", "z"]
     with pytest.raises(ValueError, match="missing columns \\['store'\\]"):
         load_long_table(tmp_path / "shop.csv", window=5, id_col="store")  # named: must exist
+    two = frame.rename(columns={"series_id": "store"})  # an id column of another name
+    with pytest.raises(ValueError, match="repeats series 'two' .* its id column with --id-col"):
+        load_long_table(_write(two, tmp_path / "two.csv"), window=5)
 
 
 def test_a_series_too_short_for_a_window_is_not_in_the_scaler(tmp_path: Path) -> None:
