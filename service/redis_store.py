@@ -22,7 +22,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
 from service.store import (
@@ -143,7 +142,9 @@ class RedisStore:
                 f"{self._retry_after_s} s, and tell its operator if it persists",
                 retry_after_s=self._retry_after_s, maybe_applied=writing,
             )
-        maybe = writing and isinstance(exc, RedisTimeoutError)
+        # a write whose connection failed after sending (a timeout, a reset) may have run;
+        # only a refused connection sent nothing
+        maybe = writing and "refused" not in str(exc).lower()
         if maybe:
             outcome = (
                 "the write may or may not have been applied; repeat the same request (it is "

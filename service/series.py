@@ -249,7 +249,9 @@ class SeriesService:
                 if exc.maybe_applied:  # a timeout: meter it when a repeat finds it applied
                     self._unmetered_later(series_id, write, upd)
                 raise
-            if committed:
+            if not committed:  # lost the compare-and-set, or the reply of a resent write
+                self._unmetered_later(series_id, write, upd)  # whose first send won
+            else:
                 for a in write.applied:
                     self._unmetered.pop((series_id, a.seq), None)
                 self.metrics.observe_observations(upd.results, upd.state.particles)

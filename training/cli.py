@@ -325,8 +325,9 @@ def _checkpoint(path: Path) -> Any:
         return Checkpoint.load(path)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError,
             pickle.UnpicklingError) as exc:
+        why = str(exc).splitlines()[0][:200]  # torch's advice about weights_only is not ours
         raise typer.BadParameter(
-            f"cannot read a checkpoint from {path} ({exc}); `smct train --out DIR` writes one",
+            f"cannot read a checkpoint from {path} ({why}); `smct train --out DIR` writes one",
             param_hint="--checkpoint",
         ) from None
 
@@ -653,6 +654,9 @@ def forecast(
             param_hint="--levels",
         )
     fractions = [v / 100.0 for v in sorted(set(percents))]
+    for flag, given in (("--horizon", horizon), ("--samples", samples)):
+        if given < 1:
+            raise typer.BadParameter(f"must be at least 1, got {given}", param_hint=flag)
     if plot is not None:
         _check_plot_path(plot)
     from model.artifact import ArtifactError
@@ -743,12 +747,15 @@ def _which_series(
 ) -> str:
     """The runtime's refusal of a batch of histories, naming the first series refused alone."""
     if len(histories) > 1:
+        refused = []
         for i, (name, history) in enumerate(zip(ids, histories, strict=True)):
             one = {k: [v[i]] for k, v in future.items()}
             try:
                 runtime.forecast_history([history], horizon, [0.5], 1, **one)
             except ValueError as alone:
-                return f"series {name!r}: {alone}"
+                refused.append(f"series {name!r}: {alone}")
+        if refused and len(refused) < len(histories):  # not something every series gets
+            return refused[0]
     return str(err)
 
 
@@ -840,7 +847,7 @@ def _read_json_histories(path: Path) -> tuple[list[str], list]:
         raise typer.BadParameter(
             f"{path} is not JSON ({err}); {shape}", param_hint="--input"
         ) from None
-    if isinstance(doc, dict) and isinstance(doc.get("series"), list):
+    if isinstance(doc, dict) and isinstance(doc.get("series"), list) and doc["series"]:
         items = doc["series"]
     elif isinstance(doc, list):
         items = [{"id": "0", "values": doc}]

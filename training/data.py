@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -772,6 +773,11 @@ def load_long_table(
 MAX_TABLE_VALUE = 1e30
 
 
+#: a cell that is a number in a format pandas does not read: thousands separators, a decimal
+#: comma, a percent sign, accounting brackets (a code like "A12" is text, not this)
+_NUMBER_AS_TEXT = re.compile(r"\s*[-+(]?\s*[$€£¥]?\s*\d[\d.,' \u00a0]*\s*%?\)?\s*")
+
+
 def _numeric_values(
     frame: pd.DataFrame, name: str, id_col: str, time_col: str, value_cols: list[str] | None
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -796,12 +802,14 @@ def _numeric_values(
             if column.isna().all():
                 log.warning("%s: column %r is empty; it is not a value column", name, col)
                 continue
+            if column.dtype == object and all(isinstance(v, bool) for v in column.dropna()):
+                log.info("%s: column %r (true/false) is not a value column", name, col)
+                continue
             numbers = pd.to_numeric(column, errors="coerce")
-            digits = column.astype(str).str.contains(r"\d", regex=True)
             if pd.api.types.is_numeric_dtype(column) or numbers.notna().any():
                 chosen.append(col)
-            elif digits[column.notna()].mean() > 0.5:  # numbers written as text: 10,130
-                chosen.append(col)  # refused below, with the cell
+            elif _NUMBER_AS_TEXT.fullmatch(str(column.dropna().iloc[0])):
+                chosen.append(col)  # numbers written as text (10,130 or 12 %): refused below
             else:
                 log.info("%s: column %r holds no numbers; it is not a value column", name, col)
         if not chosen:
@@ -820,9 +828,9 @@ def _numeric_values(
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(
                 f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
-                "(leave a missing value empty; write decimals with a point and no thousands "
-                "separator; if it is not a value column, name the value columns with "
-                "--value-cols)"
+                "(write plain numbers: decimals with a point, no thousands separator, percent "
+                "or currency sign; leave a missing value empty; if it is not a value column, "
+                "name the value columns with --value-cols)"
             )
         big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
         big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE

@@ -276,3 +276,26 @@ def test_a_write_that_failed_unapplied_is_not_metered_when_another_worker_applie
     total = "smct_observations_total"
     assert value(scrape(client), total) == value(before, total)  # B counted it, in its registry
     assert not a._unmetered  # and A forgot it
+
+
+def test_a_write_whose_reply_was_lost_is_metered(client: TestClient, runtime: Any) -> None:
+    """redis-py resends a write whose connection broke while reading the reply; if the first
+    send ran, the resend fails its version check and the commit says False. The request then
+    finds its own write applied (its token) and meters it."""
+    t = put(client, runtime)["seq"]
+    series = client.app.state.series  # type: ignore[attr-defined]
+    commit = series.store.commit
+    calls = 0
+
+    async def applied_but_false(series_id: str, write: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        done = await commit(series_id, write)
+        return bool(done) and calls > 1
+
+    series.store.commit = applied_but_false
+    before = scrape(client)
+    r = observe(client, t, 0.4)
+    assert r.status_code == 200 and r.json()["seq"] == t + 1, r.text
+    total = "smct_observations_total"
+    assert value(scrape(client), total) == value(before, total) + 1

@@ -353,7 +353,10 @@ def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) ->
     assert load_long_table(_write(local, tmp_path / "tz.csv"), window=5).series_names == ["a", "b"]
     # a text column (a label), a flag, an empty column are no value columns; empty cells are
     # missing values
-    labelled = frame.assign(shop="north", holiday=frame.timestamp.dt.hour == 3, note=None)
+    labelled = frame.assign(
+        shop="north", sku=[f"A{i}" for i in range(len(frame))],
+        holiday=frame.timestamp.dt.hour == 3, note=None,
+    )
     labelled.loc[2, "y"] = None
     data = load_long_table(_write(labelled, tmp_path / "l.csv"), window=5)
     assert data.feature_names == ["y", "z"]
@@ -367,6 +370,14 @@ def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) ->
     text = frame.assign(y=[f"{1000 + i:,}" for i in range(len(frame))])
     with pytest.raises(ValueError, match="'1,000' is not a number .* thousands separator"):
         load_long_table(_write(text, tmp_path / "k.csv"), window=5)
+    dated = labelled.assign(  # a second date column, a true/false one with a gap: labels
+        promo=[f"2024-02-{1 + i % 28:02d}" for i in range(len(frame))],
+        flag=[True, None] + [False] * (len(frame) - 2),
+    )
+    assert load_long_table(_write(dated, tmp_path / "dt.csv"), window=5).feature_names == ["y", "z"]
+    percent = frame.assign(z=[f"{i % 90} %" for i in range(len(frame))])
+    with pytest.raises(ValueError, match="column 'z', row 1: '0 %' is not a number"):
+        load_long_table(_write(percent, tmp_path / "p.csv"), window=5)
 
 
 def test_a_table_without_an_id_column_is_one_series(tmp_path: Path) -> None:
