@@ -684,7 +684,9 @@ def load_long_table(
 ) -> SeriesData:
     """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
 
-    Without an id column (and ``id_col`` left at its default) the table is one series.
+    Without an id column (and ``id_col`` left at its default) the table is one series;
+    without a ``timestamp`` column (``time_col`` left at its default) a ``time`` or ``date``
+    column is the time.
     ``value_cols`` default to every numeric column but the id and time; the first
     ``target_dim`` (default all) are targets. Rows are sorted by (id, time) and taken as
     regularly spaced (gaps are not filled in). Each series is split by time, the scaler is fitted
@@ -708,6 +710,8 @@ def load_long_table(
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
+    if time_col not in frame.columns and time_col == "timestamp":  # not named: the usual names
+        time_col = next((c for c in ("time", "date") if c in frame.columns), time_col)
     one_series = id_col not in frame.columns and id_col == "series_id"
     if one_series and time_col in frame.columns:
         frame[id_col] = path.stem  # no id column (and none named): the table is one series
@@ -796,6 +800,7 @@ def _numeric_values(
                 pd.api.types.is_bool_dtype(column)
                 or pd.api.types.is_datetime64_any_dtype(column)
                 or pd.api.types.is_timedelta64_dtype(column)
+                or isinstance(column.dtype, pd.PeriodDtype)
             ):
                 log.info("%s: column %r (%s) is not a value column", name, col, column.dtype)
                 continue
@@ -822,6 +827,15 @@ def _numeric_values(
         raw = frame[col]
         if raw.isna().all():
             raise ValueError(f"{name}: column {col!r} holds no value; name value columns that do")
+        if (
+            pd.api.types.is_datetime64_any_dtype(raw)
+            or pd.api.types.is_timedelta64_dtype(raw)
+            or isinstance(raw.dtype, pd.PeriodDtype)
+        ):
+            raise ValueError(
+                f"{name}: column {col!r} holds times ({raw.dtype}), not values; name value "
+                "columns of numbers"
+            )
         values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
         bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
         if bad.any():

@@ -362,10 +362,14 @@ def test_long_table_refuses_cells_that_would_change_the_model(tmp_path: Path) ->
     assert data.feature_names == ["y", "z"]
     with pytest.raises(ValueError, match="column 'note' holds no value"):
         load_long_table(tmp_path / "l.csv", window=5, value_cols=["y", "note"])
-    typed = labelled.assign(updated=frame.timestamp)  # Parquet keeps bool and datetime types
+    typed = labelled.assign(  # Parquet keeps bool, datetime and period types
+        updated=frame.timestamp, month=frame.timestamp.dt.to_period("M")
+    )
     typed.to_parquet(tmp_path / "typed.parquet", index=False)
     data = load_long_table(tmp_path / "typed.parquet", window=5)
     assert data.feature_names == ["y", "z"]
+    with pytest.raises(ValueError, match="column 'updated' holds times"):
+        load_long_table(tmp_path / "typed.parquet", window=5, value_cols=["y", "updated"])
     # numbers written with thousands separators are refused, not dropped
     text = frame.assign(y=[f"{1000 + i:,}" for i in range(len(frame))])
     with pytest.raises(ValueError, match="'1,000' is not a number .* thousands separator"):
@@ -385,6 +389,10 @@ def test_a_table_without_an_id_column_is_one_series(tmp_path: Path) -> None:
     one = frame[frame.series_id == "a"].drop(columns="series_id")
     data = load_long_table(_write(one, tmp_path / "shop.csv"), window=5)
     assert data.series_names == ["shop"] and data.feature_names == ["y", "z"]
+    dated = one.rename(columns={"timestamp": "date"}).sample(frac=1.0, random_state=1)
+    by_date = load_long_table(_write(dated, tmp_path / "dated.csv"), window=5)  # `date`: time
+    assert by_date.feature_names == ["y", "z"]
+    assert np.array_equal(by_date.train, data.train)  # sorted by it, as by `timestamp`
     with pytest.raises(ValueError, match="missing columns \\['store'\\]"):
         load_long_table(tmp_path / "shop.csv", window=5, id_col="store")  # named: must exist
     two = frame.rename(columns={"series_id": "store"})  # an id column of another name
