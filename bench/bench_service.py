@@ -4,9 +4,10 @@
 
 Starts a redis-server, the service (`uvicorn service.main:app`, one process, Redis store) and a
 bare FastAPI app whose endpoint does one Redis GET and one SET of a value as large as a series
-state, each in its own uvicorn process on this machine. Then `--clients` concurrent keep-alive
-clients hit, phase by phase (in interleaved slices, so that load from elsewhere on the
-machine falls on every phase alike):
+state, each in its own uvicorn process on this machine (with `--workers N`, N worker processes
+each: the service through `smct serve --workers N`, the bare app through uvicorn's own).
+Then `--clients` concurrent keep-alive clients hit, phase by phase (in interleaved slices, so
+that load from elsewhere on the machine falls on every phase alike):
     bare       POST /bare/{client}                           (GET + SET, nothing else)
     update     POST /v1/series/{client}/observations         (one new observation each time:
                load, filter update, forecast, compare-and-set, event)
@@ -133,12 +134,22 @@ class Connection:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc), NaN elsewhere."""
+    """User + system CPU time so far of a process and its children (its workers), Linux
+    /proc; NaN elsewhere."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stats = {
+            int(p.name): p.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+            for p in Path("/proc").iterdir() if p.name.isdigit()
+        }
     except OSError:
         return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    family, grew = {pid}, True
+    while grew:  # descendants: uvicorn's workers, multiprocessing's helpers
+        more = {p for p, f in stats.items() if int(f[1]) in family} - family
+        family |= more
+        grew = bool(more)
+    ticks = sum(int(stats[p][11]) + int(stats[p][12]) for p in family if p in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -278,8 +289,8 @@ async def run(
 def report(results: list[Result], args: argparse.Namespace, state_bytes: int) -> float:
     print(
         f"\n{args.clients} concurrent clients, {args.duration:.0f} s per phase in {args.rounds} "
-        f"interleaved slices, each after {args.warmup:.0f} s warm-up; one uvicorn process "
-        "each, Redis on this machine; "
+        f"interleaved slices, each after {args.warmup:.0f} s warm-up; {args.workers} uvicorn "
+        "worker process(es) each, Redis on this machine; "
         f"backend {args.backend}, {args.threads} model thread(s); "
         f"returned forecast: horizon {args.horizon}, {args.samples} samples; state "
         f"{state_bytes} bytes (the bare endpoint GETs and SETs as many); {os.cpu_count()} CPUs\n"
@@ -320,6 +331,10 @@ def main() -> None:
     parser.add_argument("--backend", default="torch", help="torch | onnx")
     parser.add_argument("--threads", type=int, default=1, help="SMCT_THREADS of the service")
     parser.add_argument("--app", default="service.main:app", help="ASGI target of the service")
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="worker processes of the service (smct serve --workers) and of the bare app",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 under the 0.5 bar")
     args = parser.parse_args()
     if not (args.artifact / "manifest.json").is_file():
@@ -350,8 +365,15 @@ def main() -> None:
                 )
             )
             url = f"redis://127.0.0.1:{redis_port}/0"
+            command = uvicorn(args.app, service_port)
+            if args.workers > 1:
+                command = [
+                    sys.executable, "-m", "training.cli", "serve", "--host", "127.0.0.1",
+                    "--port", str(service_port), "--log-level", "warning",
+                    "--workers", str(args.workers),
+                ]
             service = start(
-                uvicorn(args.app, service_port),
+                command,
                 {
                     "SMCT_ARTIFACT": str(args.artifact),
                     "SMCT_REDIS_URL": url,
@@ -373,6 +395,8 @@ def main() -> None:
                     "--factory",
                     "--app-dir",
                     str(REPO / "bench"),
+                    "--workers",
+                    str(args.workers),
                 ),
                 {"BENCH_REDIS_URL": url, "BENCH_VALUE_BYTES": str(state_bytes)},
                 bare_port,

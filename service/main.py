@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from service.deps import ApiKey
 from service.engine import Engine
 from service.errors import install_error_handlers
 from service.forecasting import ForecastService
-from service.metrics import Metrics
+from service.metrics import MULTIPROC_ENV, Metrics, multiprocess
 from service.middleware import BodyLimit, RequestMetrics
 from service.redis_store import RedisStore
 from service.routes import forecast, ops, series
@@ -72,6 +73,12 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
         if not logging.getLogger().handlers:
             logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("service").setLevel(settings.log_level.upper())
+        if multiprocessing.parent_process() is not None and not multiprocess():
+            log.warning(
+                "this is one of several worker processes and %s is unset: its /metrics counts "
+                "its own requests only; start workers with `smct serve --workers N`",
+                MULTIPROC_ENV,
+            )
         if runtime is None:
             try:
                 engine = await asyncio.to_thread(Engine.load, settings, metrics.observe_batch)

@@ -4,13 +4,22 @@ The rest of the service emits plain stats (durations, batch sizes, observation r
 this module alone turns them into metrics. Base units, `smct_` prefix, counters end in
 `_total`, no per-series label. Each app owns a registry, so several apps can live in one
 process (tests) without clashing.
+
+Several worker processes (`smct serve --workers N`) share one exposition through
+prometheus_client's multiprocess mode: each process writes its values to files in
+PROMETHEUS_MULTIPROC_DIR (set before prometheus_client is imported, by `smct serve`), and
+whichever worker answers a scrape adds up the counters and histograms of all of them. The
+rolling gauges are each worker's own window of recent observations: `smct_rolling_picp` is
+that of the worker that set it last, `smct_rolling_log_score` that of the worker scraped.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -23,6 +32,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from service.schemas import ObservationResult
@@ -43,6 +53,20 @@ SCALE_BUCKETS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0
 #: negative log density; the first bound is >= 0 so that the histogram keeps its `_sum`
 LOG_SCORE_BUCKETS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 50.0)
 BYTES_BUCKETS = tuple(float(2**k) for k in range(8, 26, 2))  # 256 B .. 8 MiB
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess() -> bool:
+    """Whether this process writes its metrics for several workers to share (see above)."""
+    return bool(os.environ.get(MULTIPROC_ENV))
+
+
+def prepare_multiprocess_dir(directory: Path) -> None:
+    """Make `directory` ready for the workers of one server run: created, and emptied of the
+    files of earlier runs (their counts would be added to this run's)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("*.db"):  # prometheus_client's files, and nothing else
+        path.unlink()
 
 
 class Metrics:
@@ -125,10 +149,12 @@ class Metrics:
         )
         self.rolling_picp = Gauge(
             "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
-            ["level"], registry=r,
+            ["level"], registry=r, multiprocess_mode="mostrecent",
         )
         self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
-        r.register(_RollingMean(
+        # this process' own collectors (multiprocess mode collects the others from files)
+        self._local = CollectorRegistry(auto_describe=True)
+        self._local.register(_RollingMean(
             "smct_rolling_log_score",
             f"Mean -log p(y) of the last {ROLLING_WINDOW} observed values (the mean to read: "
             "smct_log_score_sum can decrease, -log p being negative where p > 1); absent "
@@ -137,7 +163,7 @@ class Metrics:
         ))
         self.model_info = Gauge(
             "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
-            registry=r,
+            registry=r, multiprocess_mode="max",
         )
         self._registry = r
         self._series_active: Gauge | None = None  # registered only where the store can count
@@ -221,7 +247,7 @@ class Metrics:
     def count_series(self, count: Callable[[], int | None]) -> None:
         """Report smct_series_active from `count` at each scrape, when the store knows it (a
         gauge that always read 0 on Redis would say the store is empty)."""
-        if count() is not None:
+        if count() is not None and not multiprocess():  # one process: the embedded store
             if self._series_active is None:
                 self._series_active = Gauge(
                     "smct_series_active", "Series in the state store", registry=self._registry
@@ -229,7 +255,11 @@ class Metrics:
             self._series_active.set_function(lambda: float(count() or 0))
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not multiprocess():
+            return generate_latest(self.registry) + generate_latest(self._local)
+        shared = CollectorRegistry()
+        MultiProcessCollector(shared)
+        return generate_latest(shared) + generate_latest(self._local)
 
 
 def _flat(value: object) -> list[float]:

@@ -31,6 +31,11 @@ class Settings(BaseSettings):
         default=1, ge=1, description="intra-op threads of the model (torch and onnxruntime); 1 "
         "suits a process per core, the event loop taking the rest",
     )
+    workers: int = Field(
+        default=1, ge=1, le=256, description="worker processes of `smct serve`, each with the "
+        "model loaded (one process uses about one core: its event loop and model thread share "
+        "Python's lock); more than one needs SMCT_REDIS_URL, the state they share",
+    )
 
     # limits on what one request may ask for
     max_horizon: int = Field(default=256, ge=1)

@@ -443,22 +443,70 @@ def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     artifact: Annotated[Optional[Path], typer.Option(help="default: $SMCT_ARTIFACT")] = None,  # noqa: UP045
+    workers: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="worker processes, each with the model (default: $SMCT_WORKERS, 1); "
+                     "more than one needs SMCT_REDIS_URL"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:
-    """Serve the forecasting API (service.main:app) with uvicorn; settings come from SMCT_*."""
+    """Serve the forecasting API (service.main:app) with uvicorn; settings come from SMCT_*.
+
+    One process serves about one core's worth of requests (its event loop and its model thread
+    share Python's lock); `--workers N` runs N, which share the series through Redis and one
+    /metrics exposition (prometheus_client's multiprocess mode, in $PROMETHEUS_MULTIPROC_DIR
+    or a temporary folder)."""
     import os
+    import tempfile
+    from contextlib import ExitStack
 
     import uvicorn
+    from pydantic import ValidationError
+
+    from service.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+    from service.settings import Settings
 
     if artifact is not None:
         os.environ["SMCT_ARTIFACT"] = str(artifact)
-    uvicorn.run(
-        "service.main:app",
-        host=host,
-        port=port,
-        log_level=log_level,
-        timeout_graceful_shutdown=10,
-    )
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise typer.BadParameter(f"the SMCT_ environment is not valid: {exc}") from exc
+    n = settings.workers if workers is None else workers
+    if n < 1:
+        raise typer.BadParameter(f"--workers must be at least 1, got {n}", param_hint="--workers")
+    if n > 1 and not settings.redis_url:
+        raise typer.BadParameter(
+            f"{n} workers would each keep their own series in the embedded store (a series "
+            "created through one would be unknown to the others); set SMCT_REDIS_URL to a "
+            "Redis they share, or serve with one worker", param_hint="--workers",
+        )
+    with ExitStack() as stack:
+        given = os.environ.get(MULTIPROC_ENV)
+        if n > 1 or given:
+            directory = Path(given) if given else Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="smct-metrics-"))
+            )
+            prepare_multiprocess_dir(directory)
+            os.environ[MULTIPROC_ENV] = str(directory)  # read by each worker's prometheus_client
+            stack.callback(_restore_env, MULTIPROC_ENV, given)
+        uvicorn.run(
+            "service.main:app",
+            host=host,
+            port=port,
+            log_level=log_level,
+            workers=n,
+            timeout_graceful_shutdown=10,
+        )
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    import os
+
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 @app.command()

@@ -283,11 +283,15 @@ class ThreadServer:
 
 
 class ProcessServer:
-    """`python -m uvicorn service.main:app` in a subprocess, configured by environment."""
+    """`python -m uvicorn service.main:app` in a subprocess, configured by environment (or
+    `smct serve` with the `serve` options given)."""
 
-    def __init__(self, env: dict[str, str], port: int | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], port: int | None = None, serve: list[str] | None = None
+    ) -> None:
         self.port = port or free_port()
         self.env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+        self.serve = serve
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -296,11 +300,12 @@ class ProcessServer:
 
     def launch(self) -> ProcessServer:
         """Start the process without waiting for it (see `ready`)."""
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "service.main:app", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning"],
-            cwd=REPO, env=self.env,
+        where = ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        argv = (
+            [sys.executable, "-m", "uvicorn", "service.main:app", *where] if self.serve is None
+            else [sys.executable, "-m", "training.cli", "serve", *where, *self.serve]
         )
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=self.env)
         return self
 
     def ready(self) -> ProcessServer:

@@ -37,3 +37,72 @@ def test_serve_defaults_to_localhost_8000(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
     assert CliRunner().invoke(app, ["serve"]).exit_code == 0
     assert (calls[0]["host"], calls[0]["port"]) == ("127.0.0.1", 8000)
+
+
+def test_several_workers_need_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded store lives in one process: a series PUT through one worker would be a 404
+    through another. Refused before anything starts, saying what to set."""
+    import uvicorn
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    monkeypatch.delenv("SMCT_REDIS_URL", raising=False)
+    for argv, env in ((["serve", "--workers", "2"], {}), (["serve"], {"SMCT_WORKERS": "3"})):
+        result = CliRunner().invoke(app, argv, env=env)
+        assert result.exit_code == 2, result.output
+        assert "SMCT_REDIS_URL" in result.output and "one worker" in result.output
+    assert calls == []
+    result = CliRunner().invoke(app, ["serve", "--workers", "0"])
+    assert result.exit_code == 2 and "at least 1" in result.output
+
+
+def test_workers_share_one_metrics_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With Redis, `--workers N` runs N uvicorn workers; prometheus_client's multiprocess folder
+    is set for them (a temporary one, removed afterwards), and put back as it was."""
+    import uvicorn
+
+    from service.metrics import MULTIPROC_ENV
+
+    seen: list[tuple[dict[str, Any], str | None, bool]] = []
+
+    def run(*args: Any, **kwargs: Any) -> None:
+        folder = os.environ.get(MULTIPROC_ENV)
+        seen.append((kwargs, folder, folder is not None and Path(folder).is_dir()))
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setenv("SMCT_REDIS_URL", "redis://127.0.0.1:1/0")  # not reached: run is fake
+    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
+    assert CliRunner().invoke(app, ["serve", "--workers", "2"]).exit_code == 0
+    monkeypatch.setenv("SMCT_WORKERS", "3")
+    assert CliRunner().invoke(app, ["serve"]).exit_code == 0
+    (first, folder, existed), (second, _, _) = seen
+    assert first["workers"] == 2 and second["workers"] == 3
+    assert folder is not None and existed and not Path(folder).exists()  # removed after
+    assert MULTIPROC_ENV not in os.environ
+
+    # a folder of the operator's (a volume): emptied of earlier runs' files, and kept
+    mine = tmp_path / "prom"
+    mine.mkdir()
+    (mine / "counter_1.db").write_bytes(b"stale")
+    (mine / "notes.txt").write_text("not ours")
+    monkeypatch.setenv(MULTIPROC_ENV, str(mine))
+    assert CliRunner().invoke(app, ["serve", "--workers", "2"]).exit_code == 0
+    assert seen[-1][1] == str(mine) and os.environ[MULTIPROC_ENV] == str(mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_one_worker_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from service.metrics import MULTIPROC_ENV
+
+    calls: list[tuple[dict[str, Any], str | None]] = []
+    monkeypatch.setattr(
+        uvicorn, "run", lambda *a, **kw: calls.append((kw, os.environ.get(MULTIPROC_ENV)))
+    )
+    monkeypatch.delenv("SMCT_WORKERS", raising=False)
+    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
+    assert CliRunner().invoke(app, ["serve"]).exit_code == 0
+    assert calls == [({**calls[0][0], "workers": 1}, None)]  # the embedded store: fine
