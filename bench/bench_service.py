@@ -136,13 +136,15 @@ class Connection:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time so far of a process and its children (its workers), Linux
     /proc; NaN elsewhere."""
-    try:
-        stats = {
-            int(p.name): p.joinpath("stat").read_text().rsplit(")", 1)[1].split()
-            for p in Path("/proc").iterdir() if p.name.isdigit()
-        }
-    except OSError:
+    if not Path(f"/proc/{pid}/stat").exists():
         return float("nan")
+    stats = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stats[int(p.name)] = p.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # it ended while we looked
+                continue
     family, grew = {pid}, True
     while grew:  # descendants: uvicorn's workers, multiprocessing's helpers
         more = {p for p, f in stats.items() if int(f[1]) in family} - family
@@ -332,6 +334,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="SMCT_THREADS of the service")
     parser.add_argument("--app", default="service.main:app", help="ASGI target of the service")
     parser.add_argument(
+        "--factory", action="store_true",
+        help="--app names a function that makes the app (bench/service_floor.py)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=1,
         help="worker processes of the service (smct serve --workers) and of the bare app",
     )
@@ -365,7 +371,7 @@ def main() -> None:
                 )
             )
             url = f"redis://127.0.0.1:{redis_port}/0"
-            command = uvicorn(args.app, service_port)
+            command = uvicorn(args.app, service_port, *(["--factory"] if args.factory else []))
             if args.workers > 1:
                 command = [
                     sys.executable, "-m", "training.cli", "serve", "--host", "127.0.0.1",
