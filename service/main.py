@@ -75,9 +75,9 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
         logging.getLogger("service").setLevel(settings.log_level.upper())
         if multiprocessing.parent_process() is not None and not multiprocess():
             log.warning(
-                "this is one of several worker processes and %s is unset: its /metrics counts "
-                "its own requests only; start workers with `smct serve --workers N`",
-                MULTIPROC_ENV,
+                "this process was started by another (uvicorn --workers, or --reload) and %s "
+                "is unset: if several workers serve, each one's /metrics counts its own "
+                "requests only; start several with `smct serve --workers N`", MULTIPROC_ENV,
             )
         if runtime is None:
             try:
@@ -108,6 +108,7 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
         finally:
             await engine.close()
             await store.close()
+            metrics.close()
 
     app = FastAPI(
         title="smct", summary="SMC Transformer forecasting service", version="0.1.0",

@@ -32,7 +32,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
 from service.schemas import ObservationResult
@@ -149,7 +149,7 @@ class Metrics:
         )
         self.rolling_picp = Gauge(
             "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
-            ["level"], registry=r, multiprocess_mode="mostrecent",
+            ["level"], registry=r, multiprocess_mode="livemostrecent",
         )
         self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
         # this process' own collectors (multiprocess mode collects the others from files)
@@ -163,10 +163,10 @@ class Metrics:
         ))
         self.model_info = Gauge(
             "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
-            registry=r, multiprocess_mode="max",
+            registry=r, multiprocess_mode="livemax",
         )
         self._registry = r
-        self._series_active: Gauge | None = None  # registered only where the store can count
+        self._series_active: _Callback | None = None  # only where the store can count
         self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
         self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
         self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
@@ -246,13 +246,19 @@ class Metrics:
 
     def count_series(self, count: Callable[[], int | None]) -> None:
         """Report smct_series_active from `count` at each scrape, when the store knows it (a
-        gauge that always read 0 on Redis would say the store is empty)."""
-        if count() is not None and not multiprocess():  # one process: the embedded store
+        gauge that always read 0 on Redis would say the store is empty). This process' own
+        collector: the embedded store is one process' series."""
+        if count() is not None:
             if self._series_active is None:
-                self._series_active = Gauge(
-                    "smct_series_active", "Series in the state store", registry=self._registry
-                )
-            self._series_active.set_function(lambda: float(count() or 0))
+                self._series_active = _Callback("smct_series_active", "Series in the state store")
+                self._local.register(self._series_active)
+            self._series_active.fn = lambda: float(count() or 0)
+
+    def close(self) -> None:
+        """At the end of a worker: its live gauges (the model it served, its rolling coverage)
+        leave the shared exposition with it, as a restarted worker's should."""
+        if multiprocess():
+            mark_process_dead(os.getpid())
 
     def render(self) -> bytes:
         if not multiprocess():
@@ -286,6 +292,20 @@ class _RollingMean(Collector):
             return []
         return [GaugeMetricFamily(self.name, self.documentation,
                                   value=math.fsum(values) / len(values))]
+
+
+class _Callback(Collector):
+    """A gauge whose value `fn` gives at each scrape."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name, self.documentation = name, documentation
+        self.fn: Callable[[], float] = lambda: 0.0
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation)]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self.name, self.documentation, value=self.fn())]
 
 
 def _widths(lo: object, hi: object) -> list[float]:

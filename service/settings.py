@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+MAX_WORKERS = 256
+
 
 class Settings(BaseSettings):
     """Environment of one service process."""
@@ -32,9 +34,9 @@ class Settings(BaseSettings):
         "suits a process per core, the event loop taking the rest",
     )
     workers: int = Field(
-        default=1, ge=1, le=256, description="worker processes of `smct serve`, each with the "
-        "model loaded (one process uses about one core: its event loop and model thread share "
-        "Python's lock); more than one needs SMCT_REDIS_URL, the state they share",
+        default=1, ge=1, le=MAX_WORKERS, description="worker processes of `smct serve`, each "
+        "with the model loaded (one process uses about one core: its event loop and model "
+        "thread share Python's lock); more than one needs SMCT_REDIS_URL, the state they share",
     )
 
     # limits on what one request may ask for

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from training.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_serve_runs_uvicorn_on_the_service_app(
@@ -42,18 +46,33 @@ def test_serve_defaults_to_localhost_8000(monkeypatch: pytest.MonkeyPatch) -> No
 def test_several_workers_need_redis(monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedded store lives in one process: a series PUT through one worker would be a 404
     through another. Refused before anything starts, saying what to set."""
-    import uvicorn
+    import training.cli as cli
 
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    calls: list[Any] = []
+    monkeypatch.setattr(cli, "_run_server", lambda *a: calls.append(a) or 0)
     monkeypatch.delenv("SMCT_REDIS_URL", raising=False)
     for argv, env in ((["serve", "--workers", "2"], {}), (["serve"], {"SMCT_WORKERS": "3"})):
         result = CliRunner().invoke(app, argv, env=env)
         assert result.exit_code == 2, result.output
         assert "SMCT_REDIS_URL" in result.output and "one worker" in result.output
+    for bad in ("0", "300"):
+        result = CliRunner().invoke(app, ["serve", "--workers", bad])
+        assert result.exit_code == 2 and "between 1 and 256" in result.output, result.output
     assert calls == []
-    result = CliRunner().invoke(app, ["serve", "--workers", "0"])
-    assert result.exit_code == 2 and "at least 1" in result.output
+
+
+def test_a_bad_environment_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import training.cli as cli
+
+    monkeypatch.setattr(cli, "_run_server", lambda *a: 0)
+    result = CliRunner().invoke(app, ["serve"], env={"SMCT_LEVELS": "abc"})
+    assert result.exit_code == 2, result.output
+    assert "SMCT_LEVELS" in result.output and "pydantic.dev" not in result.output
+    monkeypatch.setenv("SMCT_REDIS_URL", "redis://127.0.0.1:1/0")
+    result = CliRunner().invoke(
+        app, ["serve", "--workers", "2"], env={"PROMETHEUS_MULTIPROC_DIR": "/proc/no/such"}
+    )
+    assert result.exit_code == 2 and "writable folder" in result.output, result.output
 
 
 def test_workers_share_one_metrics_folder(
@@ -61,24 +80,24 @@ def test_workers_share_one_metrics_folder(
 ) -> None:
     """With Redis, `--workers N` runs N uvicorn workers; prometheus_client's multiprocess folder
     is set for them (a temporary one, removed afterwards), and put back as it was."""
-    import uvicorn
-
+    import training.cli as cli
     from service.metrics import MULTIPROC_ENV
 
-    seen: list[tuple[dict[str, Any], str | None, bool]] = []
+    seen: list[tuple[int, str | None, bool]] = []
 
-    def run(*args: Any, **kwargs: Any) -> None:
+    def run(host: str, port: int, log_level: str, workers: int) -> int:
         folder = os.environ.get(MULTIPROC_ENV)
-        seen.append((kwargs, folder, folder is not None and Path(folder).is_dir()))
+        seen.append((workers, folder, folder is not None and Path(folder).is_dir()))
+        return 0
 
-    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(cli, "_run_server", run)
     monkeypatch.setenv("SMCT_REDIS_URL", "redis://127.0.0.1:1/0")  # not reached: run is fake
     monkeypatch.delenv(MULTIPROC_ENV, raising=False)
     assert CliRunner().invoke(app, ["serve", "--workers", "2"]).exit_code == 0
     monkeypatch.setenv("SMCT_WORKERS", "3")
     assert CliRunner().invoke(app, ["serve"]).exit_code == 0
     (first, folder, existed), (second, _, _) = seen
-    assert first["workers"] == 2 and second["workers"] == 3
+    assert first == 2 and second == 3
     assert folder is not None and existed and not Path(folder).exists()  # removed after
     assert MULTIPROC_ENV not in os.environ
 
@@ -105,4 +124,21 @@ def test_one_worker_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SMCT_WORKERS", raising=False)
     monkeypatch.delenv(MULTIPROC_ENV, raising=False)
     assert CliRunner().invoke(app, ["serve"]).exit_code == 0
-    assert calls == [({**calls[0][0], "workers": 1}, None)]  # the embedded store: fine
+    ((kwargs, folder),) = calls
+    assert "workers" not in kwargs and folder is None  # uvicorn's one process, as before
+
+
+def test_workers_that_cannot_start_fail_the_command(tmp_path: Path) -> None:
+    """uvicorn.run exits 0 when the workers of a multi-process run fail at start-up (it says 3
+    for one process only): `smct serve --workers 2` exits 3, as with one worker."""
+    env = {
+        **os.environ, "SMCT_ARTIFACT": str(tmp_path / "missing"),
+        "SMCT_REDIS_URL": "redis://127.0.0.1:1/0", "PYTHONPATH": str(REPO),
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "training.cli", "serve", "--workers", "2", "--port", "0",
+         "--log-level", "critical"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,40 @@ def test_two_workers_share_series_and_metrics(
     done = subprocess.run([promtool, "check", "metrics"], input=scrapes[-1], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+WORKER = """
+import sys
+from service.metrics import Metrics
+metrics = Metrics((80.0, 95.0))
+metrics.set_model(sys.argv[1], "torch", "cpu")
+metrics._roll("80", sys.argv[1] == "new")
+sys.stdout.write(metrics.render().decode())
+if sys.argv[2] == "exit":
+    metrics.close()
+"""
+
+
+def test_a_worker_that_ends_takes_its_gauges_along(tmp_path: Path) -> None:
+    """A restarted worker (SIGHUP, a new artifact) must not leave the old model in
+    smct_model_info, nor its coverage in smct_rolling_picp: live gauges, marked dead at the
+    end of the worker (Metrics.close, from the lifespan)."""
+    folder = tmp_path / "prom"
+    folder.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def worker(model: str, end: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        done = subprocess.run([sys.executable, "-c", WORKER, model, end], env=env,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return samples(done.stdout)
+
+    old = worker("old", "exit")
+    info = ("smct_model_info", (("backend", "torch"), ("device", "cpu"), ("model_version", "old")))
+    assert old[info] == 1 and old[("smct_rolling_picp", (("level", "80"),))] == 0.0
+    new = worker("new", "stay")  # its files stay: it is still serving
+    assert not any(labels and ("model_version", "old") in labels for _, labels in new)
+    assert new[("smct_rolling_picp", (("level", "80"),))] == 1.0
+    again = worker("newer", "exit")  # another worker beside it sees both live ones
+    versions = {dict(labels)["model_version"] for name, labels in again if name == info[0]}
+    assert versions == {"new", "newer"}
