@@ -166,12 +166,17 @@ def _validation_body(exc: RequestValidationError) -> dict[str, Any]:
     fields: list[dict[str, str]] = []
     seen: set[str] = set()
     for err in exc.errors():
-        path = field_path(tuple(err.get("loc", ())))
+        kind = str(err.get("type", ""))
+        # a document that does not parse is the body's fault, not that of a field "[0]" (the
+        # character position pydantic reports it at)
+        path = "body" if kind == "json_invalid" else field_path(tuple(err.get("loc", ())))
         if path in seen:  # one message per field (unions report every branch)
             continue
         seen.add(path)
-        msg = str(err.get("msg", "invalid"))
-        fix = _FIXES.get(str(err.get("type", "")))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # our validators'
+        if kind == "json_invalid" and isinstance((err.get("loc") or (None, None))[-1], int):
+            msg += f" at character {err['loc'][-1]}"
+        fix = _FIXES.get(kind)
         if fix and msg.startswith("send "):  # our own validators already say what to send
             fix = None
         fields.append({"field": path, "message": f"{msg}; {fix}" if fix else msg})
@@ -199,8 +204,18 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse(_validation_body(exc), status_code=422)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404 and exc.detail == "Not Found":  # no route matched the path
+            hint = (
+                " (a series id is letters, digits and . _ : @ -, at most 128 characters, and "
+                "holds no slash)" if request.url.path.startswith("/v1/series/") else ""
+            )
+            return JSONResponse(
+                {"error": "not_found", "message": f"there is no endpoint at {request.method} "
+                 f"{request.url.path}{hint}; the endpoints are listed at /docs"},
+                status_code=404,
+            )
         if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
             # FastAPI's answer to a body json.loads cannot even start on (bytes that are not
             # UTF-8, nesting past the recursion limit): an invalid document like any other

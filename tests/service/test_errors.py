@@ -202,8 +202,27 @@ def test_api_keys(make_client: AppFactory, runtime: Any) -> None:
 def test_unknown_route_and_method(app_client: TestClient) -> None:
     r = app_client.get("/v1/nothing")
     assert r.status_code == 404 and r.json()["error"] == "not_found"
+    assert "GET /v1/nothing" in r.json()["message"] and "/docs" in r.json()["message"]
     r = app_client.patch("/v1/series/x", json={})
     assert r.status_code == 405
+    # an id with a slash is no route at all: the 404 says what an id may hold
+    for path in ("/v1/series/a/b", "/v1/series/a%2Fb"):
+        r = app_client.put(path, json={"values": [1.0, 2.0, 3.0]})
+        assert r.status_code == 404 and "holds no slash" in r.json()["message"], r.text
+
+
+def test_refusals_read_as_sentences(app_client: TestClient, runtime: Any) -> None:
+    """No pydantic prefixes ("Value error, ") and no "[0]" field for a body that does not
+    parse: the message names the body and where it broke."""
+    r = app_client.post("/v1/forecast", content=b'{"series": [',
+                        headers={"content-type": "application/json"})
+    assert_422(r, "body", "JSON decode error at character", "valid JSON")
+    assert r.json()["fields"][0]["field"] == "body"
+    twice = [{"id": "a", "values": history(runtime)}] * 2
+    r = app_client.post("/v1/forecast", json={"series": twice})
+    assert_422(r, "series", "appears twice")
+    r = app_client.get("/v1/series/zz/forecast?levels=0")
+    assert r.status_code == 422 and "Value error" not in r.text, r.text
 
 
 GARBAGE: list[Any] = [
