@@ -304,7 +304,7 @@ class Runtime:
                 batch.put(idx, sub)
 
     def _reanchor(self, batch: StateBatch) -> None:
-        """Scale a series by the window the model attends to, at every step once it is full.
+        """Scale a series by the window the model attends to, at every step.
 
         A per-series model is trained on windows scaled by their own recent values
         (training.data.window_scaling); a series served for long drifts away from the level and
@@ -313,26 +313,22 @@ class Runtime:
         and scale become those of the last L inputs (model.state.series_scaling, in series
         units) and the window is re-expressed in them; keys and values are rebuilt from the
         window, so the particles stay consistent, and the next observation is scored against
-        intervals issued before it, in series units. Until the window is full the scaling of
-        the creating history stays (a few values give no scale). Deterministic in the state:
-        a round trip through bytes gives the same updates. In place.
+        intervals issued before it, in series units. A window not yet full counts the inputs it
+        holds: until 2026-11-24 such a window kept the scaling of the history it was created
+        from, and a series created from 12 values near 100 that moved to 130 was issued
+        [108, 110] at every step until its window filled, 12 misses in a row. Deterministic in
+        the state: a round trip through bytes gives the same updates. In place.
 
         Only observed inputs count (`batch.observed`), as training scales a window by its
         finite values: a missing value is the filter's imputed mean, and over a gap those
         settle on a constant; taken as data they shrank the scale to nothing (every later
         value refused as "millions of scales" away) or, right after the gap, to a fraction of
         the series' spread (intervals far too narrow). A feature with fewer than
-        `min_observed` values in the window keeps its scaling."""
-        full = batch.t >= self.window
-        if not full.all():
-            if not full.any():
-                return
-            due: slice | np.ndarray = np.flatnonzero(full)
-        else:
-            due = slice(None)  # views, not copies: this runs at every step
+        `min_observed` values in the window keeps its scaling (a few values give no scale)."""
+        due = slice(None)  # views, not copies: this runs at every step
         loc, scale = batch.loc[due], batch.scale[due]  # (D, F)
         units = batch.x_hist[due] * scale[:, None] + loc[:, None]  # (D, L, F) float64
-        seen = batch.observed[due]  # (D, L, F)
+        seen = batch.observed[due]  # (D, L, F); the slots of a window not yet full are unseen
         if seen.all():  # model.state.series_scaling without its NaN handling
             new_loc = units.sum(axis=1) / units.shape[1]
             dev = units - new_loc[:, None]
