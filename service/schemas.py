@@ -225,7 +225,10 @@ class SeriesForecastRequest(_Request):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"horizon": 3, "levels": [80, 95], "covariates": [[12.0], [13.5], [11.0]]}]
+            "examples": [
+                {"horizon": 3, "levels": [80, 95]},  # first: what /docs sends (no covariates)
+                {"horizon": 3, "levels": [80, 95], "covariates": [[12.0], [13.5], [11.0]]},
+            ]
         },
     )
 

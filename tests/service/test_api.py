@@ -264,4 +264,15 @@ def test_openapi_documents_every_route_with_examples(client: TestClient) -> None
     for name in ("ForecastRequest", "SeriesCreate", "ObservationsRequest", "ErrorBody"):
         assert schemas[name].get("examples"), name
     assert "422" in paths["/v1/series/{series_id}/observations"]["post"]["responses"]
+    # what /docs sends by default, the first example of each body, is accepted as it is
+    first = {name: schemas[name]["examples"][0] for name in (
+        "ForecastRequest", "SeriesCreate", "ObservationsRequest", "SeriesForecastRequest")}
+    assert client.post("/v1/forecast", json=first["ForecastRequest"]).status_code == 200
+    created = client.put("/v1/series/example", json=first["SeriesCreate"])
+    assert created.status_code == 201, created.text
+    assert first["ObservationsRequest"]["observations"][0]["seq"] == created.json()["seq"]
+    r = client.post("/v1/series/example/observations", json=first["ObservationsRequest"])
+    assert r.status_code == 200, r.text
+    r = client.post("/v1/series/example/forecast", json=first["SeriesForecastRequest"])
+    assert r.status_code == 200, r.text
     assert "409" in paths["/v1/series/{series_id}/observations"]["post"]["responses"]
