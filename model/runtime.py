@@ -323,28 +323,33 @@ class Runtime:
         finite values: a missing value is the filter's imputed mean, and over a gap those
         settle on a constant; taken as data they shrank the scale to nothing (every later
         value refused as "millions of scales" away) or, right after the gap, to a fraction of
-        the series' spread (intervals far too narrow). A feature with fewer than
-        `min_observed` values in the window keeps its scaling (a few values give no scale)."""
-        due = slice(None)  # views, not copies: this runs at every step
-        loc, scale = batch.loc[due], batch.scale[due]  # (D, F)
-        units = batch.x_hist[due] * scale[:, None] + loc[:, None]  # (D, L, F) float64
-        seen = batch.observed[due]  # (D, L, F); the slots of a window not yet full are unseen
+        the series' spread (intervals far too narrow). A feature with fewer observed values
+        than half of the inputs its window holds (half of L once full, `min_observed`; and
+        at least 2) keeps its scaling."""
+        loc, scale = batch.loc, batch.scale  # (B, F)
+        units = batch.x_hist * scale[:, None] + loc[:, None]  # (B, L, F) float64
+        seen = batch.observed  # (B, L, F); the slots of a window not yet full are unseen
         if seen.all():  # model.state.series_scaling without its NaN handling
             new_loc = units.sum(axis=1) / units.shape[1]
             dev = units - new_loc[:, None]
-            spread = np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / units.shape[1])
+            spread = np.sqrt(np.einsum("blf,blf->bf", dev, dev) / units.shape[1])
             new_scale = flat_scale(new_loc, spread)
-        else:
-            count = seen.sum(axis=1)  # (D, F)
-            n = np.maximum(count, 1)
-            new_loc = np.where(seen, units, 0.0).sum(axis=1) / n
-            dev = np.where(seen, units - new_loc[:, None], 0.0)
-            new_scale = flat_scale(new_loc, np.sqrt(np.einsum("dlf,dlf->df", dev, dev) / n))
-            enough = count >= self.min_observed
-            new_loc, new_scale = np.where(enough, new_loc, loc), np.where(enough, new_scale, scale)
-            dev = units - new_loc[:, None]
-        batch.x_hist[due] = dev / new_scale[:, None]
-        batch.loc[due], batch.scale[due] = new_loc, new_scale
+            batch.x_hist[:] = dev / new_scale[:, None]  # in place: float32, as stored
+            batch.loc[:], batch.scale[:] = new_loc, new_scale
+            return
+        count = seen.sum(axis=1)  # (B, F)
+        n = np.maximum(count, 1)
+        new_loc = np.where(seen, units, 0.0).sum(axis=1) / n
+        dev = np.where(seen, units - new_loc[:, None], 0.0)
+        new_scale = flat_scale(new_loc, np.sqrt(np.einsum("blf,blf->bf", dev, dev) / n))
+        # at least half of the inputs the window holds (all L once full), and 2
+        held = np.minimum(batch.t, self.window)[:, None]  # (B, 1)
+        enough = count >= np.maximum(2, held // 2)
+        new_loc, new_scale = np.where(enough, new_loc, loc), np.where(enough, new_scale, scale)
+        inside = (np.arange(self.window)[None, :] < batch.t[:, None])[..., None]  # (B, L, 1)
+        dev = np.where(inside, units - new_loc[:, None], 0.0)  # slots not yet filled stay 0
+        batch.x_hist[:] = dev / new_scale[:, None]
+        batch.loc[:], batch.scale[:] = new_loc, new_scale
 
     def _step(self, *arrays: np.ndarray) -> StepOut:
         """The backend's update in chunks of `chunk` series: large enough to share the per-call

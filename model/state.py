@@ -255,30 +255,34 @@ class StateBatch:
         )
 
 
-FLAT_FRACTION = 1e-3  # scale of a feature that does not vary, as a fraction of its level
+FLAT_FRACTION = 1e-2  # served scale of a feature that does not vary, a fraction of its level
 
 
-def flat_scale(loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def flat_scale(loc: np.ndarray, scale: np.ndarray, flat: float = FLAT_FRACTION) -> np.ndarray:
     """`scale` where it is a usable divisor; a feature that does not vary (standard deviation
-    0, or under 1e-9 of its level: rounding) gets FLAT_FRACTION of its level |loc| as scale,
-    or 1 at level 0. Relative, so that a series at 1e-7 keeps its own spread and a flat series
-    at 1e7 sees its first change of 1e6 as 100 scales away (absorbed; the window rescales once
-    it is full), not a million (refused). Small, because the model meets a flat window as
-    inputs that are all 0, and answers in scales: with the level as scale (before 2026-11-24)
-    a series stuck at 100 was forecast a median of 70 and an 80 % interval of [-73, 210]; now
-    99.98 and [99.84, 100.11] with the default model."""
-    flat = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
-    if not np.any(flat):
+    0, or under 1e-9 of its level: rounding) gets `flat` times its level |loc| as scale, or 1
+    at level 0. Relative, so that a series at 1e-7 keeps its own spread, and a flat series at
+    1e7 meets its first change of 1e6 10 scales away (absorbed: its window rescales at the
+    next step), not a million (refused). Served series take FLAT_FRACTION: the model meets a
+    flat window as inputs that are all 0, and answers in scales, so with the level as scale
+    (before 2026-11-24) a series stuck at 100 was forecast a median of 70 within [-73, 210] at
+    80 %; now 99.8 within [98.4, 101.1] with the default model. Training windows keep the
+    level (`flat=1`, training.data.window_scaling): the inputs are the same, all 0, and a
+    window that moves after a flat history keeps targets of a few scales, not hundreds."""
+    flat_ = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
+    if not np.any(flat_):
         return scale
     level = np.abs(loc)
-    return np.where(flat, np.where(level > 0.0, FLAT_FRACTION * level, 1.0), scale)
+    return np.where(flat_, np.where(level > 0.0, flat * level, 1.0), scale)
 
 
-def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def series_scaling(
+    history: np.ndarray, flat: float = FLAT_FRACTION
+) -> tuple[np.ndarray, np.ndarray]:
     """Location and scale of a series from its own history (T, F): mean and standard deviation
-    per feature ignoring NaN; a feature that does not vary gets its level as scale
+    per feature ignoring NaN; a feature that does not vary gets `flat` times its level as scale
     (:func:`flat_scale`), an unseen one location 0 and scale 1. Histories stacked as
-    (..., T, F) give (..., F) each (training.data.window_scaling)."""
+    (..., T, F) give (..., F) each (training.data.window_scaling, with flat=1)."""
     x = np.asarray(history, dtype=np.float64)
     finite = np.isfinite(x)
     count = finite.sum(axis=-2)  # (..., F)
@@ -288,4 +292,4 @@ def series_scaling(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = np.sqrt((dev**2).sum(axis=-2) / np.maximum(count, 1))
     seen = count > 0
     loc, scale = np.where(seen, loc, 0.0), np.where(seen, scale, 1.0)
-    return loc, flat_scale(loc, scale)
+    return loc, flat_scale(loc, scale, flat)

@@ -398,7 +398,9 @@ def window_scaling(
     ``x[:, :history]`` per window and feature, the scale floored at ``min_scale`` (data units)
     so that flat or all-zero histories do not blow up. ``min_scale=None`` applies the
     runtime's own rule instead (model.state.series_scaling: NaN ignored, a constant feature
-    gets its level |loc| as scale, or 1 at level 0: model.state.flat_scale), so that a model
+    gets its level |loc| as scale, or 1 at level 0: model.state.flat_scale with flat=1, where
+    serving takes a hundredth of the level: the inputs are all 0 either way, and a training
+    window that moves after a flat history keeps targets of a few scales), so that a model
     trained on such windows meets at serving time, on a series scaled by its history, the
     same kind of input it was trained on. Nothing after step
     ``history`` of a window enters its statistics, so the multistep forecast of
@@ -410,7 +412,7 @@ def window_scaling(
     if not 1 <= history <= x.shape[1]:
         raise ValueError(f"history must be in 1..{x.shape[1]}, got {history}")
     if min_scale is None:
-        return series_scaling(np.asarray(x[:, :history], dtype=np.float64))
+        return series_scaling(np.asarray(x[:, :history], dtype=np.float64), flat=1.0)
     if not min_scale > 0:
         raise ValueError(f"min_scale must be > 0, got {min_scale}")
     past = np.asarray(x[:, :history], dtype=np.float64)  # (S, history, F)

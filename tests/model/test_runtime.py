@@ -402,6 +402,28 @@ def test_a_short_history_follows_a_level_shift(rt_series: Runtime) -> None:
     assert state.scale[0] > 5  # the shift is in the scale (12 values near 100, 6 near 130)
 
 
+@pytest.mark.parametrize("length", [3, 5])
+def test_a_few_flat_values_then_a_move(rt_series: Runtime, length: int) -> None:
+    """The two rules together: a series created from a few equal values (scale a hundredth of
+    the level) that then moves is rescaled at once (half of what its window holds is
+    observed), not frozen on the old level until 12 inputs (a review found [101.1, 101.4]
+    issued 9 times in a row for values at 120); a move of 1,500 times the level, or of 5,000
+    times a tiny one, is absorbed, not refused as a million scales away; and the unfilled
+    slots of the window stay 0, so a state equals its round trip through bytes."""
+    (state,) = rt_series.create([np.full((length, 1), 100.0)])
+    assert state.scale[0] == FLAT_FRACTION * 100.0
+    highs = []
+    for value in (120.0, 120.0, 120.0):
+        ((state, (res,)),) = rt_series.update([state], [np.array([[value]])], [0.8])
+        highs.append(float(np.asarray(res.intervals[0.8][1]).reshape(-1)[0]))
+    assert highs[0] < 105 and min(highs[1:]) > 105, highs  # the old rule: 101.4 until 12
+    assert state == SeriesState.from_bytes(state.to_bytes())
+    for history, value in ((np.full((30, 1), 1.0), 1500.0), (np.full((3, 1), 1e-3), 5.0)):
+        (state,) = rt_series.create([history])
+        ((state, (res,)),) = rt_series.update([state], [np.array([[value]])], [0.8])
+        assert res.pit is not None and np.isfinite(state.scale).all()
+
+
 def test_a_long_history_is_filtered_over_its_last_steps(artifact: Any, ar_series: Any) -> None:
     """A history over max_filter_steps + 1 values costs max_filter_steps backend steps, not one
     per value; its state still counts every value (t = T, the next seq), is deterministic, and
