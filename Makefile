@@ -37,8 +37,8 @@ bench: venv
 	$(PY) bench/bench_runtime.py
 
 lint: venv
-	.venv/bin/ruff check model training service tests bench
-	.venv/bin/mypy model training service
+	.venv/bin/ruff check model training service cli timeseries tests bench
+	.venv/bin/mypy model training service cli timeseries
 
 clean:
 	rm -rf .venv runs artifacts .pytest_cache

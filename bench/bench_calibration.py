@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-SMCT = [sys.executable, "-m", "training.cli"]
+SMCT = [sys.executable, "-m", "cli.app"]
 
 
 def write_table(path: Path, seed: int = 0) -> None:

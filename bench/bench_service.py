@@ -374,7 +374,7 @@ def main() -> None:
             command = uvicorn(args.app, service_port, *(["--factory"] if args.factory else []))
             if args.workers > 1:
                 command = [
-                    sys.executable, "-m", "training.cli", "serve", "--host", "127.0.0.1",
+                    sys.executable, "-m", "cli.app", "serve", "--host", "127.0.0.1",
                     "--port", str(service_port), "--log-level", "warning",
                     "--workers", str(args.workers),
                 ]

@@ -26,9 +26,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from model.baselines import FitConfig, make_forecaster, resolve
+from model.baselines import resolve
 from model.baselines.smc import SMCForecaster
-from training.data import DATASETS, PAPER_DATASETS, SeriesData, is_table, load_dataset
+from timeseries.series import SeriesData
+from timeseries.tables import is_table
+from training.data import DATASETS, PAPER_DATASETS, load_dataset
+from training.fitting import FitConfig, build, fit
 from training.metrics import picp_per_step, summarize
 
 log = logging.getLogger(__name__)
@@ -160,9 +163,9 @@ def run_model(name: str, data: SeriesData, cfg: BenchmarkConfig, plan: Plan,
     set_threads(cfg)
     seed_global_rngs(cfg.seed)
     fit_cfg = cfg.fit_config(plan)
-    forecaster = make_forecaster(name, data.n_features, data.target_dim, fit_cfg)
+    forecaster = build(name, data.n_features, data.target_dim, fit_cfg)
     start = time.perf_counter()
-    history = forecaster.fit(data, fit_cfg, progress=cfg.progress)
+    history = fit(forecaster, data, fit_cfg, progress=cfg.progress)
     train_seconds = time.perf_counter() - start
     record, samples = evaluate_forecaster(forecaster, data, x_test, plan.samples, cfg.seed)
     record.update(model=name, dataset=data.name, train_seconds=train_seconds, epochs=len(history))

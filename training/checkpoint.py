@@ -7,14 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from model.config import ModelConfig
+from model.checkpoint import MODEL_CONFIG, WEIGHTS, load_model, save_model
 from model.smc_transformer import SMCTransformer
 from training.config import TrainConfig
 
-MODEL_CONFIG = "model_config.json"
-WEIGHTS = "weights.pt"
 TRAIN_CONFIG = "train_config.json"
 SCALING = "scaling.json"
 HISTORY = "history.json"
@@ -29,9 +25,7 @@ class Checkpoint:
     metrics: dict[str, Any] = field(default_factory=dict)
 
     def save(self, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        _write(out / MODEL_CONFIG, self.model.cfg.to_dict())
-        torch.save(self.model.state_dict(), out / WEIGHTS)
+        save_model(self.model, out)
         _write(out / TRAIN_CONFIG, self.train_config.to_dict())
         _write(out / SCALING, self.scaling)
         _write(out / HISTORY, {"epochs": self.history, "metrics": self.metrics})
@@ -43,12 +37,9 @@ class Checkpoint:
         ]
         if missing:
             raise FileNotFoundError(f"{path} is not a checkpoint directory: missing {missing}")
-        cfg = ModelConfig.from_dict(json.loads((path / MODEL_CONFIG).read_text()))
-        model = SMCTransformer(cfg)
-        model.load_state_dict(torch.load(path / WEIGHTS, map_location=device, weights_only=True))
         hist = json.loads((path / HISTORY).read_text()) if (path / HISTORY).exists() else {}
         return cls(
-            model=model.to(device).eval(),
+            model=load_model(path, device),
             train_config=TrainConfig.from_dict(json.loads((path / TRAIN_CONFIG).read_text())),
             scaling=json.loads((path / SCALING).read_text()),
             history=hist.get("epochs", []),

@@ -22,8 +22,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +29,14 @@ import numpy as np
 import pandas as pd
 
 from model.state import series_scaling
+from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
+from timeseries.tables import check_rows, is_table, numeric_values, read_dates
 
 log = logging.getLogger(__name__)
 
 #: the data sets of the paper (the benchmark's), and a mixture of laws for general-purpose models
 PAPER_DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
 DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix")
-SPLITS: tuple[str, ...] = ("train", "val", "test")
 PAPER_SPLITS = (0.7, 0.15, 0.15)
 MAX_TRAIN_WINDOWS = 20_000
 
@@ -55,214 +54,6 @@ def default_data_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def _like(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out`` in the floating dtype of ``x`` (float32 stays float32), else float64."""
-    return out.astype(x.dtype) if np.issubdtype(x.dtype, np.floating) else out
-
-
-@dataclass(frozen=True, eq=False)
-class Scaler:
-    """Per-feature affine scaling ``(x - loc) / scale``, fitted on the training split only.
-
-    ``loc`` and ``scale`` have shape (F,); ``scale`` is never 0 (1.0 for constant features).
-    """
-
-    loc: np.ndarray
-    scale: np.ndarray
-
-    @classmethod
-    def identity(cls, f: int) -> Scaler:
-        """No-op scaler for ``f`` features."""
-        return cls(loc=np.zeros(f), scale=np.ones(f))
-
-    @classmethod
-    def fit(cls, x: np.ndarray) -> Scaler:
-        """Mean and std per feature of ``x`` (..., F), ignoring NaN (all-NaN feature -> 0, 1)."""
-        flat = np.asarray(x, dtype=np.float64).reshape(-1, np.shape(x)[-1])  # (rows, F)
-        seen = np.isfinite(flat).any(axis=0)
-        safe = np.where(seen, flat, 0.0)
-        loc = np.where(seen, np.nanmean(safe, axis=0), 0.0)
-        scale = np.where(seen, np.nanstd(safe, axis=0), 1.0)
-        constant = ~(scale > 1e-8 * np.maximum(1.0, np.abs(loc)))
-        return cls(loc=loc, scale=np.where(constant, 1.0, scale))
-
-    @property
-    def n_features(self) -> int:
-        return int(self.loc.shape[0])
-
-    def _params(self, k: int, dims: slice | None) -> tuple[np.ndarray, np.ndarray]:
-        sel = dims if dims is not None else slice(0, k)
-        loc, scale = self.loc[sel], self.scale[sel]
-        if loc.shape[0] != k:
-            raise ValueError(f"scaler has {self.n_features} features, got an array with {k}")
-        return loc, scale
-
-    def transform(self, x: np.ndarray, dims: slice | None = None) -> np.ndarray:
-        """(..., F) -> (..., F) scaled; with k < F features, scales with the first k (or dims)."""
-        arr = np.asarray(x)
-        loc, scale = self._params(arr.shape[-1], dims)
-        return _like(arr, (arr - loc) / scale)
-
-    def inverse(self, x: np.ndarray, dims: slice | None = None) -> np.ndarray:
-        """(..., k) -> (..., k) in data units; k < F uses the first k features (or dims)."""
-        arr = np.asarray(x)
-        loc, scale = self._params(arr.shape[-1], dims)
-        return _like(arr, arr * scale + loc)
-
-    def to_dict(self) -> dict[str, list[float]]:
-        return {"loc": [float(v) for v in self.loc], "scale": [float(v) for v in self.scale]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Scaler:
-        return cls(
-            loc=np.asarray(d["loc"], dtype=np.float64),
-            scale=np.asarray(d["scale"], dtype=np.float64),
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Scaler)
-            and np.array_equal(self.loc, other.loc)
-            and np.array_equal(self.scale, other.scale)
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-@dataclass(frozen=True)
-class SyntheticTruth:
-    """Known law of the paper's synthetic series (section 4.2).
-
-    X_{t+1} = c_t X_t + sigma eps_t with c_t = alpha w.p. p, beta w.p. 1 - p. Model I is the
-    special case beta = alpha, p = 1 (alpha 0.8, sigma2 0.5); Model II has alpha 0.9,
-    beta 0.6 alpha, p 0.7, sigma2 0.3.
-    """
-
-    alpha: float
-    beta: float
-    p: float
-    sigma2: float
-
-    @classmethod
-    def paper(cls, model: int) -> SyntheticTruth:
-        """Exact parameters of Model I (``model=1``) or Model II (``model=2``)."""
-        if model == 1:
-            return cls(alpha=0.8, beta=0.8, p=1.0, sigma2=0.5)
-        if model == 2:
-            return cls(alpha=0.9, beta=0.6 * 0.9, p=0.7, sigma2=0.3)
-        raise ValueError(f"unknown synthetic model {model!r}; valid: 1, 2")
-
-    def mean(self, x_prev: np.ndarray) -> np.ndarray:
-        """E[X_{t+1} | X_t = x_prev], same shape as ``x_prev``."""
-        return (self.p * self.alpha + (1.0 - self.p) * self.beta) * np.asarray(x_prev)
-
-    def sample(self, x_prev: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Draws of X_{t+1} given X_t = x_prev (...): returns (..., n), sample axis last."""
-        x = np.asarray(x_prev, dtype=np.float64)[..., None]  # (..., 1)
-        shape = x.shape[:-1] + (n,)
-        coef = np.where(rng.random(shape) < self.p, self.alpha, self.beta)  # (..., n)
-        return coef * x + math.sqrt(self.sigma2) * rng.standard_normal(shape)
-
-    def dist_mse_truth(self, x_prev: np.ndarray | None = None) -> float:
-        """Expected dist-mse of the true predictive: sigma2 + 2p(1-p)(alpha-beta)^2 mean(x^2).
-
-        Without ``x_prev`` the stationary E[X^2] is used (about 0.35 for Model II, 0.5 for I).
-        """
-        if x_prev is None:
-            m2 = self.sigma2 / (1.0 - self.p * self.alpha**2 - (1.0 - self.p) * self.beta**2)
-        else:
-            m2 = float(np.mean(np.square(x_prev)))
-        return self.sigma2 + 2.0 * self.p * (1.0 - self.p) * (self.alpha - self.beta) ** 2 * m2
-
-
-@dataclass
-class SeriesData:
-    """Windows of one data set, split in time order; see the module docstring.
-
-    train / val / test: (S_split, T, F_in) float32, scaled. ``scaler`` maps them back to data
-    units (identity for synthetic sets and for covid, which is scaled per county or per window).
-    Covid with ``scaling="county"`` has one scaler per series in ``series_scalers``; with
-    ``scaling="window"`` every window has its own location and scale, ``window_loc[split]`` and
-    ``window_scale[split]`` (S_split, F_in), and ``series_scalers`` is None. :meth:`inverse`
-    maps windows back to data units in every case. ``history`` is tau_H, the frozen history of
-    multistep evaluation.
-
-    ``unistep_from`` is the position in the window (0-based) of the first target that unistep
-    scores may use: targets X_t with t >= ``unistep_from`` (each conditioned on rows 0..t-1).
-    1, the default, scores every step. Covid with ``scaling="window"`` sets it to ``history``:
-    its scaling uses rows 0..history-1, so only from row ``history`` on do a target's inputs
-    carry no information about the target or later values (:func:`window_scaling`).
-    """
-
-    name: str
-    train: np.ndarray
-    val: np.ndarray
-    test: np.ndarray
-    target_dim: int
-    feature_names: list[str]
-    scaler: Scaler
-    history: int
-    truth: SyntheticTruth | None
-    window_index: dict[str, np.ndarray] = field(default_factory=dict)
-    series_names: list[str] | None = None
-    series_scalers: list[Scaler] | None = None
-    window_loc: dict[str, np.ndarray] | None = None
-    window_scale: dict[str, np.ndarray] | None = None
-    unistep_from: int = 1
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.unistep_from < self.train.shape[1]:
-            raise ValueError(
-                f"unistep_from must be in 1..{self.train.shape[1] - 1}, got {self.unistep_from}"
-            )
-
-    @property
-    def unistep_steps(self) -> slice:
-        """The scored positions on the step axis (T-1) of unistep samples, whose position j
-        forecasts row j + 1 of the window: ``samples[:, data.unistep_steps]``."""
-        return slice(self.unistep_from - 1, None)
-
-    @property
-    def window(self) -> int:
-        return int(self.train.shape[1])
-
-    @property
-    def n_features(self) -> int:
-        return int(self.train.shape[2])
-
-    def split(self, name: str) -> np.ndarray:
-        """The windows of split ``name`` (train, val or test)."""
-        if name not in SPLITS:
-            raise ValueError(f"unknown split {name!r}; valid: {', '.join(SPLITS)}")
-        return getattr(self, name)
-
-    def inverse(self, split: str, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Windows ``x`` (S, T, k) of ``split`` in scaled units -> data units (first k features).
-
-        ``rows`` (S,) are the windows' positions in the split (default: all of its windows, in
-        order). Uses the per-window statistics when present, else the per-series scalers (via
-        ``window_index``), else ``scaler``.
-        """
-        arr = np.asarray(x)
-        k = arr.shape[-1]
-        idx = np.arange(self.split(split).shape[0]) if rows is None else np.asarray(rows)
-        if arr.shape[0] != idx.shape[0]:
-            raise ValueError(f"{arr.shape[0]} windows given for {idx.shape[0]} rows")
-        if self.window_loc is not None and self.window_scale is not None:
-            loc = self.window_loc[split][idx, None, :k]  # (S, 1, k)
-            scale = self.window_scale[split][idx, None, :k]
-            return _like(arr, arr * scale + loc)
-        if self.series_scalers is not None:
-            series = self.window_index[split][idx, 0]
-            return np.stack(
-                [self.series_scalers[i].inverse(w) for i, w in zip(series, arr, strict=True)]
-            )
-        return self.scaler.inverse(arr)
-
-
-# --------------------------------------------------------------------------- synthetic
 
 
 def generate_synthetic(
@@ -723,7 +514,7 @@ def load_long_table(
             f"{path.name}: missing columns {missing}; found {list(frame.columns)} (name the id "
             "and time columns with --id-col and --time-col, the values with --value-cols)"
         )
-    frame, value_cols = _numeric_values(frame, path.name, id_col, time_col, value_cols)
+    frame, value_cols = numeric_values(frame, path.name, id_col, time_col, value_cols)
     target_dim = len(value_cols) if target_dim is None else target_dim
     if not 1 <= target_dim <= len(value_cols):
         raise ValueError(f"target_dim must be in 1..{len(value_cols)}, got {target_dim}")
@@ -739,7 +530,7 @@ def load_long_table(
         f" (the table has no {id_col!r} column, so it was read as one series; name its id "
         "column with --id-col)" if one_series else ""
     )
-    _check_rows(frame, path.name, id_col, time_col, hint)
+    check_rows(frame, path.name, id_col, time_col, hint)
     frame = frame.sort_values([id_col, time_col], kind="stable")
 
     groups = list(frame.groupby(id_col, sort=True))
@@ -773,132 +564,6 @@ def load_long_table(
         series_names=names,
     )
 
-
-#: the largest magnitude of a value in a user table (the service refuses the same): beyond it,
-#: float32 arithmetic and the fitted scales overflow
-MAX_TABLE_VALUE = 1e30
-
-
-#: a cell that is a number in a format pandas does not read: thousands separators, a decimal
-#: comma, a percent sign, accounting brackets (a code like "A12" is text, not this)
-_NUMBER_AS_TEXT = re.compile(r"\s*[-+(]?\s*[$€£¥]?\s*\d[\d.,' \u00a0]*\s*%?\)?\s*")
-
-
-def _numeric_values(
-    frame: pd.DataFrame, name: str, id_col: str, time_col: str, value_cols: list[str] | None
-) -> tuple[pd.DataFrame, list[str]]:
-    """The value columns as float64: `value_cols`, or every column but the id and time one
-    that holds numbers (a column of text only, e.g. a label, is left out). A cell that is not
-    a number (a typo, a decimal comma) is refused with its column and row, as is a value
-    beyond +-MAX_TABLE_VALUE: either would quietly make another model than the one asked for."""
-    chosen = value_cols
-    if chosen is None:
-        chosen = []
-        for col in frame.columns:
-            column = frame[col]
-            if col in (id_col, time_col):
-                continue
-            if (
-                pd.api.types.is_bool_dtype(column)
-                or pd.api.types.is_datetime64_any_dtype(column)
-                or pd.api.types.is_timedelta64_dtype(column)
-                or isinstance(column.dtype, pd.PeriodDtype)
-            ):
-                log.info("%s: column %r (%s) is not a value column", name, col, column.dtype)
-                continue
-            if column.isna().all():
-                log.warning("%s: column %r is empty; it is not a value column", name, col)
-                continue
-            if column.dtype == object and all(isinstance(v, bool) for v in column.dropna()):
-                log.info("%s: column %r (true/false) is not a value column", name, col)
-                continue
-            numbers = pd.to_numeric(column, errors="coerce")
-            if pd.api.types.is_numeric_dtype(column) or numbers.notna().any():
-                chosen.append(col)
-            elif _NUMBER_AS_TEXT.fullmatch(str(column.dropna().iloc[0])):
-                chosen.append(col)  # numbers written as text (10,130 or 12 %): refused below
-            else:
-                log.info("%s: column %r holds no numbers; it is not a value column", name, col)
-        if not chosen:
-            raise ValueError(
-                f"{name}: no numeric value column besides {id_col!r} and {time_col!r}; found "
-                f"{list(frame.columns)}"
-            )
-    frame = frame.copy()
-    for col in chosen:
-        raw = frame[col]
-        if raw.isna().all():
-            raise ValueError(f"{name}: column {col!r} holds no value; name value columns that do")
-        if (
-            pd.api.types.is_datetime64_any_dtype(raw)
-            or pd.api.types.is_timedelta64_dtype(raw)
-            or isinstance(raw.dtype, pd.PeriodDtype)
-        ):
-            raise ValueError(
-                f"{name}: column {col!r} holds times ({raw.dtype}), not values; name value "
-                "columns of numbers"
-            )
-        values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
-        bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
-                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
-                "(write plain numbers: decimals with a point, no thousands separator, percent "
-                "or currency sign; leave a missing value empty; if it is not a value column, "
-                "name the value columns with --value-cols)"
-            )
-        big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
-        big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE
-        if big.any():
-            row = int(np.flatnonzero(big)[0])
-            raise ValueError(
-                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is beyond "
-                f"+-{MAX_TABLE_VALUE:g}; rescale the column (e.g. to thousands)"
-            )
-        frame[col] = values
-    return frame, list(chosen)
-
-
-def read_dates(column: pd.Series) -> pd.Series:
-    """Text time stamps as dates (as training reads them; `smct forecast` too): ISO 8601 with
-    offsets that change (daylight saving) in UTC. A ValueError says why, in pandas' first
-    sentence (its advice is about arguments the user cannot pass)."""
-    try:
-        return pd.to_datetime(column)
-    except (ValueError, TypeError) as exc:
-        if "timezone" in str(exc).lower():
-            try:
-                return pd.to_datetime(column, utc=True)
-            except (ValueError, TypeError):
-                pass
-        first = str(exc).split(" You might want")[0].splitlines()[0].rstrip(". :")
-        raise ValueError(first) from None
-
-
-def _check_rows(
-    frame: pd.DataFrame, name: str, id_col: str, time_col: str, hint: str = ""
-) -> None:
-    """Every row needs an id and a time, and a series one row per time (rows are taken as
-    consecutive steps: a repeated time would be read as two steps)."""
-    for col in (id_col, time_col):
-        empty = frame[col].isna().to_numpy()
-        if empty.any():
-            row = int(np.flatnonzero(empty)[0])
-            raise ValueError(f"{name}: row {row + 1} has no {col!r}; every row needs one")
-    dup = frame.duplicated([id_col, time_col]).to_numpy()
-    if dup.any():
-        row = int(np.flatnonzero(dup)[0])
-        key, when = frame[id_col].iloc[row], frame[time_col].iloc[row]
-        raise ValueError(
-            f"{name}: row {row + 1} repeats series {key!r} at {time_col} {when!r}; keep one row "
-            f"per series and time{hint}"
-        )
-
-
-def is_table(name: str) -> bool:
-    """A path to a user's table (CSV or Parquet) rather than one of DATASETS."""
-    return str(name).lower().endswith((".csv", ".parquet", ".pq"))
 
 
 def load_dataset(

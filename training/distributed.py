@@ -1,6 +1,6 @@
 """PyTorch distributed training (torchrun, DDP): process group, sharding and reductions.
 
-Run with `torchrun --nproc_per_node=N -m training.cli train --distributed ...` (or the `smct`
+Run with `torchrun --nproc_per_node=N -m cli.app train --distributed ...` (or the `smct`
 script). Gloo on CPU, NCCL on CUDA. Every rank filters its own shard of each batch with its
 own noise; DDP averages the gradients, `all_reduce_mean` averages the EM statistics, so all
 ranks hold the same parameters and covariances. Rank 0 alone logs and writes checkpoints.

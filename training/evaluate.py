@@ -16,7 +16,7 @@ import torch
 
 from model.inference import forecast_paths, run_filter, unistep_samples
 from model.smc_transformer import SMCTransformer
-from training.data import SeriesData
+from timeseries.series import SeriesData
 from training.metrics import picp_per_step, summarize
 
 

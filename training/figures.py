@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from training.data import SeriesData  # noqa: E402
+from timeseries.series import SeriesData  # noqa: E402
 
 
 def _bands(samples: np.ndarray) -> dict[str, np.ndarray]:

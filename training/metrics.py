@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import scoringrules as sr
 
-from training.data import SyntheticTruth
+from timeseries.series import SyntheticTruth
 
 LEVELS: tuple[float, ...] = (0.8, 0.95)
 

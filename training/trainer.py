@@ -14,10 +14,10 @@ from tqdm.auto import tqdm
 from model.config import ModelConfig
 from model.inference import run_filter
 from model.smc_transformer import GaussianObservation, SMCTransformer
+from timeseries.series import SeriesData
 from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
-from training.data import SeriesData
 from training.objective import em_update
 
 log = logging.getLogger(__name__)

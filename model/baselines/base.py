@@ -1,8 +1,7 @@
-"""The common ground of every forecaster of the benchmark: the protocol, the fit settings, the
-stochastic network interface and the training loop shared by the neural baselines.
+"""The common ground of every forecaster of the benchmark: the protocol, the stochastic network
+interface and the sampling shared by the neural baselines (their training is training/fitting.py).
 
 Every model, the SMC Transformer included, is reached through :class:`Forecaster`:
-    fit(data, cfg)                       train on data.train, select on data.val
     sample_unistep(x, n)                 (S, T, F) -> (S, T-1, O, N) draws of X_t | X_{1:t-1}
     sample_multistep(x, history, n)      (S, T, F) -> (S, H, O, N) draws of X_{hist+h} | X_{1:hist}
     save(path) / registry.load_forecaster(path)
@@ -15,20 +14,14 @@ O targets, C covariates (F - O), D width.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
-import time
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
-
-from training.data import SeriesData
 
 log = logging.getLogger(__name__)
 
@@ -37,47 +30,11 @@ WEIGHTS = "weights.pt"
 FORMAT_VERSION = 1
 
 
-@dataclass
-class FitConfig:
-    """Training settings shared by all forecasters (each uses the fields it knows).
-
-    epochs: passes over data.train (the Bayesian LSTM multiplies by `bayes_epoch_factor`, as the
-    paper trained it 150 epochs against 50). lr: Adam step size (constant, paper B.2 for LSTMs).
-    """
-
-    epochs: int = 50
-    batch_size: int = 32
-    lr: float = 1e-3
-    seed: int = 0
-    d_model: int = 32
-    d_ff: int = 32
-    particles: int = 10
-    grad_clip: float = 10.0
-    bayes_epoch_factor: float = 3.0
-    smc_schedule: str = "constant"
-    threads: int | None = None
-    device: str = "cpu"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FitConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
 @runtime_checkable
 class Forecaster(Protocol):
     """What the benchmark and the stateless forecast endpoint need from a model."""
 
     name: str
-
-    def fit(
-        self, data: SeriesData, cfg: FitConfig, *, progress: bool = False
-    ) -> list[dict[str, Any]]:
-        """Train; returns one record per epoch (may be empty for local models)."""
-        ...
 
     def sample_unistep(self, x: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
         """x (S, T, F) scaled windows -> draws (S, T-1, O, N) of X_t given X_{1:t-1}, t = 2..T."""
@@ -172,63 +129,12 @@ def _chunks(x: Tensor, size: int) -> list[Tensor]:
 
 
 class NeuralForecaster:
-    """A :class:`SampleNet` with the shared training loop (Adam, best validation epoch)."""
+    """A :class:`SampleNet` that draws predictive samples; `fit_config` records how it was
+    trained (training/fitting.py), saved in its manifest."""
 
     def __init__(self, name: str, net: SampleNet) -> None:
         self.name, self.net = name, net
-        self.fit_config: FitConfig | None = None
-
-    # ------------------------------------------------------------------ training
-    def fit(
-        self, data: SeriesData, cfg: FitConfig, *, progress: bool = False
-    ) -> list[dict[str, Any]]:
-        """Adam on `net.loss`; the weights of the epoch with the lowest validation loss are kept."""
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        torch.manual_seed(cfg.seed)
-        self.fit_config = cfg
-        net = self.net.to(cfg.device)
-        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-        x_train = torch.as_tensor(data.train, dtype=torch.float32, device=cfg.device)
-        x_val = torch.as_tensor(data.val, dtype=torch.float32, device=cfg.device)
-        rng = np.random.default_rng(cfg.seed)
-        epochs = self.epochs(cfg)
-        n_batches = max(1, int(np.ceil(len(x_train) / cfg.batch_size)))
-        best, best_state, history = np.inf, copy.deepcopy(net.state_dict()), []
-        bar = tqdm(total=epochs * n_batches, disable=not progress, desc=self.name, leave=False)
-        for epoch in range(1, epochs + 1):
-            net.train()
-            start, losses = time.perf_counter(), []
-            order = rng.permutation(len(x_train))
-            for b in range(n_batches):
-                loss = net.loss(x_train[order[b * cfg.batch_size : (b + 1) * cfg.batch_size]])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-                opt.step()
-                losses.append(loss.item())
-                bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
-                bar.update()
-            val = self.validation_loss(x_val)
-            history.append({"epoch": epoch, "loss": float(np.mean(losses)), "val_loss": val,
-                            "seconds": time.perf_counter() - start})
-            if val < best:
-                best, best_state = val, copy.deepcopy(net.state_dict())
-        bar.close()
-        net.load_state_dict(best_state)
-        net.eval()
-        return history
-
-    def epochs(self, cfg: FitConfig) -> int:
-        return cfg.epochs
-
-    @torch.no_grad()
-    def validation_loss(self, x_val: Tensor) -> float:
-        self.net.eval()
-        with torch.random.fork_rng():  # the same noise every epoch; training RNG untouched
-            torch.manual_seed(0)
-            parts = [(len(c), self.net.loss(c).item()) for c in _chunks(x_val, 256)]
-        return float(sum(n * v for n, v in parts) / sum(n for n, _ in parts))
+        self.fit_config: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ sampling
     def _device(self) -> torch.device:
@@ -263,8 +169,7 @@ class NeuralForecaster:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
-        cfg = self.fit_config.to_dict() if self.fit_config else None
-        write_manifest(path, self.name, {"net": self.net.config(), "fit": cfg})
+        write_manifest(path, self.name, {"net": self.net.config(), "fit": self.fit_config})
         torch.save(self.net.state_dict(), Path(path) / WEIGHTS)
 
     def load_weights(self, path: Path) -> NeuralForecaster:

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as nnf
 
-from model.baselines.base import FitConfig, NeuralForecaster, SampleNet, splice
+from model.baselines.base import NeuralForecaster, SampleNet, splice
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -137,17 +137,7 @@ class BayesianLSTMNet(SampleNet):
         return torch.stack(out, dim=0).permute(2, 0, 3, 1)  # (H, N, B, O) -> (B, H, O, N)
 
 
-class BayesForecaster(NeuralForecaster):
-    """Trained `bayes_epoch_factor` times longer (paper: 150 epochs against 50)."""
-
-    def fit(self, data: Any, cfg: FitConfig, *, progress: bool = False) -> list[dict[str, Any]]:
-        assert isinstance(self.net, BayesianLSTMNet)
-        self.net.kl_weight = 1.0 / max(1, len(data.train))
-        return super().fit(data, cfg, progress=progress)
-
-    def epochs(self, cfg: FitConfig) -> int:
-        return max(1, round(cfg.epochs * cfg.bayes_epoch_factor))
-
-
-def bayes_lstm(d_in: int, d_out: int, d_model: int = 32, **kwargs: Any) -> BayesForecaster:
-    return BayesForecaster("bayes-lstm", BayesianLSTMNet(d_in, d_out, d_model, **kwargs))
+def bayes_lstm(d_in: int, d_out: int, d_model: int = 32, **kwargs: Any) -> NeuralForecaster:
+    """Trained `bayes_epoch_factor` times longer than the others (paper: 150 epochs against
+    50), with kl_weight = 1 / training windows (training/fitting.py)."""
+    return NeuralForecaster("bayes-lstm", BayesianLSTMNet(d_in, d_out, d_model, **kwargs))

@@ -11,7 +11,7 @@ Per window and per target o (covariates are not used):
     unistep:   X_t | X_{1:t-1} ~ N(one-step prediction of the smoother, sigma^2), t = 2..T
                (the smoother runs on the whole window with the parameters fitted on the history)
     multistep: statsmodels `simulate(anchor="end")`, N sample paths of the fitted model.
-Nothing is trained globally: `fit` only records the history length.
+Nothing is trained globally: fitting (training/fitting.py) only records the history length.
 
 Shapes: S windows, T time, H horizon, O targets, N samples.
 """
@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel, ETSResults
 
-from model.baselines.base import FitConfig, write_manifest
-from training.data import SeriesData
+from model.baselines.base import write_manifest
 
 log = logging.getLogger(__name__)
 SPECS: tuple[dict[str, Any], ...] = (
@@ -68,11 +67,6 @@ class ETSForecaster:
 
     def __init__(self, d_out: int, history: int | None = None) -> None:
         self.d_out, self.history = d_out, history
-
-    def fit(self, data: SeriesData, cfg: FitConfig | None = None, *,
-            progress: bool = False) -> list[dict[str, Any]]:
-        self.history = data.history
-        return []
 
     def _history(self, t: int) -> int:
         return min(self.history or t // 2, t - 1)

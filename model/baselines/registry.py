@@ -1,4 +1,4 @@
-"""Every forecaster of the benchmark by name: `make_forecaster(name, d_in, d_out, cfg)` and
+"""Every forecaster of the benchmark by name: `make_forecaster(name, d_in, d_out, sizes)` and
 `load_forecaster(path)`. An unknown name is a ValueError that lists the valid ones.
 
 name                    family (paper)                                      uncertainty from
@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from model.baselines.base import FitConfig, Forecaster, NeuralForecaster, read_manifest
-from model.baselines.bayes import BayesForecaster, BayesianLSTMNet, bayes_lstm
+from model.baselines.base import Forecaster, NeuralForecaster, read_manifest
+from model.baselines.bayes import BayesianLSTMNet, bayes_lstm
 from model.baselines.classical import ETSForecaster
 from model.baselines.pf_rnn import PFRNNNet, pf_rnn
 from model.baselines.recurrent import LSTMNet, lstm
@@ -36,7 +37,19 @@ from model.baselines.stochastic_attention import (
 )
 from model.baselines.transformer import EnsembleNet, TransformerNet, ensemble, transformer
 
-Factory = Callable[[int, int, FitConfig], Forecaster]
+
+@dataclass(frozen=True)
+class Sizes:
+    """What a fresh forecaster is built with: widths, particles, and the run's seed (from
+    which its initial weights are drawn, see `make_forecaster`)."""
+
+    d_model: int = 32
+    d_ff: int = 32
+    particles: int = 10
+    seed: int = 0
+
+
+Factory = Callable[[int, int, Sizes], Forecaster]
 
 FORECASTERS: dict[str, Factory] = {
     "lstm": lambda f, o, c: lstm(f, o, c.d_model),
@@ -77,7 +90,7 @@ def resolve(spec: str) -> list[str]:
     return chosen
 
 
-def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = None) -> Forecaster:
+def make_forecaster(name: str, d_in: int, d_out: int, cfg: Sizes | None = None) -> Forecaster:
     """A fresh, untrained forecaster for inputs of F = d_in features and O = d_out targets.
 
     Its initial weights are drawn from torch's generator seeded with `init_seed(cfg.seed)`,
@@ -91,7 +104,7 @@ def make_forecaster(name: str, d_in: int, d_out: int, cfg: FitConfig | None = No
     """
     if name not in FORECASTERS:
         raise ValueError(f"unknown model {name!r}; valid: {', '.join(FORECASTERS)}")
-    cfg = cfg or FitConfig()
+    cfg = cfg or Sizes()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed(cfg.seed))
         return FORECASTERS[name](d_in, d_out, cfg)
@@ -116,10 +129,8 @@ def load_forecaster(path: Path) -> Forecaster:
     net_cfg: dict[str, Any] = dict(config["net"])
     net_kind = _net_kind(kind)
     net = NETS[net_kind](**net_cfg)
-    wrapper = BayesForecaster if net_kind == "bayes-lstm" else NeuralForecaster
-    forecaster = wrapper(kind, net).load_weights(Path(path))
-    if config.get("fit"):
-        forecaster.fit_config = FitConfig.from_dict(config["fit"])
+    forecaster = NeuralForecaster(kind, net).load_weights(Path(path))
+    forecaster.fit_config = config.get("fit")
     return forecaster
 
 

@@ -1,58 +1,55 @@
 """The SMC Transformer behind the common :class:`~model.baselines.base.Forecaster` protocol.
 
-Training is training.trainer.train (the genealogy loss and EM of appendix A) and sampling is
-model.inference (section 3.3), untouched: this module only maps FitConfig to TrainConfig and
-(S, T, F) arrays to the filter's tensors. It is the only forecaster with online state (the
-runtime serves it through model/state.py); here it is used statelessly like the others.
+Sampling is model.inference (section 3.3), untouched: this module only maps (S, T, F) arrays
+to the filter's tensors. Training is training.fitting (training.trainer.train: the genealogy
+loss and EM of appendix A), which hands over the trained model and a `save` of its whole
+checkpoint. It is the only forecaster with online state (the runtime serves it through
+model/state.py); here it is used statelessly like the others.
 
 Shapes: S windows, T time, P particles, H horizon, N samples, F inputs, O targets.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from model.baselines.base import FitConfig, write_manifest
+from model.baselines.base import write_manifest
+from model.checkpoint import load_model
 from model.inference import forecast_paths, genealogy, run_filter, unistep_samples
 from model.smc_transformer import SMCTransformer
-from training.checkpoint import Checkpoint
-from training.config import TrainConfig
-from training.data import SeriesData
 
 CHUNK = 128
 
 
 class SMCForecaster:
-    """Wraps a trained SMC Transformer (a training.checkpoint.Checkpoint)."""
+    """A trained SMC Transformer; `save_checkpoint(dir)` writes its training checkpoint."""
 
     name = "smc-transformer"
 
-    def __init__(self, particles: int = 10, checkpoint: Checkpoint | None = None) -> None:
-        self.particles, self.checkpoint = particles, checkpoint
+    def __init__(
+        self,
+        particles: int = 10,
+        model: SMCTransformer | None = None,
+        save_checkpoint: Callable[[Path], None] | None = None,
+    ) -> None:
+        self.particles, self._model, self.save_checkpoint = particles, model, save_checkpoint
+
+    def set_trained(
+        self, model: SMCTransformer, save_checkpoint: Callable[[Path], None] | None
+    ) -> None:
+        self._model, self.save_checkpoint = model, save_checkpoint
 
     @property
     def model(self) -> SMCTransformer:
-        if self.checkpoint is None:
-            raise RuntimeError("the SMC Transformer is not trained yet: call fit first")
-        return self.checkpoint.model
-
-    def fit(
-        self, data: SeriesData, cfg: FitConfig, *, progress: bool = False
-    ) -> list[dict[str, Any]]:
-        from training.trainer import train
-
-        tcfg = TrainConfig(
-            dataset=data.name, particles=self.particles, epochs=cfg.epochs,
-            batch_size=cfg.batch_size, seed=cfg.seed, d_model=cfg.d_model, d_ff=cfg.d_ff,
-            schedule=cfg.smc_schedule, lr=cfg.lr, grad_clip=cfg.grad_clip, device=cfg.device,
-            threads=cfg.threads,
-        )
-        self.checkpoint = train(tcfg, data, progress=progress)
-        return self.checkpoint.history
+        if self._model is None:
+            raise RuntimeError("the SMC Transformer is not trained yet: fit it first")
+        return self._model
 
     def _chunks(self, x: np.ndarray) -> list[torch.Tensor]:
         device = next(self.model.parameters()).device
@@ -95,9 +92,15 @@ class SMCForecaster:
 
     def save(self, path: Path) -> None:
         write_manifest(Path(path), self.name, {"particles": self.particles})
-        if self.checkpoint is not None:
-            self.checkpoint.save(Path(path) / "checkpoint")
+        if self.save_checkpoint is not None:
+            self.save_checkpoint(Path(path) / "checkpoint")
 
     @classmethod
     def load(cls, path: Path, config: dict[str, Any]) -> SMCForecaster:
-        return cls(config["particles"], Checkpoint.load(Path(path) / "checkpoint"))
+        source = Path(path) / "checkpoint"
+
+        def copy(out: Path) -> None:
+            if out.resolve() != source.resolve():
+                shutil.copytree(source, out, dirs_exist_ok=True)
+
+        return cls(config["particles"], load_model(source), copy)

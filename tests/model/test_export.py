@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cli.app import app
 from model.artifact import FILES, Artifact, ArtifactError, sha256_file
 from model.export import check_graphs
 from model.noise import NoiseLayout, noise_rows
 from model.runtime import Runtime
 from tests.model.conftest import variant
-from training.cli import app
 
 PARITY = 1e-4
 

@@ -64,7 +64,7 @@ def anyio_backend() -> str:
 
 def _export(ckpt: Any, out: Path) -> None:
     """Save the checkpoint and export it exactly as `smct export` does (its defaults)."""
-    from training.cli import export
+    from cli.export import export
 
     ckpt.save(out.with_name(out.name + "-checkpoint"))
     export(checkpoint=out.with_name(out.name + "-checkpoint"), out=out, particles=None,
@@ -303,7 +303,7 @@ class ProcessServer:
         where = ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         argv = (
             [sys.executable, "-m", "uvicorn", "service.main:app", *where] if self.serve is None
-            else [sys.executable, "-m", "training.cli", "serve", *where, *self.serve]
+            else [sys.executable, "-m", "cli.app", "serve", *where, *self.serve]
         )
         self.proc = subprocess.Popen(argv, cwd=REPO, env=self.env)
         return self

@@ -12,11 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from cli.app import app as cli
 from service.main import create_app
 from service.settings import Settings
 from tests.service.conftest import ThreadServer
 from tests.service.test_sse import parse_sse
-from training.cli import app as cli
 
 HISTORY = [10.2, 10.8, 11.1, None, 11.4, 11.9, 11.6, 12.0, 12.3, 12.1]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from training.cli import app
+from cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_serve_defaults_to_localhost_8000(monkeypatch: pytest.MonkeyPatch) -> No
 def test_several_workers_need_redis(monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedded store lives in one process: a series PUT through one worker would be a 404
     through another. Refused before anything starts, saying what to set."""
-    import training.cli as cli
+    import cli.serve as cli
 
     calls: list[Any] = []
     monkeypatch.setattr(cli, "_run_server", lambda *a: calls.append(a) or 0)
@@ -62,7 +62,7 @@ def test_several_workers_need_redis(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_bad_environment_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.cli as cli
+    import cli.serve as cli
 
     monkeypatch.setattr(cli, "_run_server", lambda *a: 0)
     result = CliRunner().invoke(app, ["serve"], env={"SMCT_LEVELS": "abc"})
@@ -80,7 +80,7 @@ def test_workers_share_one_metrics_folder(
 ) -> None:
     """With Redis, `--workers N` runs N uvicorn workers; prometheus_client's multiprocess folder
     is set for them (a temporary one, removed afterwards), and put back as it was."""
-    import training.cli as cli
+    import cli.serve as cli
     from service.metrics import MULTIPROC_ENV
 
     seen: list[tuple[int, str | None, bool]] = []
@@ -137,7 +137,7 @@ def test_workers_that_cannot_start_fail_the_command(tmp_path: Path) -> None:
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     done = subprocess.run(
-        [sys.executable, "-m", "training.cli", "serve", "--workers", "2", "--port", "0",
+        [sys.executable, "-m", "cli.app", "serve", "--workers", "2", "--port", "0",
          "--log-level", "critical"],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
     )

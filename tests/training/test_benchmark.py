@@ -16,6 +16,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from cli.app import app
+from timeseries.series import SeriesData, SyntheticTruth
 from training.benchmark import (
     DATA_OPTIONS,
     FULL,
@@ -25,8 +27,7 @@ from training.benchmark import (
     run_benchmark,
     subset_windows,
 )
-from training.cli import app
-from training.data import SeriesData, SyntheticTruth, load_dataset
+from training.data import load_dataset
 from training.report import dataset_markdown, metrics_table
 
 
@@ -175,7 +176,7 @@ def test_model_results_do_not_depend_on_the_process_or_the_order(tmp_path: Path)
     nondeterministically seeded global generator."""
     args = ["benchmark", "--quick", "--datasets", "synthetic-1", "--no-progress",
             "--no-figures", "--limit", "16", "--test-windows", "4", "--samples", "10"]
-    code = "import sys; from training.cli import app; sys.argv[0] = 'smct'; app()"
+    code = "import sys; from cli.app import app; sys.argv[0] = 'smct'; app()"
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     done = subprocess.run(
         [sys.executable, "-c", code, *args, "--models", "lstm,ensemble",

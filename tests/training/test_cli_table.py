@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from cli.app import app
 from training.checkpoint import Checkpoint
-from training.cli import app
 
 SMALL = ["--epochs", "1", "--d-model", "8", "--d-ff", "8", "--limit", "32", "--no-progress"]
 
@@ -293,7 +293,7 @@ def test_export_serves_as_the_model_was_trained(tmp_path: Path) -> None:
 def test_forecast_reads_histories_as_training_read_the_table(tmp_path: Path) -> None:
     """`smct forecast --input`: the id and time columns of the training table (or as given),
     text stamps sorted as dates (4/9 before 4/10), not merged into one series."""
-    from training.cli import _read_histories
+    from cli.tables import read_histories as _read_histories
 
     days = ["4/10/2024", "4/9/2024", "4/11/2024"]  # as text, 4/10 < 4/11 < 4/9
     rows = [(store, day, base + i) for store, base in (("a", 100.0), ("b", 200.0))

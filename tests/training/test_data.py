@@ -9,20 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.paper_data import data_file, needs_data, require_data
+from timeseries.series import Scaler, SyntheticTruth
 from training.data import (
     DATASETS,
     SPLITS,
-    Scaler,
-    SyntheticTruth,
-    default_data_dir,
     generate_synthetic,
     load_dataset,
     load_long_table,
     window_scaling,
 )
-
-DATA_DIR = default_data_dir()
-needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no shared data at {DATA_DIR}")
 
 
 def _pairs(model: int) -> tuple[np.ndarray, np.ndarray, SyntheticTruth]:
@@ -113,9 +109,9 @@ EXPECTED = {  # name: (window, features, targets, history)
 }
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_dataset_shapes_and_time_order(name: str) -> None:
+    require_data(name)
     start = time.perf_counter()
     data = load_dataset(name)
     assert time.perf_counter() - start < 5.0
@@ -135,11 +131,11 @@ def test_real_dataset_shapes_and_time_order(name: str) -> None:
 
 
 def _raw_stock() -> np.ndarray:
-    frame = pd.read_csv(DATA_DIR / "stock" / "stock_GE.csv")
+    frame = pd.read_csv(data_file("stock"))
     return frame[["Open", "High", "Low", "Close", "Volume"]].to_numpy(dtype=np.float64)
 
 
-@needs_data
+@needs_data("stock")
 def test_stock_scaler_fitted_on_training_rows_only() -> None:
     data = load_dataset("stock")
     raw = _raw_stock()  # (3020, 5)
@@ -155,10 +151,10 @@ def test_stock_scaler_fitted_on_training_rows_only() -> None:
     assert start >= len(train_rows) - 40
 
 
-@needs_data
+@needs_data("air-quality")
 def test_air_quality_missing_values_use_training_mean() -> None:
     data = load_dataset("air-quality")
-    frame = pd.read_csv(DATA_DIR / "air_quality" / "AirQualityUCI.csv", sep=";", decimal=",")
+    frame = pd.read_csv(data_file("air-quality"), sep=";", decimal=",")
     raw = frame.dropna(how="all")[data.feature_names].to_numpy(dtype=np.float64)
     raw[raw == -200] = np.nan
     train_rows = raw[: round(0.7 * len(raw))]
@@ -170,10 +166,10 @@ def test_air_quality_missing_values_use_training_mean() -> None:
     assert data.train[row - 3, row - first, 0] == 0.0 and series == 0
 
 
-@needs_data
+@needs_data("covid")
 def test_covid_county_filter_and_per_county_scaling() -> None:
     data = load_dataset("covid")
-    frame = pd.read_csv(DATA_DIR / "covid" / "time_series_covid19_deaths_US.csv")
+    frame = pd.read_csv(data_file("covid"))
     cumulative = frame.set_index("Combined_Key").iloc[:, 11:].to_numpy(dtype=np.float64)
     growth = pd.Series(cumulative[:, -1] - cumulative[:, 0], index=frame["Combined_Key"])
     names = data.series_names
@@ -220,7 +216,7 @@ def test_window_scaling_uses_only_the_history_part() -> None:
         window_scaling(x, history=0)
 
 
-@needs_data
+@needs_data("covid")
 def test_covid_window_scaling() -> None:
     data = load_dataset("covid", scaling="window", limit=200)
     county = load_dataset("covid", limit=200)
@@ -251,7 +247,7 @@ def test_covid_window_scaling() -> None:
         load_dataset("covid", scaling="global")
 
 
-@needs_data
+@needs_data("stock", "covid")
 def test_real_limit_and_stride_options() -> None:
     data = load_dataset("stock", limit=100)
     assert [data.split(s).shape[0] for s in SPLITS] == [100, 22, 22]

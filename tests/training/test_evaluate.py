@@ -11,7 +11,7 @@ import torch
 
 from model.config import ModelConfig
 from model.smc_transformer import SMCTransformer
-from training.data import Scaler, SeriesData, SyntheticTruth
+from timeseries.series import Scaler, SeriesData, SyntheticTruth
 from training.evaluate import evaluate
 
 COEF, SIG_LATENT, SIG_OBS = 0.8, 0.2, 0.3

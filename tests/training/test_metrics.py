@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scoringrules as sr
 
-from training.data import SyntheticTruth, generate_synthetic
+from timeseries.series import SyntheticTruth
+from training.data import generate_synthetic
 from training.metrics import (
     LEVELS,
     crps,

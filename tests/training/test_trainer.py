@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 from typer.testing import CliRunner
 
+from cli.app import app
 from model.inference import run_filter
 from training.checkpoint import Checkpoint
-from training.cli import app
 from training.config import TrainConfig, learning_rate
 from training.data import load_dataset
 from training.trainer import train

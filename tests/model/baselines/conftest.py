@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.baselines import FitConfig
-from training.data import SeriesData, load_dataset
+from tests.paper_data import require_data
+from timeseries.series import SeriesData
+from training.data import load_dataset
+from training.fitting import FitConfig
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +24,7 @@ def synthetic() -> SeriesData:
 @pytest.fixture(scope="session")
 def air() -> SeriesData:
     """9 inputs, 5 targets, 4 covariates: checks the covariate splice of multistep paths."""
+    require_data("air-quality")
     return load_dataset("air-quality", limit=32)
 
 

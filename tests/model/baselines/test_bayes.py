@@ -7,9 +7,9 @@ import math
 import numpy as np
 import torch
 
-from model.baselines import FitConfig
 from model.baselines.bayes import BayesianLSTMNet, BayesianWeight, bayes_lstm
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, fit, validation_loss
 
 
 def test_kl_term_matches_the_gaussian_prior_formula() -> None:
@@ -48,7 +48,7 @@ def test_scan_equals_the_cell_loop() -> None:
 def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
     f = bayes_lstm(1, 1, d_model=8)
     f.net.kl_weight = 1 / len(synthetic.train)
-    before = f.validation_loss(torch.as_tensor(synthetic.val))
-    history = f.fit(synthetic, FitConfig(**{**tiny_cfg.to_dict(), "bayes_epoch_factor": 1.0}))
+    before = validation_loss(f.net, torch.as_tensor(synthetic.val))
+    history = fit(f, synthetic, FitConfig(**{**tiny_cfg.to_dict(), "bayes_epoch_factor": 1.0}))
     assert len(history) == tiny_cfg.epochs
     assert min(h["val_loss"] for h in history) < before

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.baselines import FitConfig
 from model.baselines.pf_rnn import PFRNNNet, pf_rnn, soft_resample
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, fit, validation_loss
 
 
 def test_soft_resampling_weights_follow_eq_3() -> None:
@@ -59,8 +59,8 @@ def test_unknown_cell_is_rejected() -> None:
 
 def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
     f = pf_rnn(1, 1, d_model=8, particles=4, cell="gru")
-    before = f.validation_loss(torch.as_tensor(synthetic.val))
-    history = f.fit(synthetic, tiny_cfg)
+    before = validation_loss(f.net, torch.as_tensor(synthetic.val))
+    history = fit(f, synthetic, tiny_cfg)
     assert min(h["val_loss"] for h in history) < before
     u = f.sample_unistep(synthetic.test[:2], 20)
     assert u.shape == (2, 24, 1, 20) and np.ptp(u, axis=-1).min() > 0

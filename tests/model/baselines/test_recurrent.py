@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.baselines import FitConfig
 from model.baselines.base import NeuralForecaster
 from model.baselines.recurrent import LSTMNet, lstm
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, fit, validation_loss
 
 
 def test_deterministic_lstm_draws_one_point_per_step(synthetic: SeriesData) -> None:
@@ -43,8 +43,8 @@ def test_rollout_feeds_back_its_own_prediction() -> None:
 
 def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
     f = lstm(1, 1, d_model=8)
-    before = f.validation_loss(torch.as_tensor(synthetic.val))
-    history = f.fit(synthetic, tiny_cfg)
+    before = validation_loss(f.net, torch.as_tensor(synthetic.val))
+    history = fit(f, synthetic, tiny_cfg)
     assert min(h["val_loss"] for h in history) < before
 
 

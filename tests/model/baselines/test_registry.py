@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.baselines import FitConfig, load_forecaster, make_forecaster, names, resolve
+from model.baselines import load_forecaster, names, resolve
 from model.baselines.base import Forecaster
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, build
 
 
 def test_resolve_and_unknown_names() -> None:
@@ -18,13 +19,13 @@ def test_resolve_and_unknown_names() -> None:
     with pytest.raises(ValueError, match="valid: all, lstm"):
         resolve("lstm,gpt")
     with pytest.raises(ValueError, match="unknown model"):
-        make_forecaster("nope", 1, 1)
+        build("nope", 1, 1)
 
 
 @pytest.mark.parametrize("name", [n for n in names() if n not in ("smc-transformer", "ets")])
 def test_neural_forecasters_round_trip(name: str, air: SeriesData, tmp_path: Path) -> None:
     cfg = FitConfig(epochs=1, d_model=8, d_ff=8, particles=3)
-    f = make_forecaster(name, air.n_features, air.target_dim, cfg)
+    f = build(name, air.n_features, air.target_dim, cfg)
     assert isinstance(f, Forecaster) and f.name == name
     x = air.test[:2]
     m = f.sample_multistep(x, air.history, 6, seed=3)
@@ -37,7 +38,7 @@ def test_neural_forecasters_round_trip(name: str, air: SeriesData, tmp_path: Pat
 
 
 def test_ets_round_trips(tmp_path: Path) -> None:
-    f = make_forecaster("ets", 1, 1)
+    f = build("ets", 1, 1)
     f.save(tmp_path / "ets")
     assert load_forecaster(tmp_path / "ets").name == "ets"
     with pytest.raises(FileNotFoundError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.baselines import FitConfig
 from model.baselines.stochastic_attention import (
     HierarchicalStochasticTransformerNet,
     StochasticTransformerNet,
@@ -13,7 +12,8 @@ from model.baselines.stochastic_attention import (
     h_sto_trans,
     sto_trans,
 )
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, fit, validation_loss
 
 
 def test_gumbel_softmax_is_a_masked_distribution_that_varies() -> None:
@@ -54,8 +54,8 @@ def test_repeated_passes_give_spread_and_training_works(
     synthetic: SeriesData, tiny_cfg: FitConfig
 ) -> None:
     for f in (sto_trans(1, 1, 8, 8), h_sto_trans(1, 1, 8, 8, centroids=4)):
-        before = f.validation_loss(torch.as_tensor(synthetic.val))
-        history = f.fit(synthetic, tiny_cfg)
+        before = validation_loss(f.net, torch.as_tensor(synthetic.val))
+        history = fit(f, synthetic, tiny_cfg)
         assert min(h["val_loss"] for h in history) < before, f.name
         u = f.sample_unistep(synthetic.test[:2], 20)
         m = f.sample_multistep(synthetic.test[:2], 12, 20)

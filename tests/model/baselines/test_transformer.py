@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.baselines import FitConfig
 from model.baselines.transformer import EnsembleNet, TransformerNet, ensemble, transformer
-from training.data import SeriesData
+from timeseries.series import SeriesData
+from training.fitting import FitConfig, fit, validation_loss
 
 
 def test_attention_is_causal() -> None:
@@ -49,6 +49,6 @@ def test_ensemble_draws_from_every_member() -> None:
 
 def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
     for f in (transformer(1, 1, 8, 8), ensemble(1, 1, 8, 8, members=2)):
-        before = f.validation_loss(torch.as_tensor(synthetic.val))
-        history = f.fit(synthetic, tiny_cfg)
+        before = validation_loss(f.net, torch.as_tensor(synthetic.val))
+        history = fit(f, synthetic, tiny_cfg)
         assert min(h["val_loss"] for h in history) < before, f.name

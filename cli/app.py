@@ -1,0 +1,32 @@
+"""The `smct` command line: train, evaluate, export, forecast, serve, benchmark.
+
+Each command is its own module and imports what it needs when it runs, so `smct serve` loads
+the service and the model, never the training code.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from cli.benchmark import benchmark
+from cli.evaluate import evaluate
+from cli.export import export
+from cli.forecast import forecast
+from cli.serve import serve
+from cli.train import train
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+app.command()(train)
+app.command()(evaluate)
+app.command()(export)
+app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(forecast)
+app.command()(serve)
+app.command()(benchmark)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

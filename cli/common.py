@@ -1,0 +1,106 @@
+"""What several commands share: reading a data set or a checkpoint, the data flags.
+
+Heavy modules are imported inside the functions, so that `smct serve` starts without them."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def is_table(dataset: str) -> bool:
+    from timeseries.tables import is_table
+
+    return is_table(dataset)
+
+
+def data_options(
+    dataset: str,
+    *,
+    seq_len: int | None = None,
+    history: int | None = None,
+    value_cols: str | None = None,
+    target_dim: int | None = None,
+    id_col: str = "series_id",
+    time_col: str = "timestamp",
+    scaling: str | None = None,
+) -> dict[str, Any]:
+    """The loader options (training.data.load_dataset) of the train command's flags."""
+    options: dict[str, Any] = {}
+    if scaling is not None:
+        valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
+        if dataset in ("air-quality", "stock") or scaling not in valid:
+            raise typer.BadParameter(
+                f"{scaling!r} is not a scaling of {dataset}; valid: "
+                + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
+                param_hint="--scaling",
+            )
+        options["scaling"] = scaling
+    if seq_len is not None:
+        if seq_len < 3:
+            raise typer.BadParameter(f"must be at least 3, got {seq_len}", param_hint="--seq-len")
+        options["window"] = seq_len
+    if history is not None:
+        options["history"] = history
+    if not is_table(dataset):
+        table_only = {"--value-cols": value_cols, "--target-dim": target_dim}
+        given = [flag for flag, value in table_only.items() if value is not None]
+        if given or id_col != "series_id" or time_col != "timestamp":
+            raise typer.BadParameter(
+                f"{', '.join(given) or '--id-col/--time-col'} only apply to a table "
+                "(--dataset my.csv)",
+                param_hint="--dataset",
+            )
+        if dataset.startswith("synthetic-") and set(options) - {"scaling"}:
+            raise typer.BadParameter(
+                "the synthetic sets have fixed windows; drop --seq-len and --history",
+                param_hint="--dataset",
+            )
+        return options
+    if seq_len is None:
+        raise typer.BadParameter(
+            "training on a table needs the length of the windows cut from each series: add "
+            "--seq-len (for example --seq-len 48; the model attends to seq-len - 1 steps)",
+            param_hint="--seq-len",
+        )
+    if history is not None and not 1 <= history < seq_len:
+        raise typer.BadParameter(
+            f"must be in 1..{seq_len - 1} (fewer steps than --seq-len {seq_len}), got {history}",
+            param_hint="--history",
+        )
+    if value_cols is not None:
+        options["value_cols"] = [c.strip() for c in value_cols.split(",") if c.strip()]
+    if target_dim is not None:
+        options["target_dim"] = target_dim
+    options["id_col"], options["time_col"] = id_col, time_col
+    return options
+
+
+def load_data(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
+    """training.data.load_dataset, its complaints about the data as a usage error."""
+    from training.data import load_dataset
+
+    if is_table(dataset) and not Path(dataset).is_file():
+        raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")
+    try:
+        return load_dataset(dataset, seed=seed, limit=limit, **options)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+
+
+def load_checkpoint(path: Path) -> Any:
+    """training.checkpoint.Checkpoint.load, a missing or broken directory as a usage error."""
+    from training.checkpoint import Checkpoint
+
+    try:
+        return Checkpoint.load(path)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError,
+            pickle.UnpicklingError) as exc:
+        why = str(exc).splitlines()[0][:200]  # torch's advice about weights_only is not ours
+        raise typer.BadParameter(
+            f"cannot read a checkpoint from {path} ({why}); `smct train --out DIR` writes one",
+            param_hint="--checkpoint",
+        ) from None

@@ -1,0 +1,230 @@
+"""`smct forecast`: forecast series from a file of histories with an artifact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cli.charts import fan_chart
+from cli.tables import read_histories
+
+
+def forecast(
+    ctx: typer.Context,
+    artifact: Annotated[Path, typer.Option(help="artifact directory (smct export --out)")],
+    input: Annotated[  # noqa: A002
+        Path,
+        typer.Option(
+            help="history: CSV (a column per feature; series_id, timestamp optional) "
+            'or JSON ({"series": [{"id": .., "values": [..]}]})'
+        ),
+    ],
+    horizon: int = 12,
+    levels: Annotated[
+        list[float], typer.Option(help="interval levels in percent, e.g. --levels 80 95")
+    ] = [80.0, 95.0],  # noqa: B006
+    samples: int = 1000,
+    backend: str = "torch",
+    device: str = "cpu",
+    seed: Optional[int] = None,  # noqa: UP045
+    output_format: Annotated[str, typer.Option("--format", help="json or csv")] = "json",
+    plot: Annotated[
+        Optional[Path], typer.Option(help="draw a fan chart to this image file")  # noqa: UP045
+    ] = None,
+    id_col: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="CSV: series id column (default: the training table's, or series_id)"),
+    ] = None,
+    time_col: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="CSV: time column (default: the training table's, or timestamp)"),
+    ] = None,
+    covariates: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="a model with covariates: their future values, `horizon` rows per series, "
+            "in the --input's format (CSV with the covariate columns and the id column if "
+            "there are several series, or JSON)"
+        ),
+    ] = None,
+) -> None:
+    """Forecast series from their history with an artifact (the SMC Transformer's or a
+    baseline's); print JSON or CSV."""
+    from model.runtime import Runtime
+    from model.stateless import StatelessRuntime, is_baseline
+
+    try:
+        extra = [float(v) for v in ctx.args]
+    except ValueError:
+        raise typer.BadParameter(f"unexpected arguments {ctx.args}") from None
+    percents = [*levels, *extra]
+    bad = [v for v in percents if not 0.0 < v < 100.0]
+    if bad:
+        raise typer.BadParameter(
+            f"levels are percents in (0, 100), e.g. --levels 80 95; got {bad}",
+            param_hint="--levels",
+        )
+    fractions = [v / 100.0 for v in sorted(set(percents))]
+    for flag, given in (("--horizon", horizon), ("--samples", samples)):
+        if given < 1:
+            raise typer.BadParameter(f"must be at least 1, got {given}", param_hint=flag)
+    if plot is not None:
+        _check_plot_path(plot)
+    from model.artifact import ArtifactError
+
+    try:
+        runtime: Runtime | StatelessRuntime = (
+            StatelessRuntime.load(artifact, device=device)
+            if is_baseline(artifact)
+            else Runtime.load(artifact, backend=backend, device=device)
+        )
+        names_in = runtime.manifest["features"].get("inputs", [])
+        table = (runtime.manifest.get("training") or {}).get("data_options") or {}
+        ids, histories = read_histories(
+            input,
+            names_in,
+            runtime.n_features,
+            id_col=id_col or table.get("id_col", "series_id"),
+            time_col=time_col or table.get("time_col", "timestamp"),
+        )
+        n_cov = runtime.n_features - runtime.target_dim
+        if n_cov and covariates is None:
+            raise typer.BadParameter(
+                f"this model takes {n_cov} covariate(s) ({', '.join(names_in[-n_cov:])}); give "
+                f"their future values, {horizon} rows per series, with --covariates FILE",
+                param_hint="--covariates",
+            )
+        if covariates is not None and not n_cov:
+            raise typer.BadParameter(
+                "this model takes no covariates; leave --covariates out", param_hint="--covariates"
+            )
+        future: dict[str, Any] = {}
+        if covariates is not None:
+            cov_ids, futures = read_histories(
+                covariates, names_in[-n_cov:], n_cov,
+                id_col=id_col or table.get("id_col", "series_id"),
+                time_col=time_col or table.get("time_col", "timestamp"),
+            )
+            future["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
+        try:
+            forecasts = runtime.forecast_history(
+                histories, horizon, fractions, samples, seed=seed, **future
+            )
+        except ValueError as err:  # InputError: say which series, if there are several
+            raise ValueError(
+                _which_series(runtime, ids, histories, future, err, horizon)
+            ) from None
+    except (ArtifactError, ValueError, KeyError, OSError) as err:  # InputError is a ValueError
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    names = runtime.manifest["features"]["targets"]
+    if output_format == "csv":
+        typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
+    elif output_format == "json":
+        typer.echo(
+            json.dumps(
+                {
+                    "model_version": runtime.model_version,
+                    "backend": runtime.backend,
+                    "horizon": horizon,
+                    "levels": [round(100 * f, 6) for f in fractions],
+                    "targets": names,
+                    "forecasts": [
+                        {
+                            "id": i,
+                            "mean": f.mean.tolist(),
+                            "median": f.median.tolist(),
+                            "intervals": {
+                                f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
+                                for lv, (lo, hi) in f.intervals.items()
+                            },
+                        }
+                        for i, f in zip(ids, forecasts, strict=True)
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
+    if plot is not None:
+        fan_chart(plot, ids, histories, forecasts, names[0])
+        typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _which_series(
+    runtime: Any, ids: list[str], histories: list, future: dict[str, Any], err: Exception,
+    horizon: int,
+) -> str:
+    """The runtime's refusal of a batch of histories, naming the first series refused alone."""
+    if len(histories) > 1:
+        refused = []
+        for i, (name, history) in enumerate(zip(ids, histories, strict=True)):
+            one = {k: [v[i]] for k, v in future.items()}
+            try:
+                runtime.forecast_history([history], horizon, [0.5], 1, **one)
+            except ValueError as alone:
+                refused.append(f"series {name!r}: {alone}")
+        if refused and len(refused) < len(histories):  # not something every series gets
+            return refused[0]
+    return str(err)
+
+
+def _check_plot_path(path: Path) -> None:
+    """Before any work: a fan chart needs a format matplotlib writes and a directory."""
+    from matplotlib.figure import Figure
+
+    kinds = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in kinds:
+        raise typer.BadParameter(
+            f"{path}: name the image with one of the suffixes {', '.join(sorted(kinds))}",
+            param_hint="--plot",
+        )
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"{path.parent} is not a directory", param_hint="--plot")
+
+
+def _match_futures(ids: list[str], cov_ids: list[str], futures: list, horizon: int) -> list:
+    """The future covariates of each input series, in the input's order: by id, or the only
+    one for a single series; each must hold `horizon` rows."""
+    by_id = dict(zip(cov_ids, futures, strict=True))
+    out = []
+    for i in ids:
+        future = by_id.get(i, futures[0] if len(ids) == len(futures) == 1 else None)
+        if future is None:
+            raise typer.BadParameter(
+                f"--covariates has no rows for series {i!r} (it has {', '.join(cov_ids)})",
+                param_hint="--covariates",
+            )
+        if len(future) != horizon:
+            raise typer.BadParameter(
+                f"--covariates holds {len(future)} rows for series {i!r}; give one per forecast "
+                f"step ({horizon}, --horizon)", param_hint="--covariates",
+            )
+        out.append(future)
+    return out
+
+
+def _num(x: float) -> str:
+    """A CSV number: the shortest text that reads back as the same float (a series at 1e12
+    keeps its units digit; 10 significant digits rounded it to hundreds)."""
+    return repr(float(x))
+
+
+def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names: list[str]) -> str:
+    header = ["id", "step", "target", "mean", "median"]
+    for lv in fractions:
+        header += [f"lo_{100 * lv:g}", f"hi_{100 * lv:g}"]
+    lines = [",".join(header)]
+    for sid, f in zip(ids, forecasts, strict=True):
+        for h in range(f.mean.shape[0]):
+            for o, name in enumerate(names):
+                row = [sid, str(h + 1), name, _num(f.mean[h, o]), _num(f.median[h, o])]
+                for lv in fractions:
+                    lo, hi = f.intervals[lv]
+                    row += [_num(lo[h, o]), _num(hi[h, o])]
+                lines.append(",".join(row))
+    return "\n".join(lines) + "\n"

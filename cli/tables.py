@@ -1,0 +1,90 @@
+"""Reading the histories `smct forecast` is given: CSV tables and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def read_histories(
+    path: Path,
+    names: list[str],
+    n_features: int,
+    *,
+    id_col: str = "series_id",
+    time_col: str = "timestamp",
+) -> tuple[list[str], list]:
+    """Series ids and histories (T, F) from a CSV (long format if it has the id column, or
+    `id`; rows in time order, sorted by the time column if there is one, text read as dates
+    as in training) or JSON (a list of values, or {"series": [{"id": .., "values": [...]}]})."""
+    import numpy as np
+    import pandas as pd
+
+    if path.suffix.lower() == ".json":
+        return read_json_histories(path)
+    frame = pd.read_csv(path)
+    ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
+    times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
+    if times is not None:
+        if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
+            from timeseries.tables import read_dates
+
+            try:  # text stamps sort as dates, as training.data.load_long_table reads them
+                frame[times] = read_dates(frame[times])
+            except (ValueError, TypeError) as err:
+                raise typer.BadParameter(
+                    f"{path}: the {times} column does not read as dates ({err})",
+                    param_hint="--input",
+                ) from None
+        frame = frame.sort_values([c for c in (ids, times) if c], kind="stable")
+    cols = (
+        names
+        if all(n in frame.columns for n in names)
+        else [c for c in frame.select_dtypes("number").columns if c not in (ids, times)]
+    )
+    if len(cols) != n_features:
+        raise typer.BadParameter(f"{path} has value columns {cols}; the model takes {n_features}")
+    groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
+    return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
+
+
+def read_json_histories(path: Path) -> tuple[list[str], list]:
+    """{"series": [{"id": .., "values": [...]}, ...]} or a plain list of values."""
+    import numpy as np
+
+    shape = 'a JSON --input is {"series": [{"id": "a", "values": [...]}, ...]} or a list of values'
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as err:
+        raise typer.BadParameter(
+            f"{path} is not JSON ({err}); {shape}", param_hint="--input"
+        ) from None
+    if isinstance(doc, dict) and isinstance(doc.get("series"), list) and doc["series"]:
+        items = doc["series"]
+    elif isinstance(doc, list):
+        items = [{"id": "0", "values": doc}]
+    else:
+        raise typer.BadParameter(f"{path}: {shape}", param_hint="--input")
+    ids, histories = [], []
+    for i, it in enumerate(items):
+        where = f"{path}: series[{i}]"
+        if not isinstance(it, dict) or not isinstance(it.get("values"), list):
+            raise typer.BadParameter(
+                f"{where} needs a list of `values`; {shape}", param_hint="--input"
+            )
+        try:
+            values = np.array(
+                [np.nan if v is None else v for v in it["values"]], dtype=np.float64
+            )
+        except (ValueError, TypeError):
+            raise typer.BadParameter(
+                f"{where}: its values must all be numbers (null for missing), or all lists of "
+                "one number per feature", param_hint="--input",
+            ) from None
+        if not len(values):
+            raise typer.BadParameter(f"{where} has no values", param_hint="--input")
+        ids.append(str(it.get("id", i)))
+        histories.append(values.reshape(len(values), -1))
+    return ids, histories

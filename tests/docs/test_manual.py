@@ -1,0 +1,112 @@
+"""README.md and docs/ stay a manual: a short README that opens with the two set-up commands,
+no history outside CHANGELOG.md (dates, issue numbers, commit hashes), figures dated only on
+the one line that heads their table, and links that lead to files and headings that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
+MANUAL = [README, *DOCS]
+# docs/quality.md (the served model against ETS and a seasonal naive) is written apart from
+# the rest of docs/; the README links it whether or not this checkout holds it yet
+LINKED_BEFORE_WRITTEN = {REPO / "docs" / "quality.md"}
+
+MAX_README_LINES = 170
+DATE = re.compile(r"\b(?:19|20)\d\d-[01]\d-[0-3]\d\b")
+ISSUE = re.compile(r"\bissues? #?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+# a table's heading line: the command in backticks first, then its date (and the machine)
+TABLE_HEADING = re.compile(r"^`[^`]+`.*\b(?:19|20)\d\d-[01]\d-[0-3]\d\b")
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code blocks and inline code spans."""
+    return re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6} (.+)$", FENCE.sub("", path.read_text()), re.MULTILINE)
+    return {_slug(h) for h in headings}
+
+
+def test_readme_is_a_short_manual() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move detail into docs/"
+    )
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    lines = [line for line in README.read_text().splitlines() if line.strip()]
+    assert lines[0].startswith("# "), "README.md starts with its title"
+    assert lines[1].startswith("```"), "the set-up commands come right after the title"
+    commands = [line.split("#")[0].strip() for line in lines[2:4]]
+    assert commands == ["make serve", "make test"], commands
+
+
+@pytest.mark.parametrize("pattern", [DATE, ISSUE, COMMIT], ids=["date", "issue", "commit"])
+def test_readme_holds_no_history(pattern: re.Pattern[str]) -> None:
+    found = pattern.findall(README.read_text())
+    assert not found, f"README.md describes smct as it is; history goes to CHANGELOG.md: {found}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_rel)
+def test_docs_hold_no_history(doc: Path) -> None:
+    text = doc.read_text()
+    for pattern in (ISSUE, COMMIT):
+        found = pattern.findall(text)
+        assert not found, f"{_rel(doc)}: history goes to CHANGELOG.md: {found}"
+    for number, line in enumerate(text.splitlines(), 1):
+        if DATE.search(line):
+            assert TABLE_HEADING.match(line) and len(DATE.findall(line)) == 1, (
+                f"{_rel(doc)}:{number}: a date only heads a table of figures, on one line that "
+                f"names the command first: {line!r}"
+            )
+
+
+def test_every_performance_table_names_its_command_and_date() -> None:
+    lines = (REPO / "docs" / "performance.md").read_text().splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))]
+    assert starts
+    for i in starts:
+        heading = next(line for line in reversed(lines[:i]) if line.strip())
+        assert TABLE_HEADING.match(heading), (
+            f"docs/performance.md:{i + 1}: the table is headed by one line naming the command, "
+            f"the date and the machine, not {heading!r}"
+        )
+
+
+@pytest.mark.parametrize("doc", MANUAL, ids=_rel)
+def test_relative_links_lead_somewhere(doc: Path) -> None:
+    broken = []
+    for target in LINK.findall(_prose(doc.read_text())):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        name, _, anchor = target.partition("#")
+        path = (doc.parent / name).resolve() if name else doc
+        if path in LINKED_BEFORE_WRITTEN:
+            continue
+        if not path.exists():
+            broken.append(target)
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+            broken.append(target)
+    assert not broken, f"{_rel(doc)} links to files or headings that do not exist: {broken}"
