@@ -33,19 +33,30 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 @dataclass(frozen=True)
 class Mixture:
-    """sum_m w_m N(mu_m, diag(sd^2)), marginally per target: w (B, P), mu (B, P, O), sd (O,),
-    float64 numpy arrays (the arrays are small; numpy's per-call cost is a fraction of
-    torch's, which is what a one-series update pays)."""
+    """sum_m w_m N(mu_m, diag(sd^2)), marginally per target: w (B, P), mu (B, P, O), sd (B, O)
+    (given as (O,), shared by the batch), float64 numpy arrays (the arrays are small; numpy's
+    per-call cost is a fraction of torch's, which is what a one-series update pays)."""
 
     w: np.ndarray
     mu: np.ndarray
     sd: np.ndarray
 
+    def __post_init__(self) -> None:
+        b, _, o = self.mu.shape
+        object.__setattr__(
+            self, "sd", np.broadcast_to(np.asarray(self.sd, dtype=np.float64), (b, o))
+        )
+
+    def take(self, rows: np.ndarray) -> Mixture:
+        """The mixtures of the series `rows`."""
+        return Mixture(self.w[rows], self.mu[rows], self.sd[rows])
+
     @classmethod
     def from_filter(
         cls, logw_pred: np.ndarray, pred: np.ndarray, sigma_obs: np.ndarray
     ) -> Mixture:
-        """From a step's normalised log-weights (B, P), means (B, P, O), variances (O,)."""
+        """From a step's normalised log-weights (B, P), means (B, P, O), variances (O,) or
+        (B, O)."""
         logw = np.asarray(logw_pred, dtype=np.float64)
         return cls(
             w=np.exp(logw - _logsumexp(logw, keepdims=True)),
@@ -54,7 +65,7 @@ class Mixture:
         )
 
     def _z(self, y: np.ndarray) -> np.ndarray:  # y (B, K, O) -> (B, K, P, O)
-        return (y[:, :, None] - self.mu[:, None]) / self.sd
+        return (y[:, :, None] - self.mu[:, None]) / self.sd[:, None, None]
 
     def cdf(self, y: np.ndarray) -> np.ndarray:
         """Marginal CDF at y (B, K, O) -> (B, K, O)."""
@@ -63,18 +74,20 @@ class Mixture:
     def cdf_pdf(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Marginal CDF and density at y (B, K, O) -> two (B, K, O)."""
         z = self._z(y)
-        pdf = np.einsum("bp,bkpo->bko", self.w, np.exp(-0.5 * z * z)) * (_INV_SQRT_2PI / self.sd)
+        pdf = np.einsum("bp,bkpo->bko", self.w, np.exp(-0.5 * z * z))
+        pdf = pdf * (_INV_SQRT_2PI / self.sd[:, None])
         return np.einsum("bp,bkpo->bko", self.w, ndtr(z)), pdf
 
     def log_density(self, y: np.ndarray) -> np.ndarray:
         """Joint log density of y (B, O) under the mixture (diagonal components) -> (B,)."""
-        z = (y[:, None] - self.mu) / self.sd  # (B, P, O)
-        comp = (-0.5 * z * z - np.log(self.sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
+        sd = self.sd[:, None]  # (B, 1, O)
+        z = (y[:, None] - self.mu) / sd  # (B, P, O)
+        comp = (-0.5 * z * z - np.log(sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
         with np.errstate(divide="ignore"):  # a zero weight is a component that is not there
             return _logsumexp(np.log(self.w) + comp)
 
     def quantile(self, probs: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Marginal quantiles at probs (Q,) in (0, 1) -> (B, Q, O).
+        """Marginal quantiles at probs (Q,), or per mixture (B, Q), in (0, 1) -> (B, Q, O).
 
         Each component's quantile bounds the mixture's: the answer lies in
         [min_m mu_m + sd z_q, max_m mu_m + sd z_q]. The CDF on GRID points of that range gives
@@ -82,7 +95,8 @@ class Mixture:
         by bisection when they leave the bracket or do not halve the previous step (Numerical
         Recipes' rtsafe), until |F(x) - q| < QUANTILE_TOL.
         """
-        q = np.asarray(probs, dtype=np.float64).reshape(1, -1, 1)  # (1, Q, 1)
+        q = np.asarray(probs, dtype=np.float64)
+        q = q.reshape(len(q), -1, 1) if q.ndim == 2 else q.reshape(1, -1, 1)  # (1 or B, Q, 1)
         zq = ndtri(q)
         low = self.mu.min(1) + self.sd * zq.min()  # (B, O)
         high = self.mu.max(1) + self.sd * zq.max()
@@ -124,7 +138,7 @@ class Mixture:
         order of their means) pooled into bins of about equal weight, each at its weighted mean
         (an error of second order in the bins' spread; tests/model/test_predictive.py bounds
         it at 0.5 %)."""
-        first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd))  # (B, O)
+        first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd[:, None]))
         mu = np.swapaxes(self.mu, 1, 2)  # (B, O, P)
         w = np.broadcast_to(self.w[:, None], mu.shape)  # (B, O, P)
         if mu.shape[-1] > CRPS_MAX_COMPONENTS:  # pool neighbours: n bins of about equal weight
@@ -140,7 +154,7 @@ class Mixture:
             weight = weight.reshape(mu.shape[:2] + (n,))
             mu, w = mean.reshape(weight.shape) / np.maximum(weight, 1e-300), weight
         pair = w[..., :, None] * w[..., None, :]  # (B, O, P, P)
-        spread = pair * _a(mu[..., :, None] - mu[..., None, :], self.sd.reshape(-1, 1, 1) * _SQRT2)
+        spread = pair * _a(mu[..., :, None] - mu[..., None, :], self.sd[..., None, None] * _SQRT2)
         return np.asarray(first - 0.5 * spread.sum((-1, -2)))
 
 
@@ -178,16 +192,33 @@ class SampleSummary:
 
 
 def summarize_samples(
-    samples: np.ndarray, levels: Sequence[float], quantiles: Sequence[float] = ()
+    samples: np.ndarray,
+    levels: Sequence[float],
+    quantiles: Sequence[float] = (),
+    alphas: np.ndarray | None = None,
 ) -> SampleSummary:
     """Mean, median, equal-tailed `levels` intervals and `quantiles` of samples (B, N, H, O)
-    over N (numpy's linear sample quantiles, as training/metrics.interval_bounds)."""
+    over N (numpy's linear sample quantiles, as training/metrics.interval_bounds). With
+    `alphas` (B, len(levels)), series b's interval at levels[j] has the tails alphas[b, j] / 2
+    (a coverage correction, model/adaptation.py) instead of (1 - levels[j]) / 2."""
     probs = [0.5, *interval_probs(levels), *quantiles]
     qs = np.quantile(samples, probs, axis=1)  # (len(probs), B, H, O)
     k = 1 + 2 * len(levels)
+    intervals = {lv: (qs[1 + 2 * i], qs[2 + 2 * i]) for i, lv in enumerate(levels)}
+    if alphas is not None and len(levels):
+        tails = np.asarray(alphas, dtype=np.float64) / 2.0  # (B, Q)
+        bounds = np.stack(
+            [
+                np.quantile(samples[b], np.concatenate([tails[b], 1.0 - tails[b]]).round(12), 0)
+                for b in range(samples.shape[0])
+            ],
+            axis=1,
+        )  # (2Q, B, H, O)
+        q = len(levels)
+        intervals = {lv: (bounds[i], bounds[q + i]) for i, lv in enumerate(levels)}
     return SampleSummary(
         mean=samples.mean(axis=1),
         median=qs[0],
-        intervals={lv: (qs[1 + 2 * i], qs[2 + 2 * i]) for i, lv in enumerate(levels)},
+        intervals=intervals,
         quantiles={q: qs[k + i] for i, q in enumerate(quantiles)},
     )

@@ -28,11 +28,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.adaptation import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    PRIOR_WEIGHT,
+    AdaptConfig,
+    effective_alphas,
+    em_statistic,
+    update_alpha,
+    update_scale,
+)
 from model.artifact import Artifact, ArtifactError
 from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
 from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
-from model.predictive import Mixture, interval_probs, summarize_samples
+from model.predictive import Mixture, summarize_samples
 from model.smc_transformer import GaussianObservation
 from model.state import SeriesState, StateBatch, flat_scale, series_scaling
 
@@ -102,6 +112,7 @@ class Runtime:
         particles: int,
         table_rows: int,
         max_filter_steps: int | None = None,
+        adapt: AdaptConfig | None = None,
     ) -> None:
         window = artifact.config.window
         if max_filter_steps is None:  # a model with a longer window filters at least that
@@ -113,6 +124,7 @@ class Runtime:
                 f"max({MAX_FILTER_STEPS}, window)"
             )
         self.max_filter_steps = max_filter_steps
+        self.adapt = AdaptConfig() if adapt is None else adapt
         # observed inputs a window needs to rescale a series (Runtime._reanchor)
         self.min_observed = max(2, window // 2)
         self.artifact = artifact
@@ -148,11 +160,13 @@ class Runtime:
         particles: int | None = None,
         threads: int = 1,
         max_filter_steps: int | None = None,
+        adapt: AdaptConfig | None = None,
     ) -> Runtime:
         """Open and verify `artifact`; backend torch|onnx, device auto|cpu|cuda; `particles`
         defaults to the artifact's; `threads` is onnxruntime's intra-op thread count;
         `max_filter_steps` bounds the filtering of a long history (see `create`; default
-        MAX_FILTER_STEPS, or the model's window where that is longer)."""
+        MAX_FILTER_STEPS, or the model's window where that is longer); `adapt` the per-series
+        online adaptation (model/adaptation.py; default: both corrections on)."""
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         if device not in DEVICES:
@@ -180,15 +194,21 @@ class Runtime:
             engine = OnnxBackend(art, model, noise, device, threads)
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
-        return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps)
+        return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
 
     # ------------------------------------------------------------------ filtering
 
     def create(
-        self, histories: Sequence[np.ndarray], *, seeds: Sequence[int] | None = None
+        self,
+        histories: Sequence[np.ndarray],
+        *,
+        seeds: Sequence[int] | None = None,
+        levels: Sequence[float] = (),
     ) -> list[SeriesState]:
         """Filter each history (T_i, F); `seeds` default to a hash of the model and the
-        history, so the same history gives the same state.
+        history, so the same history gives the same state. The series' adaptation
+        (model/adaptation.py) learns from the history's one-step errors as it is filtered,
+        its coverage correction for `levels` (fractions).
 
         A history of up to `max_filter_steps` + 1 rows is filtered from its first row. A longer
         one is filtered over its last `max_filter_steps` rows only, so that one long history
@@ -231,13 +251,18 @@ class Runtime:
             loc=np.stack([s[0] for s in scaling]),
             scale=np.stack([s[1] for s in scaling]),
             observed=np.zeros((b, n_lag, f), np.bool_),
+            obs_var=np.ones((b, self.target_dim), np.float32),
+            obs_weight=np.full(b, PRIOR_WEIGHT, np.float32),
+            cover_levels=np.zeros((b, 0), np.float32),
+            cover_alpha=np.zeros((b, 0), np.float32),
         )
         for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
             scaled = self._scale(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
             batch.observed[i, : len(window)] = np.isfinite(window)
-        self._advance(batch, [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)])
+        steps = [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)]
+        self._advance(batch, steps, levels=_levels(levels))
         return [batch.state(i, self.model_id) for i in range(b)]
 
     def update(
@@ -255,27 +280,34 @@ class Runtime:
         rows = [self._rows(o, "observations", 0) for o in observations]
         if not states:
             return []
-        batch = StateBatch.of(states)
+        batch = StateBatch.of(states, self.target_dim)
         results: list[list[UpdateResult]] = [[] for _ in states]
 
-        def score(idx: np.ndarray, sub: StateBatch, x: np.ndarray, out: StepOut) -> None:
-            for i, res in zip(idx, self._score(sub, x, out, levels), strict=True):
+        def score(
+            idx: np.ndarray, sub: StateBatch, x: np.ndarray, out: StepOut, law: Mixture
+        ) -> None:
+            for i, res in zip(idx, self._score(sub, x, out, law, levels), strict=True):
                 results[i].append(res)
 
-        self._advance(batch, rows, score, field="observations")
+        self._advance(batch, rows, score, field="observations", levels=levels)
         return [(batch.state(i, self.model_id), results[i]) for i in range(len(states))]
 
     def _advance(
         self,
         batch: StateBatch,
         rows: list[np.ndarray],
-        on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut], None] | None = None,
+        on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut, Mixture], None]
+        | None = None,
         field: str | None = None,
+        levels: Sequence[float] = (),
     ) -> None:
         """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
-        index, on the series that have an observation there. Updates `batch` in place (a
-        refusal leaves it part-way: callers discard it). A refused value is named
-        `field[k]` when `field` is given."""
+        index, on the series that have an observation there. Each step's one-step law is
+        scored by `on_step`, then adapts the series (`_adapt`; its coverage at `levels`).
+        Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
+        value is named `field[k]` when `field` is given."""
+        if self.adapt.coverage:
+            batch.monitor(levels)
         counts = np.array([len(r) for r in rows])
         for k in range(int(counts.max(initial=0))):
             idx = np.flatnonzero(counts > k)
@@ -293,8 +325,10 @@ class Runtime:
             steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
             out = self._step(base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed)
+            law = self._law(sub, out)
             if on_step is not None:
-                on_step(idx, sub, x, out)
+                on_step(idx, sub, x, out, law)
+            self._adapt(sub, xs[:, : self.target_dim], observed, law)
             sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
@@ -364,19 +398,61 @@ class Runtime:
         ]
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
+    def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
+        """The one-step law a step issued (scaled units), with each series' adapted
+        observation variance."""
+        var = self.sigma_obs * (sub.obs_var if self.adapt.scale else 1.0)
+        return Mixture.from_filter(out.logw_pred, out.pred, var)
+
+    def _adapt(self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture) -> None:
+        """Update the adaptation of the series observed at this step (model/adaptation.py)
+        from their scaled values ys (B_k, O) under the law they were issued. In place."""
+        rows = np.flatnonzero(observed)
+        if not len(rows) or not (self.adapt.scale or self.adapt.coverage):
+            return
+        y = ys[rows].astype(np.float64)
+        if self.adapt.coverage and sub.cover_levels.shape[1]:
+            alpha = sub.cover_alpha[rows].astype(np.float64)  # (R, K)
+            used = np.clip(alpha, ALPHA_MIN, ALPHA_MAX)
+            pit = law.take(rows).cdf(y[:, None])[:, 0]  # (R, O)
+            half = used[:, :, None] / 2.0
+            inside = ((pit[:, None] >= half) & (pit[:, None] <= 1.0 - half)).all(axis=2)
+            nominal = 1.0 - sub.cover_levels[rows].astype(np.float64)
+            moved = update_alpha(alpha, nominal, np.asarray(~inside), self.adapt.gamma)
+            sub.cover_alpha[rows] = np.where(np.isnan(nominal), alpha, moved)
+        if self.adapt.scale:
+            sel = law.take(rows)
+            stat = em_statistic(sel.w, sel.mu, sel.sd**2, y, self.sigma_obs)
+            var, weight = update_scale(
+                sub.obs_var[rows].astype(np.float64),
+                sub.obs_weight[rows].astype(np.float64),
+                stat,
+                self.adapt.forget,
+            )
+            sub.obs_var[rows], sub.obs_weight[rows] = var, weight
+
+    def _alphas(self, batch: StateBatch, levels: list[float]) -> np.ndarray:
+        """Miscoverage to issue at each level (fractions) per series (B, Q)."""
+        if not self.adapt.coverage:
+            return np.broadcast_to(1.0 - np.asarray(levels), (len(batch.t), len(levels)))
+        return effective_alphas(batch.cover_levels, batch.cover_alpha, levels)
+
     def _score(
-        self, sub: StateBatch, x: np.ndarray, out: StepOut, levels: list[float]
+        self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
     ) -> list[UpdateResult]:
-        """UpdateResults of one step for B_k series: x (B_k, F) in series units."""
+        """UpdateResults of one step for B_k series: x (B_k, F) in series units, `mix` the law
+        issued for it (scaled units)."""
         o = self.target_dim
         loc, scale = sub.loc[:, :o], sub.scale[:, :o]  # (B_k, O)
         y = x[:, :o].astype(np.float64)
         observed = np.asarray(np.isfinite(y).all(axis=1))
         ys = np.nan_to_num((y - loc) / scale)  # (B_k, O) scaled
-        mix = Mixture.from_filter(out.logw_pred, out.pred, self.sigma_obs)
         bounds = np.zeros((len(x), 0, o))
         if levels:
-            bounds = mix.quantile(interval_probs(levels)) * scale[:, None] + loc[:, None]
+            alpha = self._alphas(sub, levels)  # (B_k, Q)
+            probs = np.stack([alpha / 2.0, 1.0 - alpha / 2.0], axis=2).reshape(len(x), -1)
+            probs = probs.round(12)  # level 0.9 asks exactly for the 0.05 and 0.95 quantiles
+            bounds = mix.quantile(probs) * scale[:, None] + loc[:, None]
         pit = mix.cdf(ys[:, None])[:, 0]  # (B_k, O)
         log_score = mix.log_density(ys) - np.log(scale).sum(axis=1)
         crps = (mix.crps(ys) * scale).mean(axis=1)
@@ -442,7 +518,9 @@ class Runtime:
         if not steps:
             return []
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
-        return self._summaries(samples, _levels(levels), _levels(quantiles), return_samples)
+        levels = _levels(levels)
+        alphas = self._alphas(StateBatch.of(states, self.target_dim), levels)
+        return self._summaries(samples, levels, alphas, _levels(quantiles), return_samples)
 
     def forecast_steps(
         self,
@@ -461,8 +539,9 @@ class Runtime:
         request before it starts)."""
         levels, quantiles = _levels(levels), _levels(quantiles)
         cov = self._path_inputs(states, horizon, n_samples, covariates)
+        alphas = self._alphas(StateBatch.of(states, self.target_dim), levels) if states else None
         return (
-            (h, self._summaries(x[:, :, None], levels, quantiles, return_samples))
+            (h, self._summaries(x[:, :, None], levels, alphas, quantiles, return_samples))
             for h, x in self._paths(states, horizon, n_samples, seed, cov)
         )
 
@@ -478,9 +557,10 @@ class Runtime:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
     ) -> list[Forecast]:
-        """Stateless: create states from the histories, then forecast."""
+        """Stateless: create states from the histories (their coverage correction at
+        `levels`), then forecast."""
         return self.forecast(
-            self.create(histories),
+            self.create(histories, levels=levels),
             horizon,
             levels,
             n_samples,
@@ -502,7 +582,7 @@ class Runtime:
         covariates from `_path_inputs`."""
         if not states:
             return
-        batch = StateBatch.of(states)
+        batch = StateBatch.of(states, self.target_dim)
         gens = [torch.Generator().manual_seed(_key("forecast", seed, s.seed, s.t)) for s in states]
         cfg = self.artifact.config
         n, d, o = n_samples, cfg.d_model, self.target_dim
@@ -518,17 +598,27 @@ class Runtime:
             base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True)
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
+        # observation noise with each series' adapted variance (model/adaptation.py)
+        var = batch.obs_var if self.adapt.scale else np.ones_like(batch.obs_var)
+        noise_sd = torch.from_numpy(np.sqrt(var)).reshape(-1, 1, o)  # (B, 1, O)
         for h in range(horizon):
             cov_h = None if cov is None else torch.from_numpy(cov[:, h])
             paths, x_t = self.engine.forecast_step(
-                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h
+                paths, draw(n, d), draw(n, o) * noise_sd, draw(n, 3, d), cov_h
             )
             yield h, x_t.astype(np.float64) * scale + loc
 
     def _summaries(
-        self, samples: np.ndarray, levels: list[float], quantiles: list[float], return_samples: bool
+        self,
+        samples: np.ndarray,
+        levels: list[float],
+        alphas: np.ndarray | None,
+        quantiles: list[float],
+        return_samples: bool,
     ) -> list[Forecast]:
-        s = summarize_samples(samples, levels, quantiles)
+        """Summaries of samples (B, N, H, O); the intervals at `levels` are issued at each
+        series' miscoverage `alphas` (B, Q) (its coverage correction)."""
+        s = summarize_samples(samples, levels, quantiles, alphas)
         return [
             Forecast(
                 mean=s.mean[i],

@@ -7,14 +7,18 @@ key/value windows are rebuilt from these and the artifact's noise table, so the 
 kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
 update after a round trip through bytes gives bit for bit the result it gives on the original.
 
-Binary format, version 2, little-endian:
+Binary format, version 3, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
     the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
     lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
+    O u8 | obs_var O x f32 | obs_weight f32 | K u8 | cover_levels K x f32 | cover_alpha K x f32 |
     crc32 u32 of all that precedes.
-Version 1 (no observed mask: every valid lag counts as observed) is still read.
+The block after logw is the series' online adaptation (model/adaptation.py): its observation
+variance multipliers (O = 0: none yet, the trained Sigma_obs) with their EM weight, and the
+miscoverage alpha_t of each monitored level. Versions 1 (no observed mask: every valid lag
+counts as observed) and 2 (no adaptation) are still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -25,10 +29,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+
+from model.adaptation import PRIOR_WEIGHT
 
 MAGIC = b"SMCS"
 _HEAD = struct.Struct("<4sHH32sQQIHH")
@@ -51,8 +57,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 class SeriesState:
     """Particles of one series after `t` observations (see the module docstring)."""
 
-    FORMAT_VERSION: ClassVar[int] = 2
-    READS: ClassVar[tuple[int, ...]] = (1, 2)
+    FORMAT_VERSION: ClassVar[int] = 3
+    READS: ClassVar[tuple[int, ...]] = (1, 2, 3)
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -64,6 +70,12 @@ class SeriesState:
     scale: np.ndarray  # (F,) float64
     # (L, F) bool: x_hist holds a value there, not an imputed mean (None: every valid lag)
     observed: np.ndarray | None = None
+    # online adaptation (model/adaptation.py): (O,) float32 multipliers of Sigma_obs (empty:
+    # none yet), their EM weight, and (K,) float32 monitored levels with their alpha_t
+    obs_var: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    obs_weight: float = PRIOR_WEIGHT
+    cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -78,8 +90,19 @@ class SeriesState:
             ("loc", np.float64),
             ("scale", np.float64),
             ("observed", np.bool_),
+            ("obs_var", np.float32),
+            ("cover_levels", np.float32),
+            ("cover_alpha", np.float32),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+        object.__setattr__(self, "obs_weight", float(np.float32(self.obs_weight)))
+        if self.cover_levels.shape != self.cover_alpha.shape or self.cover_levels.ndim != 1:
+            raise ValueError(
+                f"cover_levels {self.cover_levels.shape} and cover_alpha "
+                f"{self.cover_alpha.shape} must be two vectors of one length"
+            )
+        if len(self.obs_var) > 255 or len(self.cover_levels) > 255:
+            raise ValueError("at most 255 targets and 255 monitored levels")
         p, n_lag = self.lineage.shape
         mask_shape = np.asarray(self.observed).shape
         if (
@@ -114,9 +137,15 @@ class SeriesState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SeriesState):
             return NotImplemented
-        return (self.model_id, self.seed, self.t) == (other.model_id, other.seed, other.t) and all(
+        same = (self.model_id, self.seed, self.t, self.obs_weight) == (
+            other.model_id, other.seed, other.t, other.obs_weight
+        )
+        return same and all(
             np.array_equal(getattr(self, f), getattr(other, f))
-            for f in ("x_hist", "lineage", "logw", "loc", "scale", "observed")
+            for f in (
+                "x_hist", "lineage", "logw", "loc", "scale", "observed", "obs_var",
+                "cover_levels", "cover_alpha",
+            )
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -146,6 +175,11 @@ class SeriesState:
                 np.packbits(np.asarray(self.observed)[:n].reshape(-1), bitorder="little").tobytes(),
                 self.lineage[:, 1:n].astype(_INDEX[width]).tobytes(),
                 self.logw.astype("<f4").tobytes(),
+                struct.pack("<B", len(self.obs_var)),
+                self.obs_var.astype("<f4").tobytes(),
+                struct.pack("<fB", self.obs_weight, len(self.cover_levels)),
+                self.cover_levels.astype("<f4").tobytes(),
+                self.cover_alpha.astype("<f4").tobytes(),
             )
         )
         return body + struct.pack("<I", zlib.crc32(body))
@@ -170,10 +204,11 @@ class SeriesState:
         n = min(t, n_lag)
         mask = (n * f + 7) // 8 if version >= 2 else 0
         sizes = (8 * f, 8 * f, 4 * n * f, mask, width * p * (n - 1), 4 * p)
-        if len(data) != _HEAD.size + sum(sizes) + 4:
+        fixed = _HEAD.size + sum(sizes)
+        adapt = _adaptation_size(data, fixed) if version >= 3 else 0
+        if len(data) != fixed + adapt + 4:
             raise StateFormatError(
-                f"series state has {len(data)} bytes, its header implies "
-                f"{_HEAD.size + sum(sizes) + 4}"
+                f"series state has {len(data)} bytes, its header implies {fixed + adapt + 4}"
             )
         (crc,) = struct.unpack_from("<I", data, len(data) - 4)
         if zlib.crc32(data[:-4]) != crc:
@@ -195,6 +230,18 @@ class SeriesState:
         lineage[:, 1:n] = np.frombuffer(parts[4], _INDEX[width]).reshape(p, n - 1)
         if lineage.size and lineage.max() >= p:
             raise StateFormatError("corrupt series state: ancestor index out of range")
+        extra: dict[str, Any] = {}
+        if version >= 3:
+            (o,) = struct.unpack_from("<B", data, pos)
+            obs_var = np.frombuffer(data, "<f4", o, pos + 1)
+            weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
+            at = pos + 6 + 4 * o
+            extra = {
+                "obs_var": obs_var,
+                "obs_weight": weight,
+                "cover_levels": np.frombuffer(data, "<f4", k, at),
+                "cover_alpha": np.frombuffer(data, "<f4", k, at + 4 * k),
+            }
         return cls(
             model_id=model_id.hex(),
             seed=int(seed),
@@ -205,12 +252,22 @@ class SeriesState:
             loc=np.frombuffer(parts[0], "<f8"),
             scale=np.frombuffer(parts[1], "<f8"),
             observed=observed,
+            **extra,
         )
+
+
+def _adaptation_size(data: bytes, pos: int) -> int:
+    """Bytes of the adaptation block that starts at `pos` (read from its two counts)."""
+    o = data[pos] if len(data) > pos else 0
+    if len(data) < pos + 6 + 4 * o + 4:
+        raise StateFormatError(f"series state too short ({len(data)} bytes) for its adaptation")
+    return 6 + 4 * o + 8 * data[pos + 5 + 4 * o]
 
 
 @dataclass
 class StateBatch:
-    """The states of B series stacked as numpy arrays (what the runtime steps)."""
+    """The states of B series stacked as numpy arrays (what the runtime steps). The monitored
+    levels of series that monitor fewer than K are padded with NaN."""
 
     seed: np.ndarray  # (B,) uint64
     t: np.ndarray  # (B,) int64
@@ -220,9 +277,19 @@ class StateBatch:
     loc: np.ndarray  # (B, F) float64
     scale: np.ndarray  # (B, F) float64
     observed: np.ndarray  # (B, L, F) bool
+    obs_var: np.ndarray  # (B, O) float32, 1 where a series has none yet
+    obs_weight: np.ndarray  # (B,) float32
+    cover_levels: np.ndarray  # (B, K) float32, NaN: unused
+    cover_alpha: np.ndarray  # (B, K) float32
 
     @classmethod
-    def of(cls, states: Sequence[SeriesState]) -> StateBatch:
+    def of(cls, states: Sequence[SeriesState], n_targets: int) -> StateBatch:
+        k = max((len(s.cover_levels) for s in states), default=0)
+        levels = np.full((len(states), k), np.nan, np.float32)
+        alpha = np.full((len(states), k), np.nan, np.float32)
+        for i, s in enumerate(states):
+            levels[i, : len(s.cover_levels)] = s.cover_levels
+            alpha[i, : len(s.cover_alpha)] = s.cover_alpha
         return cls(
             seed=np.array([s.seed for s in states], dtype=np.uint64),
             t=np.array([s.t for s in states], dtype=np.int64),
@@ -232,6 +299,12 @@ class StateBatch:
             loc=np.stack([s.loc for s in states]),
             scale=np.stack([s.scale for s in states]),
             observed=np.stack([np.asarray(s.observed) for s in states]),
+            obs_var=np.stack(
+                [s.obs_var if len(s.obs_var) else np.ones(n_targets, np.float32) for s in states]
+            ),
+            obs_weight=np.array([s.obs_weight for s in states], np.float32),
+            cover_levels=levels,
+            cover_alpha=alpha,
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -241,7 +314,24 @@ class StateBatch:
         for f in self.__dataclass_fields__:
             getattr(self, f)[idx] = getattr(other, f)
 
+    def monitor(self, levels: Sequence[float]) -> None:
+        """Start tracking alpha_t at nominal for each of `levels` (fractions) a series does not
+        monitor yet (in place; widens K as needed)."""
+        for level in levels:
+            known = np.isclose(self.cover_levels, level, rtol=0.0, atol=1e-6).any(axis=1)
+            if known.all():
+                continue
+            rows = np.flatnonzero(~known)
+            if not np.isnan(self.cover_levels[rows]).any(axis=1).all():
+                pad = np.full((len(self.t), 1), np.nan, np.float32)
+                self.cover_levels = np.concatenate([self.cover_levels, pad], axis=1)
+                self.cover_alpha = np.concatenate([self.cover_alpha, pad], axis=1)
+            slot = np.isnan(self.cover_levels).argmax(axis=1)  # first free slot per series
+            self.cover_levels[rows, slot[rows]] = level
+            self.cover_alpha[rows, slot[rows]] = 1.0 - level
+
     def state(self, i: int, model_id: str) -> SeriesState:
+        keep = np.isfinite(self.cover_levels[i])
         return SeriesState(
             model_id=model_id,
             seed=int(self.seed[i]),
@@ -252,6 +342,10 @@ class StateBatch:
             loc=self.loc[i],
             scale=self.scale[i],
             observed=self.observed[i],
+            obs_var=self.obs_var[i],
+            obs_weight=float(self.obs_weight[i]),
+            cover_levels=self.cover_levels[i][keep],
+            cover_alpha=self.cover_alpha[i][keep],
         )
 
 

@@ -22,6 +22,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from model.adaptation import ALPHA_MAX, ALPHA_MIN, AdaptConfig
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState, StateFormatError
 from model.stateless import StatelessRuntime, is_baseline
@@ -31,6 +32,7 @@ from service.schemas import (
     Interval,
     ObservationResult,
     PointInterval,
+    SeriesAdaptation,
     SeriesForecast,
     StreamStep,
 )
@@ -42,6 +44,21 @@ MAX_ABS_VALUE = 1e30  # values in series units; the model computes in float32
 
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
 BatchObserver = Callable[[str, int, float], None]
+
+
+def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
+    """What a series' adaptation says (model/adaptation.py), as the API shows it."""
+    levels = {
+        level_label(round(float(lv) * 100.0, 6)): round(
+            100.0 * (1.0 - min(max(float(a), ALPHA_MIN), ALPHA_MAX)), 4
+        )
+        for lv, a in sorted(zip(state.cover_levels, state.cover_alpha, strict=True))
+    }
+    return SeriesAdaptation(
+        scale=adapt.scale, coverage=adapt.coverage,
+        obs_scale=[round(float(np.sqrt(v)), 6) for v in state.obs_var] if adapt.scale else [],
+        issued_levels=levels if adapt.coverage else {},
+    )
 
 
 def _no_observer(kind: str, size: int, seconds: float) -> None:
@@ -68,6 +85,7 @@ class NewState:
     seq: int
     ess: float
     particles: int
+    adaptation: dict[str, Any] | None = None  # schemas.SeriesAdaptation as a dict
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,7 @@ class Engine:
             runtime = Runtime.load(
                 settings.artifact, backend=settings.backend, device=settings.device,
                 threads=settings.threads, max_filter_steps=settings.max_filter_steps,
+                adapt=settings.adaptation,
             )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
@@ -382,11 +401,18 @@ class Engine:
         return out
 
     def _new_state(self, state: SeriesState) -> NewState:
-        return NewState(state.to_bytes(), state.t, float(state.ess), state.n_particles)
+        return NewState(
+            state.to_bytes(), state.t, float(state.ess), state.n_particles,
+            adaptation_of(state, self._filter.adapt).model_dump(),
+        )
 
     def _create_batch(self, histories: Sequence[np.ndarray]) -> list[Any]:
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
         def run(items: Sequence[np.ndarray]) -> list[NewState]:
-            states = self._timed("update", len(items), lambda: self._filter.create(list(items)))
+            states = self._timed(
+                "update", len(items), lambda: self._filter.create(list(items), levels=fractions)
+            )
             return [self._new_state(s) for s in states]
 
         return self._each(run, histories)

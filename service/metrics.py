@@ -53,6 +53,8 @@ SCALE_BUCKETS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0
 #: negative log density; the first bound is >= 0 so that the histogram keeps its `_sum`
 LOG_SCORE_BUCKETS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 50.0)
 BYTES_BUCKETS = tuple(float(2**k) for k in range(8, 26, 2))  # 256 B .. 8 MiB
+FACTOR_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
+LEVEL_BUCKETS = (50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -116,6 +118,16 @@ class Metrics:
         self.pit = Histogram(
             "smct_pit", "PIT of each observed target (uniform when calibrated)",
             buckets=PIT_BUCKETS, registry=r,
+        )
+        self.obs_scale = Histogram(
+            "smct_obs_scale_factor",
+            "Each written series' adapted factor on the model's observation sd, per target",
+            buckets=FACTOR_BUCKETS, registry=r,
+        )
+        self.issued_level = Histogram(
+            "smct_issued_level_percent",
+            "Level each written series issues its monitored level's intervals at (coverage "
+            "correction)", ["level"], buckets=LEVEL_BUCKETS, registry=r,
         )
         self.state_bytes = Histogram(
             "smct_state_bytes", "Bytes of one stored series state", buckets=BYTES_BUCKETS,
@@ -201,8 +213,15 @@ class Metrics:
         self._child(self.batch_size, "kind", kind).observe(size)
         (self.update_duration if kind == "update" else self.forecast_duration).observe(seconds)
 
-    def observe_write(self, state_bytes: int) -> None:
+    def observe_write(self, state_bytes: int, adaptation: dict[str, Any] | None = None) -> None:
+        """A written state: its size, and its adaptation (engine.adaptation_of)."""
         self.state_bytes.observe(state_bytes)
+        if not adaptation:
+            return
+        for factor in adaptation["obs_scale"]:
+            self.obs_scale.observe(factor)
+        for label, issued in adaptation["issued_levels"].items():
+            self._child(self.issued_level, "level", label).observe(issued)
 
     def observe_observations(self, results: Sequence[ObservationResult], particles: int) -> None:
         """The stats of newly absorbed observations (never of idempotent repeats)."""

@@ -409,6 +409,21 @@ class ObservationsResponse(BaseModel):
     )
 
 
+class SeriesAdaptation(BaseModel):
+    """The series' online adaptation (docs/adaptation.md)."""
+
+    scale: bool = Field(description="its observation scale is re-estimated online")
+    coverage: bool = Field(description="its monitored levels are corrected from its coverage")
+    obs_scale: list[float] = Field(
+        description="per target, the factor on the model's observation standard deviation "
+        "(1: as trained; below 1: the series is steadier than the model assumes)"
+    )
+    issued_levels: dict[str, float] = Field(
+        description="per monitored level (percent), the level its intervals are issued at now "
+        "(above nominal: the series' intervals missed more often than they should)"
+    )
+
+
 class SeriesInfo(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -417,6 +432,10 @@ class SeriesInfo(BaseModel):
                     "id": "store-42", "seq": 25, "version": 3, "ess": 8.7, "particles": 10,
                     "model_version": "3f2a9c1e", "state_bytes": 62464,
                     "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:05:00Z",
+                    "adaptation": {
+                        "scale": True, "coverage": True, "obs_scale": [0.62],
+                        "issued_levels": {"80": 83.1, "95": 96.4},
+                    },
                 }
             ]
         }
@@ -431,6 +450,9 @@ class SeriesInfo(BaseModel):
     state_bytes: int
     created_at: datetime
     updated_at: datetime
+    adaptation: SeriesAdaptation | None = Field(
+        default=None, description="null for a series stored before adaptation existed"
+    )
 
 
 class ModelInfo(BaseModel):

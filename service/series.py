@@ -38,6 +38,7 @@ from service.schemas import (
     ForecastQuery,
     ObservationResult,
     ObservationsRequest,
+    SeriesAdaptation,
     SeriesEvent,
     SeriesForecast,
     SeriesForecastRequest,
@@ -128,6 +129,7 @@ def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
         state_bytes=meta.state_bytes,
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         updated_at=datetime.fromtimestamp(meta.updated_at, UTC),
+        adaptation=None if meta.adaptation is None else SeriesAdaptation(**meta.adaptation),
     )
 
 
@@ -162,7 +164,7 @@ class SeriesService:
                 version=(old.version if old else base) + 1, seq=new.seq, ess=new.ess,
                 particles=new.particles, model_version=self.engine.model_version,
                 state_bytes=len(new.state), created_at=old.created_at if old else now,
-                updated_at=now,
+                updated_at=now, adaptation=new.adaptation,
             )
             event = SeriesEvent(
                 type="replaced" if old else "created", id=series_id, version=meta.version,
@@ -173,7 +175,7 @@ class SeriesService:
                 event=event.model_dump_json(exclude_none=True), reset=True,
             )
             if await self.store.commit(series_id, write):
-                self.metrics.observe_write(meta.state_bytes)
+                self.metrics.observe_write(meta.state_bytes, new.adaptation)
                 return series_info(series_id, meta), old is None
         raise self._busy(series_id)
 
@@ -255,7 +257,7 @@ class SeriesService:
                 for a in write.applied:
                     self._unmetered.pop((series_id, a.seq), None)
                 self.metrics.observe_observations(upd.results, upd.state.particles)
-                self.metrics.observe_write(len(upd.state.state))
+                self.metrics.observe_write(len(upd.state.state), upd.state.adaptation)
                 return Answer(body, replay=False)
         raise self._busy(series_id)
 
@@ -313,7 +315,7 @@ class SeriesService:
             raise RuntimeError(f"runtime advanced to t={new.seq}, expected {seqs[-1] + 1}")
         meta = rec.meta.next(
             seq=new.seq, ess=new.ess, particles=new.particles, state_bytes=len(new.state),
-            model_version=self.engine.model_version,
+            model_version=self.engine.model_version, adaptation=new.adaptation,
         )
         answers = [r.model_dump_json() for r in upd.results]
         forecast = "null" if upd.forecast is None else upd.forecast.model_dump_json(

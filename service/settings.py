@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from model.adaptation import AdaptConfig
+
 MAX_WORKERS = 256
 
 
@@ -68,6 +70,20 @@ class Settings(BaseSettings):
     levels: str = Field(default="80,95", description="comma-separated percents in (0, 100)")
     default_horizon: int = Field(default=12, ge=1)
     default_samples: int = Field(default=1000, ge=1)
+    # per-series online adaptation (model/adaptation.py)
+    adapt_scale: bool = Field(
+        default=True, description="re-estimate each series' observation scale online (EM)"
+    )
+    adapt_coverage: bool = Field(
+        default=True, description="correct each monitored level from the series' coverage (ACI)"
+    )
+    adapt_forget: float = Field(
+        default=0.98, gt=0.0, lt=1.0,
+        description="forgetting factor of the scale's EM (memory 1 / (1 - forget) observations)",
+    )
+    adapt_gamma: float = Field(
+        default=0.02, gt=0.0, lt=1.0, description="step of the coverage correction"
+    )
 
     # state store
     redis_timeout_s: float = Field(default=1.0, gt=0.0)
@@ -105,6 +121,13 @@ class Settings(BaseSettings):
         return max(
             self.max_samples * self.max_horizon,
             MAX_FORECAST_SERIES * self.default_samples * self.default_horizon,
+        )
+
+    @property
+    def adaptation(self) -> AdaptConfig:
+        return AdaptConfig(
+            scale=self.adapt_scale, coverage=self.adapt_coverage, forget=self.adapt_forget,
+            gamma=self.adapt_gamma,
         )
 
     @property

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 #: how long the events of a deleted series stay readable (the `deleted` event ends streams)
 _DELETED_EVENTS_TTL_S = 60.0
@@ -44,6 +44,7 @@ class SeriesMeta:
     state_bytes: int
     created_at: float  # unix seconds
     updated_at: float
+    adaptation: dict[str, Any] | None = None  # schemas.SeriesAdaptation as a dict
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

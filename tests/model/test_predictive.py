@@ -49,8 +49,9 @@ def test_mixture_cdf_matches_a_reference_sum() -> None:
     m = _mixture(3, 7, 2, seed=4)
     y = np.random.default_rng(5).normal(size=(3, 4, 2))
     cdf, pdf = m.cdf_pdf(y)
-    ref_cdf = sum(m.w[:, k, None, None] * norm.cdf(y, m.mu[:, None, k], m.sd) for k in range(7))
-    ref_pdf = sum(m.w[:, k, None, None] * norm.pdf(y, m.mu[:, None, k], m.sd) for k in range(7))
+    sd = m.sd[:, None]
+    ref_cdf = sum(m.w[:, k, None, None] * norm.cdf(y, m.mu[:, None, k], sd) for k in range(7))
+    ref_pdf = sum(m.w[:, k, None, None] * norm.pdf(y, m.mu[:, None, k], sd) for k in range(7))
     np.testing.assert_allclose(cdf, ref_cdf, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(pdf, ref_pdf, rtol=1e-12, atol=1e-15)
 
@@ -69,7 +70,7 @@ def test_crps_matches_monte_carlo_and_pooling_is_accurate() -> None:
     rng = np.random.default_rng(0)  # Monte Carlo: 200k draws, relative error ~ 0.3 %
     n = 200_000
     idx = np.stack([rng.choice(300, n, p=m.w[i]) for i in range(6)])
-    draws = m.mu[np.arange(6)[:, None], idx] + m.sd * rng.standard_normal((6, n, 2))
+    draws = m.mu[np.arange(6)[:, None], idx] + m.sd[:, None] * rng.standard_normal((6, n, 2))
     mc = sr.crps_ensemble(y, draws, m_axis=1)
     np.testing.assert_allclose(exact, mc, rtol=0.02)
 
@@ -77,7 +78,7 @@ def test_crps_matches_monte_carlo_and_pooling_is_accurate() -> None:
 def test_log_density_is_log_sum_exp_of_components() -> None:
     m = _mixture(3, 10, 2)
     y = np.random.default_rng(3).standard_normal((3, 2))
-    comp = norm.logpdf(y[:, None], m.mu, m.sd).sum(-1)  # (3, 10)
+    comp = norm.logpdf(y[:, None], m.mu, m.sd[:, None]).sum(-1)  # (3, 10)
     np.testing.assert_allclose(m.log_density(y), logsumexp(np.log(m.w) + comp, axis=-1))
 
 
@@ -90,3 +91,36 @@ def test_sample_summaries_use_the_metrics_definition() -> None:
     np.testing.assert_allclose(s.median, np.median(samples, axis=1), rtol=0, atol=1e-12)
     np.testing.assert_allclose(s.quantiles[0.1], s.intervals[0.8][0], rtol=0, atol=1e-12)
     np.testing.assert_allclose(s.mean, samples.mean(axis=1))
+
+
+def test_per_series_scales_and_probabilities() -> None:
+    """Each mixture its own sd (B, O) and its own probabilities (B, Q): the same answers as
+    the mixtures one at a time."""
+    m = _mixture(3, 5, 2, seed=7)
+    sd = np.array([[0.2, 0.5], [1.0, 2.0], [0.7, 0.1]])
+    per = predictive.Mixture(m.w, m.mu, sd)
+    probs = np.array([[0.1, 0.9], [0.025, 0.975], [0.4, 0.6]])
+    y = np.random.default_rng(8).standard_normal((3, 2))
+    q = per.quantile(probs)  # (3, 2, 2)
+    for b in range(3):
+        one = predictive.Mixture(m.w[b : b + 1], m.mu[b : b + 1], sd[b])
+        np.testing.assert_allclose(q[b], one.quantile(probs[b])[0], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(per.crps(y)[b], one.crps(y[b : b + 1])[0], rtol=1e-12)
+        np.testing.assert_allclose(
+            per.log_density(y)[b], one.log_density(y[b : b + 1])[0], rtol=1e-12
+        )
+    err = np.abs(per.cdf(q.reshape(3, -1, 2)) - probs[:, :, None]).max()
+    assert err < predictive.QUANTILE_TOL
+
+
+def test_sample_summaries_at_per_series_tails() -> None:
+    """`alphas` moves each series' interval to its own tails: numpy's sample quantiles there."""
+    samples = np.random.default_rng(1).normal(size=(2, 1001, 3, 1))
+    alphas = np.array([[0.2, 0.05], [0.4, 0.01]])
+    s = summarize_samples(samples, [0.8, 0.95], alphas=alphas)
+    for b in range(2):
+        for j, lv in enumerate([0.8, 0.95]):
+            a = alphas[b, j]
+            lo, hi = np.quantile(samples[b], [a / 2, 1 - a / 2], axis=0)
+            np.testing.assert_allclose(s.intervals[lv][0][b], lo, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(s.intervals[lv][1][b], hi, rtol=0, atol=1e-12)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from model.adaptation import OFF
 from model.runtime import Forecast, InputError, Runtime
 from model.state import FLAT_FRACTION, SeriesState
 from training.data import load_dataset
@@ -161,8 +162,9 @@ def test_forecast_summaries_and_steps(rt_torch: Runtime, ar_series: Any) -> None
 def test_stateless_forecast_agrees_with_evaluation(artifact: Any) -> None:
     """forecast_history and training.evaluate.multistep (the core's evaluation) on the same
     40 test windows of synthetic-1: the same metrics within Monte Carlo error (P = 100
-    particles, 400 paths). Tolerances: 10 % relative for mse, MPIW and CRPS, 0.06 for PICP."""
-    rt = Runtime.load(artifact, backend="onnx", particles=100)
+    particles, 400 paths). Tolerances: 10 % relative for mse, MPIW and CRPS, 0.06 for PICP.
+    The evaluation has no per-series adaptation, so neither has the runtime here."""
+    rt = Runtime.load(artifact, backend="onnx", particles=100, adapt=OFF)
     data = load_dataset("synthetic-1", limit=64)
     x = torch.as_tensor(data.test[:40])
     hist, horizon = data.history, x.shape[1] - data.history
@@ -477,10 +479,11 @@ def test_a_long_history_forecasts_as_when_filtered_whole(artifact: Any, ar_serie
     means and 80 % widths is under a quarter of that between two full runs of different
     particle noise (seeds). Both runs draw the same noise at the same steps, and the filter
     forgets where it started, so the two clouds couple; seen at 0.002 against 0.04 (fixed
-    seeds), a start the filter did not forget would differ by the Monte Carlo scale."""
+    seeds), a start the filter did not forget would differ by the Monte Carlo scale. Without
+    the per-series adaptation, which learns from the steps filtered (fewer in the cut run)."""
     histories = ar_series(40, 400, seed=9)
-    full = Runtime.load(artifact, max_filter_steps=10_000)
-    cut = Runtime.load(artifact, max_filter_steps=2 * full.window)
+    full = Runtime.load(artifact, max_filter_steps=10_000, adapt=OFF)
+    cut = Runtime.load(artifact, max_filter_steps=2 * full.window, adapt=OFF)
 
     def summary(rt: Runtime, seeds: list[int]) -> np.ndarray:
         states = rt.create(histories, seeds=seeds)

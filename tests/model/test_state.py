@@ -34,8 +34,8 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     (state,) = rt.create(ar_series(1, 40))
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
-    # header, scaling, x, observed mask (24 bits), lineage, w, crc
-    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 4
+    # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level), crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 4
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
     assert (back.model_id, back.t, back.n_particles, back.ess) == (
@@ -51,7 +51,7 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
-    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 4
+    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 4
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
@@ -99,31 +99,45 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
     assert issubclass(StateFormatError, ValueError)
 
 
-def test_version_1_states_are_still_read(rt_torch: Runtime, ar_series: Any) -> None:
-    """States stored before the observed mask (format 1, in Redis across an upgrade) are read
-    with every valid lag observed, and take updates."""
-    import struct
+def _older(state: SeriesState, version: int) -> SeriesState:
+    """`state` written in an older format: 2 has no adaptation block, 1 no observed mask."""
     import zlib
 
     from model.state import _HEAD
 
-    (state,) = rt_torch.create(ar_series(1, 40))
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
-    cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
-    head = bytearray(blob[:cut])
-    struct.pack_into("<H", head, 4, 1)  # version 1
-    body = bytes(head) + blob[cut + (n * f + 7) // 8 : -4]
-    old = SeriesState.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
-    assert old.observed.all() and old == state  # this history had no missing value
+    adaptation = 6 + 4 * len(state.obs_var) + 8 * len(state.cover_levels)
+    body = bytearray(blob[: -4 - adaptation])
+    struct.pack_into("<H", body, 4, version)
+    if version == 1:
+        cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
+        body = body[:cut] + body[cut + (n * f + 7) // 8 :]
+    return SeriesState.from_bytes(bytes(body) + struct.pack("<I", zlib.crc32(body)))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_states_are_still_read(version: int, rt_torch: Runtime, ar_series: Any) -> None:
+    """States stored by older formats (in Redis across an upgrade) are read: version 1 with
+    every valid lag observed, both with no adaptation yet (the trained Sigma_obs, no level
+    monitored); they take updates and are written in the current format."""
+    (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8])
+    old = _older(state, version)
+    assert old.observed.all()  # this history had no missing value
+    assert len(old.obs_var) == 0 and len(old.cover_levels) == 0
+    assert dataclasses.replace(
+        old, obs_var=state.obs_var, obs_weight=state.obs_weight,
+        cover_levels=state.cover_levels, cover_alpha=state.cover_alpha,
+    ) == state
     ((new, _),) = rt_torch.update([old], [np.array([[0.2]])], [0.8])
     assert new.t == 41 and SeriesState.from_bytes(new.to_bytes()) == new
+    assert len(new.obs_var) == 1 and new.cover_levels.tolist() == [np.float32(0.8)]
 
 
 def test_an_observed_mask_of_the_wrong_shape_is_refused(rt_torch: Runtime, ar_series: Any) -> None:
     (state,) = rt_torch.create(ar_series(1, 10))
     fields = {f: getattr(state, f) for f in ("model_id", "seed", "t", "x_hist", "lineage",
-                                              "logw", "loc", "scale")}
+                                              "logw", "loc", "scale", "obs_var", "obs_weight")}
     with pytest.raises(ValueError, match="inconsistent state shapes"):
         SeriesState(**fields, observed=np.ones((state.window, 2), bool))
     assert SeriesState(**fields, observed=state.observed) == state

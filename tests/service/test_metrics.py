@@ -16,7 +16,8 @@ from tests.service.test_api import observe, put
 HISTOGRAMS = {
     "smct_http_request_duration_seconds", "smct_filter_update_duration_seconds",
     "smct_forecast_duration_seconds", "smct_batch_size", "smct_ess_ratio", "smct_interval_width",
-    "smct_crps", "smct_log_score", "smct_pit", "smct_state_bytes",
+    "smct_crps", "smct_log_score", "smct_pit", "smct_state_bytes", "smct_obs_scale_factor",
+    "smct_issued_level_percent",
     "smct_state_store_operation_duration_seconds",
 }
 COUNTERS = {
@@ -299,3 +300,52 @@ def test_a_write_whose_reply_was_lost_is_metered(client: TestClient, runtime: An
     assert r.status_code == 200 and r.json()["seq"] == t + 1, r.text
     total = "smct_observations_total"
     assert value(scrape(client), total) == value(before, total) + 1
+
+
+def _adaptation(client: TestClient) -> dict[str, Any]:
+    r = client.get("/v1/series/s1")
+    assert r.status_code == 200, r.text
+    return dict(r.json()["adaptation"])
+
+
+def test_series_adaptation_in_metadata_and_metrics(client: TestClient, runtime: Any) -> None:
+    """Each write shows the series' adaptation: its observation-scale factor and the level its
+    monitored intervals are issued at; misses (values of 25 far outside) raise the issued 80 %
+    level above nominal; /metrics counts one factor and one issued level per write."""
+    put(client, runtime)
+    first = _adaptation(client)
+    assert first["scale"] and first["coverage"]
+    assert len(first["obs_scale"]) == 1 and first["obs_scale"][0] > 0
+    assert sorted(first["issued_levels"]) == ["80", "95"]
+    t = client.get("/v1/series/s1").json()["seq"]
+    for i in range(4):
+        assert observe(client, t + i, 25.0).status_code == 200
+    after = _adaptation(client)
+    assert after["issued_levels"]["80"] > first["issued_levels"]["80"]
+    assert after["obs_scale"][0] > first["obs_scale"][0]  # far values: a wider noise
+    samples = scrape(client)
+    assert value(samples, "smct_obs_scale_factor_count") == 5  # the create and 4 updates
+    assert value(samples, "smct_issued_level_percent_count", level="80") == 5
+
+
+def test_adaptation_can_be_switched_off(
+    make_client: Any, runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SMCT_ADAPT_SCALE / SMCT_ADAPT_COVERAGE off (the runtime Engine.load builds from them):
+    the metadata says so and nothing is adapted, whatever the series does."""
+    from model.runtime import Runtime
+    from service.settings import Settings
+
+    monkeypatch.setenv("SMCT_ADAPT_SCALE", "false")
+    monkeypatch.setenv("SMCT_ADAPT_COVERAGE", "0")
+    monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
+    adapt = Settings().adaptation
+    assert (adapt.scale, adapt.coverage, adapt.gamma, adapt.forget) == (False, False, 0.05, 0.98)
+    off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
+    client = make_client(runtime_override=off)
+    put(client, runtime)
+    t = client.get("/v1/series/s1").json()["seq"]
+    for i in range(4):
+        assert observe(client, t + i, 25.0).status_code == 200
+    shown = _adaptation(client)
+    assert shown == {"scale": False, "coverage": False, "obs_scale": [], "issued_levels": {}}
