@@ -31,12 +31,13 @@ import pandas as pd
 from model.state import series_scaling
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from timeseries.tables import check_rows, is_table, numeric_values, read_dates
+from training.corpus import corpus_series
 
 log = logging.getLogger(__name__)
 
 #: the data sets of the paper (the benchmark's), and a mixture of laws for general-purpose models
 PAPER_DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
-DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix")
+DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix", "corpus")
 PAPER_SPLITS = (0.7, 0.15, 0.15)
 MAX_TRAIN_WINDOWS = 20_000
 
@@ -156,6 +157,29 @@ def _load_synthetic_mix(seed: int, limit: int | None, scaling: str = "window") -
     return _finish(
         "synthetic-mix", parts, index, limit, 1, ["x"], Scaler.identity(1), 12, None,
         window_stats=stats, series_names=names, unistep_from=12,
+    )
+
+
+def _load_corpus(
+    seed: int,
+    limit: int | None,
+    scaling: str = "window",
+    window: int = 72,
+    history: int = 24,
+    n_series: int = 2000,
+    length: int = 240,
+) -> SeriesData:
+    """The generated corpus of training/corpus.py (`n_series` series of `length` steps):
+    windows of `window` steps split by time 70 / 15 / 15 within each series, each scaled by
+    its first `history` steps (the runtime's per-series rule): the training data of the
+    pretrained default model."""
+    _check_scaling(scaling, ("window",), "corpus")
+    names, series = corpus_series(n_series, length, seed=seed)
+    parts, index = _make_windows(series, window, PAPER_SPLITS, None, dtype=np.float64)
+    stats = _scale_windows(parts, history)
+    return _finish(
+        "corpus", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
+        window_stats=stats, series_names=names, unistep_from=history,
     )
 
 
@@ -593,6 +617,8 @@ def load_dataset(
         )
     if name == "synthetic-mix":
         return _load_synthetic_mix(seed, limit, **options)
+    if name == "corpus":
+        return _load_corpus(seed, limit, **options)
     if name.startswith("synthetic-"):
         if set(options) - {"scaling"}:
             raise ValueError(f"{name} takes only the scaling option, got {sorted(options)}")
