@@ -16,9 +16,11 @@ def quality(
     quick: Annotated[
         bool, typer.Option(help="one short series of each kind (CI); default: the full suite")
     ] = False,
-    output: Annotated[Path, typer.Option(help="the Markdown report to write")] = Path(
-        "docs/quality.md"
-    ),
+    output: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(help="the Markdown report to write (default: docs/quality.md; with "
+                     "--quick: none)"),
+    ] = None,
     figures: Annotated[
         Optional[Path],  # noqa: UP045 (typer)
         typer.Option(help="folder of the fan charts (default: figures/quality beside --output)"),
@@ -39,7 +41,7 @@ def quality(
     import torch
 
     from model.artifact import ArtifactError
-    from model.runtime import Runtime
+    from model.runtime import InputError, Runtime
     from training.data import default_data_dir
     from training.quality import checks as checks_mod
     from training.quality import report
@@ -54,29 +56,32 @@ def quality(
     try:
         runtime = Runtime.load(artifact, backend="torch", device="cpu")
         suite = load_suite(data_dir or default_data_dir(), cfg)
-    except (ArtifactError, ValueError, OSError) as err:
+    except (ArtifactError, InputError, OSError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     began = time.perf_counter()
-    results = evaluate_suite(
-        runtime, suite, cfg,
-        progress=lambda r: typer.echo(
-            f"{r.series.name}: {r.series.n_eval} points, CRPS model/ETS {r.ratio():.3f} "
-            f"({r.seconds:.1f} s)", err=True,
-        ),
+    results, refused = evaluate_suite(
+        runtime, suite, cfg, progress=lambda line: typer.echo(line, err=True)
     )
-    checks = checks_mod.acceptance_checks(results)
+    if not results:
+        typer.echo("error: the runtime refused every series", err=True)
+        raise typer.Exit(1)
+    checks = checks_mod.acceptance_checks(results, refused)
     command = "smct quality" + (" --quick" if quick else "")
     if artifact != Path("artifacts/default"):
         command += f" --artifact {artifact}"
-    setting = report.Setting(command, runtime.model_version, time.perf_counter() - began)
+    setting = report.Setting(command, str(artifact), time.perf_counter() - began)
+    if output is None and not quick:
+        output = Path("docs/quality.md")
+    target = output if write else None
     paths: list[Path] = []
-    if write:
-        paths = fan_charts(results, figures or output.parent / "figures" / "quality")
-    text = report.markdown(results, checks, setting, paths, output.parent)
+    if target is not None:
+        paths = fan_charts(results, figures or target.parent / "figures" / "quality")
+    text = report.markdown(results, refused, checks, setting, paths, Path.cwd())
     typer.echo(text)
-    if write:
-        report.write(output, report.INTRO, text)
-        typer.echo(f"written: {output} and {len(paths)} figures", err=True)
+    if target is not None:
+        body = report.markdown(results, refused, checks, setting, paths, target.parent)
+        report.write(target, report.intro(cfg, runtime.max_filter_steps), body)
+        typer.echo(f"written: {target} and {len(paths)} figures", err=True)
     failed = [c.name for c in checks if not c.passed]
     typer.echo(f"{len(checks) - len(failed)} of {len(checks)} checks pass", err=True)

@@ -38,15 +38,20 @@ def _in(lo_hi: tuple[float, float], key: str) -> Callable[[dict[str, float]], bo
     return lambda s: lo_hi[0] <= s[key] <= lo_hi[1]
 
 
-def acceptance_checks(results: list[SeriesResult]) -> list[Check]:
-    """The checks over the suite's results (see docs/quality.md for their reading)."""
+def acceptance_checks(results: list[SeriesResult], refused: dict[str, str]) -> list[Check]:
+    """The checks over the suite's results (see docs/quality.md for their reading), the first
+    that the runtime forecast every series (`refused`: those it did not)."""
     ratios = {r.series.name: r.ratio() for r in results}
     worst = max(ratios, key=lambda k: ratios[k])
     naive = {r.series.name: r.ratio(method="naive") for r in results}
     naive_worst = max(naive.values())
     geo = geometric_mean(list(ratios.values()))
     multi = geometric_mean([r.ratio("multi_step") for r in results])
+    total = len(results) + len(refused)
+    which = f" ({', '.join(refused)} refused)" if refused else ""
     checks = [
+        Check("series the model forecasts (the runtime refuses none)", f"{total} of {total}",
+              f"{len(results)} of {total}{which}", "", not refused),
         Check("one-step CRPS model/ETS, geometric mean", f"<= {CRPS_GEOMEAN}", f"{geo:.3f}",
               f"naive/ETS {geometric_mean(list(naive.values())):.3f}", geo <= CRPS_GEOMEAN),
         Check("one-step CRPS model/ETS, worst series", f"<= {CRPS_WORST}",

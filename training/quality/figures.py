@@ -36,6 +36,7 @@ def fan_charts(results: list[SeriesResult], folder: Path) -> list[Path]:
     paths = []
     for kind, r in firsts.items():
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+        axes[1].sharey(axes[0])
         for ax, method in zip(axes[:2], ("model", "ETS"), strict=True):
             _fan(ax, r, method)
         _one_step(axes[2], r)

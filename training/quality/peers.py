@@ -90,10 +90,10 @@ def _state_space(res: object, m: int) -> EtsFit:
     k = 2 + m
     w, F, g, x = np.zeros(k), np.zeros((k, k)), np.zeros(k), np.zeros(k)
     w[0], F[0, 0] = 1.0, 1.0
-    g[0], x[0] = float(res.smoothing_level), float(res.level[-1])  # type: ignore[attr-defined]
+    g[0], x[0] = float(res.smoothing_level), float(np.asarray(res.level)[-1])  # type: ignore[attr-defined]
     if trend:
         w[1], F[0, 1], F[1, 1] = phi, phi, phi
-        g[1], x[1] = float(res.smoothing_trend), float(res.slope[-1])  # type: ignore[attr-defined]
+        g[1], x[1] = float(res.smoothing_trend), float(np.asarray(res.slope)[-1])  # type: ignore[attr-defined]
     if m:
         w[-1] = 1.0
         F[2, -1] = 1.0  # s_t = s_{t-m} + gamma e_t

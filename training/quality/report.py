@@ -13,8 +13,12 @@ from pathlib import Path
 from training.quality.checks import Check
 from training.quality.run import SeriesResult
 from training.quality.scores import ROLLING, geometric_mean
+from training.quality.suite import ORACLE_WIDTH80, SuiteConfig
 
-INTRO = """# Forecast quality on real series
+
+def intro(cfg: SuiteConfig, filter_steps: int) -> str:
+    """The text above the tables: what was measured, how, and how to read it."""
+    return f"""# Forecast quality on real series
 
 How the served model forecasts real series, against two classical peers on the same points:
 ETS (statsmodels' `ETSModel`, additive error, with or without a damped trend and a season, the
@@ -23,31 +27,35 @@ intervals (the quantiles of its own past residuals). This page is written by
 
 ```bash
 make model                       # the default model, if artifacts/default is missing
-.venv/bin/smct quality           # the full suite, a few minutes; --quick: CI's short one
+.venv/bin/smct quality           # the full suite, about a minute; --quick: CI's short one
 ```
 
 (`--artifact PATH` measures another model, `--no-write` prints without writing.)
 
 The suite: hourly air quality (temperature, relative humidity, CO; season 24, horizon 48), GE's
-daily close and volume (no season), the daily covid deaths of the ten US counties with the most
-(season 7), the monthly El Nino sea temperature (season 12), US quarterly real GDP, CPI and
-unemployment (season 4) and two generated series, 50 + 10 sin(2 pi t / p) + N(0, 1) for
-p = 12 and 24, whose true 80 % interval is 2.563 wide. Each series is evaluated on its last
-30 % (at most 400 points); the model is created from the history before that (its last 513
-values at most, what the runtime filters) and then updated one observation at a time through
-`Runtime.update`, as the service does; ETS keeps the parameters fitted on the history and
-runs its state space through the same points. Multistep forecasts (horizon 12, 48 for hourly
-data) start from six origins spread over the evaluation part: the model's from 500 sample
-paths of `Runtime.forecast`, ETS's Gaussian.
+daily close and volume (no season), the daily covid deaths of the ten US counties with the most,
+from each one's first death (season 7), the monthly El Nino sea temperature (season 12), US
+quarterly real GDP, CPI and unemployment (season 4) and two generated series,
+50 + 10 sin(2 pi t / p) + N(0, 1) for p = 12 and 24, whose true 80 % interval is
+{ORACLE_WIDTH80:.3f} wide. Each series is evaluated on its last {cfg.eval_frac:.0%} (at most
+{cfg.eval_cap} points). The model is created from the history before that (its last
+{filter_steps + 1} values at most, what the runtime filters) and then updated one observation
+at a time through `Runtime.update`, as the service does. ETS keeps the parameters fitted on the
+history (its last {cfg.ets_history} values at most) and runs its state space through the same
+points. Multistep forecasts (horizon 12, 48 for hourly data) start from up to {cfg.origins}
+origins spread over the evaluation part: the model's from {cfg.samples} sample paths of
+`Runtime.forecast`, ETS's Gaussian.
 
 Reading the figures: CRPS, MPIW80 and MASE are divided by the in-sample MAE of the seasonal
 naive over the history (lower is better; MASE 1 is the naive's own in-sample error), so the
 series can be compared; model/ETS below 1 means the model's CRPS is the lower. PICP is the
 share of values inside the intervals issued before them (nominal 0.80 and 0.95). The rolling
-PICP80 covers the last 200 values; "MAE / last value's MAE" compares the median with the last
-observed value as a forecast. The geometric mean of the ratios keeps one series from
+PICP80 covers the last {ROLLING} values; "MAE / last value's MAE" compares the median with the
+last observed value as a forecast. The geometric mean of the ratios keeps one series from
 dominating. The checks are the targets the model is held to; they measure, nothing is tuned
-to pass them.
+to pass them. The runtime refuses a series whose first nonzero value follows a run of zeros
+(its level and scale become rounding noise, and the value is "millions of scales" away), so
+the covid series start at their first death.
 """
 
 
@@ -56,7 +64,7 @@ class Setting:
     """What produced the figures: the command line, the model and the run's size."""
 
     command: str
-    model: str
+    model: str  # the artifact's path (its hexadecimal version would read as a commit)
     seconds: float
     date: str = ""
     machine: str = ""
@@ -65,7 +73,7 @@ class Setting:
         """The one line above a table: command, date, machine."""
         date = self.date or datetime.date.today().isoformat()
         machine = self.machine or f"{os.cpu_count()}-core CPU machine"
-        return f"`{self.command}`, {date}, {machine}, model {self.model}:"
+        return f"`{self.command}`, {date}, {machine}, model {self.model}, {self.seconds:.0f} s:"
 
 
 def _f(v: float, digits: int = 3) -> str:
@@ -144,13 +152,16 @@ def checks_table(checks: list[Check]) -> str:
 
 
 def markdown(
-    results: list[SeriesResult], checks: list[Check], setting: Setting, figures: list[Path],
-    root: Path,
+    results: list[SeriesResult], refused: dict[str, str], checks: list[Check], setting: Setting,
+    figures: list[Path], root: Path,
 ) -> str:
     """The whole report; `figures` are linked relative to `root` (the report's folder)."""
     head = setting.heading()
-    parts = [
-        "## Acceptance checks", head, "", checks_table(checks), "",
+    parts = ["## Acceptance checks", head, "", checks_table(checks), ""]
+    if refused:
+        parts += ["Series the runtime refused (left out of the tables below):", ""]
+        parts += [f"- {name}: {message}" for name, message in refused.items()] + [""]
+    parts += [
         "## One-step forecasts",
         "CRPS and MPIW80 are over the in-sample MAE of the seasonal naive (the MASE scale) of "
         "each series' history; PICP is the share of observed values inside the intervals "

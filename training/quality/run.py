@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.runtime import Runtime
+from model.runtime import InputError, Runtime
 from training.quality import peers, served
 from training.quality.scores import (
     MultiStep,
@@ -93,14 +93,24 @@ def evaluate_suite(
     runtime: Runtime,
     suite: list[Series],
     cfg: SuiteConfig,
-    progress: Callable[[SeriesResult], None] | None = None,
-) -> list[SeriesResult]:
-    """Every series of the suite, in order; `progress` is told of each as it is done."""
-    out = []
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[SeriesResult], dict[str, str]]:
+    """Every series of the suite, in order, and the series the runtime refused (name: its
+    message); `progress` is told of each series as it is done."""
+    out, refused = [], {}
     for series in suite:
-        result = evaluate_series(runtime, series, cfg)
-        log.info("%s: %.1f s", series.name, result.seconds)
+        try:
+            result = evaluate_series(runtime, series, cfg)
+        except InputError as err:
+            refused[series.name] = str(err)
+            line = f"{series.name}: refused by the runtime: {err}"
+        else:
+            out.append(result)
+            line = (
+                f"{series.name}: {series.n_eval} points, CRPS model/ETS {result.ratio():.3f} "
+                f"({result.seconds:.1f} s)"
+            )
+        log.info(line)
         if progress is not None:
-            progress(result)
-        out.append(result)
-    return out
+            progress(line)
+    return out, refused
