@@ -3,7 +3,6 @@ for comparison, ETS's. They report; nothing here tunes anything to pass."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,13 +96,3 @@ def acceptance_checks(results: list[SeriesResult], refused: dict[str, str]) -> l
     ))
     return checks
 
-
-def all_finite(results: list[SeriesResult]) -> bool:
-    """Every score of every series is a number (a NaN is a failure to forecast)."""
-    return all(
-        math.isfinite(v)
-        for r in results
-        for scores in (*r.one_step.values(), *r.multi_step.values())
-        for k, v in scores.items()
-        if k != "width80_late" or r.series.oracle_width80
-    )
