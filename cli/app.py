@@ -1,4 +1,4 @@
-"""The `smct` command line: train, evaluate, export, forecast, serve, benchmark.
+"""The `smct` command line: train, evaluate, export, forecast, serve, benchmark, quality.
 
 Each command is its own module and imports what it needs when it runs, so `smct serve` loads
 the service and the model, never the training code.
@@ -12,6 +12,7 @@ from cli.benchmark import benchmark
 from cli.evaluate import evaluate
 from cli.export import export
 from cli.forecast import forecast
+from cli.quality import quality
 from cli.serve import serve
 from cli.train import train
 
@@ -22,6 +23,7 @@ app.command()(export)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(forecast)
 app.command()(serve)
 app.command()(benchmark)
+app.command()(quality)
 
 
 def main() -> None:  # pragma: no cover

@@ -1,0 +1,87 @@
+"""`smct quality`: the served model against ETS and a seasonal naive on real series."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def quality(
+    artifact: Annotated[
+        Path, typer.Option(help="artifact directory (default: the default model, `make model`)")
+    ] = Path("artifacts/default"),
+    quick: Annotated[
+        bool, typer.Option(help="one short series of each kind (CI); default: the full suite")
+    ] = False,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(help="the Markdown report to write (default: docs/quality.md; with "
+                     "--quick: none)"),
+    ] = None,
+    figures: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(help="folder of the fan charts (default: figures/quality beside --output)"),
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write/--no-write", help="--no-write: print only, write no file")
+    ] = True,
+    data_dir: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(help="the real data sets (default $SMCT_DATA_DIR or ../shared/data)"),
+    ] = None,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+) -> None:
+    """Measure the served model's one-step and multistep forecasts on real series (hourly air
+    quality, GE's stock, covid deaths, El Nino, US macro data, noisy sines) against ETS and a
+    seasonal naive on the same points; print the tables and the acceptance checks (PASS/FAIL
+    with the measured figures) and write them to --output with fan charts."""
+    import torch
+
+    from model.artifact import ArtifactError
+    from model.runtime import InputError, Runtime
+    from training.data import default_data_dir
+    from training.quality import checks as checks_mod
+    from training.quality import report
+    from training.quality.figures import fan_charts
+    from training.quality.run import evaluate_suite
+    from training.quality.suite import SuiteConfig, load_suite
+
+    if threads < 1:
+        raise typer.BadParameter(f"must be at least 1, got {threads}", param_hint="--threads")
+    torch.set_num_threads(threads)
+    cfg = SuiteConfig.make(quick)
+    try:
+        runtime = Runtime.load(artifact, backend="torch", device="cpu")
+        suite = load_suite(data_dir or default_data_dir(), cfg)
+    except (ArtifactError, InputError, OSError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    began = time.perf_counter()
+    results, refused = evaluate_suite(
+        runtime, suite, cfg, progress=lambda line: typer.echo(line, err=True)
+    )
+    if not results:
+        typer.echo("error: the runtime refused every series", err=True)
+        raise typer.Exit(1)
+    checks = checks_mod.acceptance_checks(results, refused)
+    command = "smct quality" + (" --quick" if quick else "")
+    if artifact != Path("artifacts/default"):
+        command += f" --artifact {artifact}"
+    setting = report.Setting(command, str(artifact), time.perf_counter() - began)
+    if output is None and not quick:
+        output = Path("docs/quality.md")
+    target = output if write else None
+    paths: list[Path] = []
+    if target is not None:
+        paths = fan_charts(results, figures or target.parent / "figures" / "quality")
+    text = report.markdown(results, refused, checks, setting, paths, Path.cwd())
+    typer.echo(text)
+    if target is not None:
+        body = report.markdown(results, refused, checks, setting, paths, target.parent)
+        report.write(target, report.intro(cfg, runtime.max_filter_steps), body)
+        typer.echo(f"written: {target} and {len(paths)} figures", err=True)
+    failed = [c.name for c in checks if not c.passed]
+    typer.echo(f"{len(checks) - len(failed)} of {len(checks)} checks pass", err=True)

@@ -1,0 +1,277 @@
+"""`smct quality` (training/quality/): the scores against known answers, ETS's state space
+against statsmodels, the seasonal naive's empirical intervals, the served model through the
+runtime, the acceptance checks, and the quick command end to end."""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scoringrules as sr
+import torch
+from scipy import integrate, stats
+from typer.testing import CliRunner
+
+from cli.app import app
+from model.runtime import Runtime
+from tests.docs.test_manual import TABLE_HEADING
+from tests.model.conftest import artifact, per_series_artifact  # noqa: F401 (fixtures)
+from tests.paper_data import needs_data
+from training.quality import checks, peers, scores, served
+from training.quality.run import SeriesResult, origins
+from training.quality.scores import MultiStep, OneStep
+from training.quality.suite import ORACLE_WIDTH80, Series, SuiteConfig, sine, with_eval_part
+
+# --------------------------------------------------------------------------- scores
+
+
+def test_gaussian_crps_is_the_integral_of_the_squared_cdf_difference() -> None:
+    for mu, sigma, y in ((0.0, 1.0, 0.3), (5.0, 2.5, -1.0), (-3.0, 0.1, -3.05)):
+        cdf, sf = stats.norm(mu, sigma).cdf, stats.norm(mu, sigma).sf
+        below, _ = integrate.quad(lambda x, f=cdf: f(x) ** 2, mu - 12 * sigma, y, limit=200)
+        above, _ = integrate.quad(lambda x, f=sf: f(x) ** 2, y, mu + 12 * sigma, limit=200)
+        assert scores.gaussian_crps(mu, sigma, y) == pytest.approx(below + above, rel=1e-7)
+    # at the mean of N(0, 1): (sqrt 2 - 1) / sqrt pi
+    at_mean = (math.sqrt(2) - 1) / math.sqrt(math.pi)
+    assert scores.gaussian_crps(0.0, 1.0, 0.0) == pytest.approx(at_mean)
+
+
+def test_sample_crps_is_the_crps_of_the_empirical_law() -> None:
+    rng = np.random.default_rng(0)
+    samples, y = rng.normal(size=(5, 7, 101)), rng.normal(size=(5, 7))
+    expected = sr.crps_ensemble(y, samples, m_axis=-1, estimator="nrg", backend="numpy")
+    np.testing.assert_allclose(scores.sample_crps(samples, y), expected, rtol=1e-10)
+    # two points {0, 2} at y = 1: E|X - 1| - E|X - X'| / 2 = 1 - 1/2
+    assert scores.sample_crps(np.array([0.0, 2.0]), np.array(1.0)) == pytest.approx(0.5)
+    # many draws of N(0, 1): the closed form, within sampling error
+    draws = rng.normal(size=200_000)
+    assert scores.sample_crps(draws, np.array(0.7)) == pytest.approx(
+        float(scores.gaussian_crps(0.0, 1.0, 0.7)), abs=5e-3
+    )
+
+
+def test_picp_mpiw_and_rolling_coverage_on_constructed_intervals() -> None:
+    y = np.array([0.0, 1.0, 2.0, np.nan, 4.0, 5.0])
+    lo = np.array([-1.0, 1.5, 2.0, 0.0, 0.0, 6.0])
+    hi = np.array([1.0, 2.0, 3.0, 9.0, 4.0, 7.0])
+    # inside: 0 in [-1, 1], 2 in [2, 3] (a bound counts), 4 in [0, 4]; 1 and 5 out; NaN left out
+    assert scores.picp(lo, hi, y) == pytest.approx(3 / 5)
+    assert scores.mpiw(lo, hi, y) == pytest.approx((2 + 0.5 + 1 + 4 + 1) / 5)
+    assert scores.rolling_picp(lo, hi, y, window=2) == pytest.approx(1 / 2)  # 4 in, 5 out
+    assert scores.geometric_mean([2.0, 0.5, math.nan]) == pytest.approx(1.0)
+
+
+def test_naive_scale_and_last_values() -> None:
+    y = np.array([1.0, 3.0, 2.0, 6.0, 3.0, np.nan, 4.0])
+    # season 2: |2 - 1|, |6 - 3|, |3 - 2|, |4 - 3| (pairs with a NaN left out)
+    assert scores.naive_scale(y, 2) == pytest.approx((1 + 3 + 1 + 1) / 4)
+    assert scores.naive_scale(np.full(10, 5.0), 1) == 1.0  # no error: unit scale
+    np.testing.assert_array_equal(scores.last_values(y, 4), [6.0, 3.0, 3.0])
+
+
+def test_one_step_scores_divide_by_the_scale() -> None:
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    one = OneStep(y + 1.0, {0.8: (y - 1, y + 1), 0.95: (y - 2, y + 2)}, np.full(4, 0.6))
+    s = scores.one_step_scores(one, y, last=y - 2.0, scale=2.0)
+    assert s["crps"] == pytest.approx(0.3) and s["mpiw80"] == pytest.approx(1.0)
+    assert s["mase"] == pytest.approx(0.5) and s["mae_vs_last"] == pytest.approx(0.5)
+    assert s["picp80"] == s["picp95"] == s["rolling_picp80"] == 1.0
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def _local_level(n: int, alpha: float, seed: int) -> np.ndarray:
+    """y_t = l_{t-1} + e_t, l_t = l_{t-1} + alpha e_t, e ~ N(0, 1): ETS(A,N,N) exactly."""
+    rng = np.random.default_rng(seed)
+    level, out = 10.0, np.empty(n)
+    for t in range(n):
+        e = rng.standard_normal()
+        out[t] = level + e
+        level += alpha * e
+    return out
+
+
+def test_ets_on_its_own_law_is_calibrated_and_near_the_true_crps() -> None:
+    y = _local_level(2500, alpha=0.3, seed=1)
+    series = with_eval_part(Series("ann", "generated", y, season=1, horizon=12), SuiteConfig())
+    assert series.n_eval == 750
+    one, multi, form = peers.ets(series, origins(series, 10), history_cap=2000)
+    truth = y[series.eval_start :]
+    assert form in ("ANN", "AAdN")
+    assert scores.picp(*one.bounds[0.8], truth) == pytest.approx(0.8, abs=0.04)
+    assert scores.picp(*one.bounds[0.95], truth) == pytest.approx(0.95, abs=0.025)
+    # the true one-step law is N(., 1), whose expected CRPS is 1 / sqrt(pi)
+    assert float(np.mean(one.crps)) == pytest.approx(1 / math.sqrt(math.pi), rel=0.05)
+    # h steps ahead the variance grows as 1 + alpha^2 (h - 1)
+    width = multi.bounds[0.8][1][0] - multi.bounds[0.8][0][0]
+    np.testing.assert_allclose(width / width[0], np.sqrt(1 + 0.3**2 * np.arange(12)), rtol=0.1)
+
+
+@pytest.mark.parametrize("trend, seasonal", [(None, None), ("add", None), ("add", "add")])
+def test_ets_state_space_matches_statsmodels(trend: str | None, seasonal: str | None) -> None:
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    rng = np.random.default_rng(3)
+    t = np.arange(300)
+    y = 20 + 0.05 * t + 4 * np.sin(2 * np.pi * t / 12) + rng.normal(size=300)
+    kwargs = dict(error="add", trend=trend, damped_trend=trend is not None, seasonal=seasonal,
+                  seasonal_periods=12 if seasonal else None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = ETSModel(pd.Series(y[:240]), **kwargs).fit(disp=False)
+    fit = peers._state_space(res, 12 if seasonal else 0)
+    # one-step means through the rest with the parameters fixed: statsmodels' smoothing
+    full = ETSModel(pd.Series(y), **kwargs).smooth(res.params)
+    mean, states = fit.filter(y[240:])
+    np.testing.assert_allclose(mean, np.asarray(full.fittedvalues)[240:], atol=1e-8)
+    assert fit.sigma == pytest.approx(math.sqrt(res.mse))
+    # forecasts from the end of the history: statsmodels' mean and variance
+    pred = res.get_prediction(start=240, end=251)
+    mu, sd = fit.forecast(states[0], 12)
+    np.testing.assert_allclose(mu, np.asarray(pred.predicted_mean), atol=1e-8)
+    np.testing.assert_allclose(sd**2, np.asarray(pred.var_pred_mean), rtol=1e-8)
+
+
+def test_ets_skips_a_missing_value_without_correcting() -> None:
+    y = _local_level(300, alpha=0.5, seed=4)
+    fit = peers.fit_ets(y[:200], 1)
+    gap = y[200:].copy()
+    gap[10] = np.nan
+    mean, states = fit.filter(gap)
+    np.testing.assert_array_equal(states[11], fit.F @ states[10])  # no correction at the gap
+    assert np.isfinite(mean).all()
+
+
+def test_seasonal_naive_intervals_are_quantiles_of_its_past_residuals() -> None:
+    # season 1, steps cycling through -1, 0, 1, 2: the residuals are those steps
+    steps = np.tile([-1.0, 0.0, 1.0, 2.0], 50)
+    y = 100 + np.cumsum(steps)
+    series = Series("walk", "test", y, season=1, horizon=4, eval_start=120)
+    one = peers.seasonal_naive(series, pool=40)
+    t = 150
+    pool = steps[t - 40 : t]  # the residuals of y_{t-40} .. y_{t-1}
+    k = t - series.eval_start
+    lo, hi = np.quantile(y[t - 1] + pool, [0.1, 0.9])
+    assert one.bounds[0.8][0][k] == pytest.approx(lo) and one.bounds[0.8][1][k] == pytest.approx(hi)
+    assert one.median[k] == pytest.approx(y[t - 1] + np.median(pool))
+    assert one.crps[k] == pytest.approx(float(scores.sample_crps(y[t - 1] + pool, y[t])))
+    # a repeating season is forecast exactly: zero CRPS and width, full coverage
+    periodic = np.tile([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0], 30)
+    exact = peers.seasonal_naive(Series("p", "test", periodic, 7, 12, eval_start=150))
+    np.testing.assert_allclose(exact.median, periodic[150:])
+    assert np.abs(exact.crps).max() < 1e-12
+    # a missing value: the next season forecasts from the naive's own forecast of it
+    gapped = periodic.copy()
+    gapped[152] = np.nan
+    after = peers.seasonal_naive(Series("g", "test", gapped, 7, 12, eval_start=150))
+    assert math.isnan(after.crps[2]) and after.median[9] == pytest.approx(periodic[159])
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_the_model_is_scored_as_if_fed_one_observation_per_call(
+    per_series_artifact: Path,  # noqa: F811
+) -> None:
+    torch.set_num_threads(1)
+    runtime = Runtime.load(per_series_artifact)
+    series = with_eval_part(sine(12, length=120), SuiteConfig.make(quick=True))
+    starts = origins(series, 2)
+    one, multi = served.model(runtime, series, starts, samples=50)
+    assert one.median.shape == (series.n_eval,) and multi.crps.shape == (len(starts), 12)
+    lo80, hi80 = one.bounds[0.8]
+    lo95, hi95 = one.bounds[0.95]
+    assert (lo95 <= lo80).all() and (lo80 <= one.median).all() and (one.median <= hi80).all()
+    assert (hi80 <= hi95).all() and np.isfinite(one.crps).all()
+    # the same answers, one observation per update call, as the service sees a series
+    y = series.values
+    (state,) = runtime.create([y[: series.eval_start, None]])
+    crps = []
+    for value in y[series.eval_start :]:
+        ((state, (res,)),) = runtime.update([state], [np.array([[value]])], [0.8, 0.95])
+        crps.append(res.crps)
+        assert res.covered is not None
+    np.testing.assert_allclose(one.crps, crps, rtol=1e-6)
+
+
+def _result(name: str, model: dict[str, float], ets: dict[str, float],
+            oracle: float | None = None) -> SeriesResult:
+    series = Series(name, "test", np.zeros(10), 1, 2, oracle_width80=oracle)
+    naive = {**ets, "crps": 2 * ets["crps"]}
+    empty = MultiStep(np.zeros(1, np.int64), np.zeros((1, 2)), {}, np.zeros((1, 2)))
+    return SeriesResult(
+        series, 1.0, "ANN", {"model": model, "ETS": ets, "naive": naive},
+        {"model": {"crps": model["crps"]}, "ETS": {"crps": ets["crps"]}}, {},
+        {"model": empty, "ETS": empty}, 0.0,
+    )
+
+
+def test_acceptance_checks_report_their_figures() -> None:
+    good = {"crps": 0.8, "picp80": 0.8, "picp95": 0.95, "rolling_picp80": 0.81,
+            "mae_vs_last": 0.9, "width80_late": ORACLE_WIDTH80}
+    ets = {**good, "crps": 1.0}
+    bad = {**good, "crps": 1.5, "picp80": 0.99, "rolling_picp80": 0.99, "mae_vs_last": 1.2,
+           "width80_late": 2 * ORACLE_WIDTH80}
+    found = checks.acceptance_checks(
+        [_result("a", good, ets), _result("b", good, ets), _result("sine 12", bad, ets, 2.5)],
+        {"refused": "a first death after zeros"},
+    )
+
+    def check(start: str) -> checks.Check:
+        (only,) = [c for c in found if c.name.startswith(start)]
+        return only
+
+    assert len(found) == 9 and check("series the model forecasts").measured.startswith("3 of 4")
+    assert not check("series the model forecasts").passed
+    geo = check("one-step CRPS model/ETS, geometric mean")  # 0.8, 0.8 and 1.5
+    assert geo.measured == f"{(0.8 * 0.8 * 1.5) ** (1 / 3):.3f}" == "0.986" and not geo.passed
+    assert geo.peers == "naive/ETS 2.000"
+    worst = check("one-step CRPS model/ETS, worst")
+    assert worst.measured == "1.500 (sine 12)" and not worst.passed
+    assert check("multistep").measured == "0.986"
+    picp80 = check("PICP80")
+    assert picp80.measured == "67%" and not picp80.passed and picp80.peers == "ETS 100%"
+    assert check("rolling").measured == "67% (farthest 0.99, sine 12)"
+    width = check("sine 12")
+    assert width.measured == f"{2 * ORACLE_WIDTH80 / 2.5:.2f}" and not width.passed
+    assert check("median").measured == "67% (worst 1.20, sine 12)"
+    lenient = checks.acceptance_checks([_result("a", good, ets)], {})
+    assert all(c.passed for c in lenient), [c for c in lenient if not c.passed]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@needs_data("air-quality", "covid", "stock")
+def test_quick_command_end_to_end(per_series_artifact: Path, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "quality.md"
+    res = CliRunner().invoke(app, [
+        "quality", "--quick", "--artifact", str(per_series_artifact), "--output", str(out),
+    ])
+    assert res.exit_code == 0, res.output
+    for name in ("air T", "GE close", "covid New York, New York", "elnino", "macro realgdp",
+                 "sine 12"):
+        assert f"| {name} |" in res.output
+    verdicts = re.findall(r"\| (PASS|FAIL) \|$", res.output, flags=re.M)
+    assert len(verdicts) == 9  # one generated series in the quick suite
+    text = out.read_text()
+    headings = [line for line in text.splitlines() if line.startswith("`smct quality --quick")]
+    assert len(headings) == 4 and all(TABLE_HEADING.match(line) for line in headings)
+    figures = sorted((tmp_path / "figures" / "quality").glob("*.png"))
+    assert len(figures) == 6 and all(f.stat().st_size > 10_000 for f in figures)
+    assert "](figures/quality/hourly.png)" in text
+    # --no-write prints the same tables and writes nothing
+    res = CliRunner().invoke(app, ["quality", "--quick", "--no-write", "--artifact",
+                                   str(per_series_artifact), "--output", str(tmp_path / "x.md")])
+    assert res.exit_code == 0 and not (tmp_path / "x.md").exists()
+
+
+def test_quick_command_names_a_missing_artifact(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["quality", "--quick", "--artifact", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "error:" in res.output

@@ -1,0 +1,98 @@
+"""The acceptance checks of forecast quality, each with its target, the model's figure and,
+for comparison, ETS's. They report; nothing here tunes anything to pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from training.quality.run import SeriesResult
+from training.quality.scores import ROLLING, geometric_mean
+
+CRPS_GEOMEAN, CRPS_WORST, MULTI_GEOMEAN = 0.9, 1.3, 1.0
+PICP80_RANGE, PICP95_RANGE, PICP_SHARE = (0.75, 0.85), (0.92, 0.98), 0.85
+ROLLING_TOLERANCE, ORACLE_FACTOR = 0.05, 1.3
+
+
+@dataclass(frozen=True)
+class Check:
+    """One acceptance check: what, its target, the model's figure, the peers' figure for
+    comparison (ETS's, or the naive's against ETS), and the verdict."""
+
+    name: str
+    target: str
+    measured: str
+    peers: str
+    passed: bool
+
+
+def _share(
+    results: list[SeriesResult], ok: Callable[[dict[str, float]], bool], method: str
+) -> float:
+    """Share of the series whose scores of `method` are `ok`."""
+    return sum(ok(r.one_step[method]) for r in results) / len(results)
+
+
+def _in(lo_hi: tuple[float, float], key: str) -> Callable[[dict[str, float]], bool]:
+    return lambda s: lo_hi[0] <= s[key] <= lo_hi[1]
+
+
+def acceptance_checks(results: list[SeriesResult], refused: dict[str, str]) -> list[Check]:
+    """The checks over the suite's results (see docs/quality.md for their reading), the first
+    that the runtime forecast every series (`refused`: those it did not)."""
+    ratios = {r.series.name: r.ratio() for r in results}
+    worst = max(ratios, key=lambda k: ratios[k])
+    naive = {r.series.name: r.ratio(method="naive") for r in results}
+    naive_worst = max(naive.values())
+    geo = geometric_mean(list(ratios.values()))
+    multi = geometric_mean([r.ratio("multi_step") for r in results])
+    total = len(results) + len(refused)
+    which = f" ({', '.join(refused)} refused)" if refused else ""
+    checks = [
+        Check("series the model forecasts (the runtime refuses none)", f"{total} of {total}",
+              f"{len(results)} of {total}{which}", "", not refused),
+        Check("one-step CRPS model/ETS, geometric mean", f"<= {CRPS_GEOMEAN}", f"{geo:.3f}",
+              f"naive/ETS {geometric_mean(list(naive.values())):.3f}", geo <= CRPS_GEOMEAN),
+        Check("one-step CRPS model/ETS, worst series", f"<= {CRPS_WORST}",
+              f"{ratios[worst]:.3f} ({worst})", f"naive/ETS {naive_worst:.3f}",
+              ratios[worst] <= CRPS_WORST),
+        Check("multistep CRPS model/ETS, geometric mean", f"<= {MULTI_GEOMEAN}", f"{multi:.3f}",
+              "", multi <= MULTI_GEOMEAN),
+    ]
+    for key, lo_hi in (("picp80", PICP80_RANGE), ("picp95", PICP95_RANGE)):
+        share = {m: _share(results, _in(lo_hi, key), m) for m in ("model", "ETS")}
+        checks.append(Check(
+            f"{key.upper()} in [{lo_hi[0]}, {lo_hi[1]}], share of series",
+            f">= {PICP_SHARE:.0%}", f"{share['model']:.0%}", f"ETS {share['ETS']:.0%}",
+            share["model"] >= PICP_SHARE,
+        ))
+    near = (0.8 - ROLLING_TOLERANCE, 0.8 + ROLLING_TOLERANCE)
+    rolling = {m: _share(results, _in(near, "rolling_picp80"), m) for m in ("model", "ETS")}
+    far = max(results, key=lambda r: abs(r.one_step["model"]["rolling_picp80"] - 0.8))
+    checks.append(Check(
+        f"rolling PICP80 (last {ROLLING}) within {ROLLING_TOLERANCE} of 0.8, share of series",
+        "100%",
+        f"{rolling['model']:.0%} (farthest {far.one_step['model']['rolling_picp80']:.2f}, "
+        f"{far.series.name})",
+        f"ETS {rolling['ETS']:.0%}", rolling["model"] == 1.0,
+    ))
+    for r in results:
+        oracle = r.series.oracle_width80
+        if oracle is None:
+            continue
+        width = {m: r.one_step[m]["width80_late"] / oracle for m in ("model", "ETS")}
+        checks.append(Check(
+            f"{r.series.name}: 80% width / oracle ({oracle:.3f}) after three seasons",
+            f"<= {ORACLE_FACTOR}", f"{width['model']:.2f}", f"ETS {width['ETS']:.2f}",
+            width["model"] <= ORACLE_FACTOR,
+        ))
+    below = {m: _share(results, lambda s: s["mae_vs_last"] <= 1.0, m) for m in ("model", "ETS")}
+    lagging = max(results, key=lambda r: r.one_step["model"]["mae_vs_last"])
+    checks.append(Check(
+        "median MAE <= last value's MAE, share of series", "100%",
+        f"{below['model']:.0%} (worst {lagging.one_step['model']['mae_vs_last']:.2f}, "
+        f"{lagging.series.name})",
+        f"ETS {below['ETS']:.0%}", below["model"] == 1.0,
+    ))
+    return checks
+

@@ -1,0 +1,75 @@
+"""The served model on one series, through the runtime the service uses (model.runtime).
+
+`Runtime.create` filters the history before the evaluation part (its last
+`max_filter_steps` + 1 values: what the runtime filters of any longer history), then
+`Runtime.update` absorbs the evaluation part in order. The runtime absorbs the observations of
+one call one at a time and scores each against the one-step law issued before it, exactly as
+the service does for a series fed one observation per request; the calls stop at each
+multistep origin, where `Runtime.forecast` draws sample paths from the state of that moment.
+
+The one-step median is the centre of the interval of level MEDIAN_LEVEL (the quantiles
+1/2 -+ 5e-7 of the predictive mixture, solved to 1e-10 in probability); the CRPS is the
+runtime's, exact for the mixture.
+
+Shapes: n evaluation points, K origins, H horizon, N samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from model.runtime import Runtime, UpdateResult
+from training.quality.scores import (
+    LEVELS,
+    MultiStep,
+    OneStep,
+    future,
+    sample_bounds,
+    sample_crps,
+)
+from training.quality.suite import Series
+
+MEDIAN_LEVEL = 1e-6
+FORECAST_SEED = 0
+
+
+def _one_step(results: list[UpdateResult]) -> OneStep:
+    """The runtime's answers for the n evaluation points as a OneStep."""
+
+    def bound(level: float, side: int) -> np.ndarray:
+        return np.array([float(r.intervals[level][side][0]) for r in results])
+
+    median = 0.5 * (bound(MEDIAN_LEVEL, 0) + bound(MEDIAN_LEVEL, 1))
+    crps = np.array([np.nan if r.crps is None else r.crps for r in results])
+    return OneStep(median, {lv: (bound(lv, 0), bound(lv, 1)) for lv in LEVELS}, crps)
+
+
+def model(
+    runtime: Runtime, series: Series, origins: np.ndarray, samples: int
+) -> tuple[OneStep, MultiStep]:
+    """The model's one-step forecasts of the evaluation part, and its forecasts of
+    `series.horizon` steps from each of `origins` (absolute indices, increasing)."""
+    y, start, h = series.values, series.eval_start, series.horizon
+    history = y[max(0, start - runtime.max_filter_steps - 1) : start, None]  # (T0, 1)
+    (state,) = runtime.create([history])
+    results: list[UpdateResult] = []
+    paths = []
+    at = start
+    for stop in [*origins, len(y)]:
+        if stop > at:
+            levels = [*LEVELS, MEDIAN_LEVEL]
+            ((state, answered),) = runtime.update([state], [y[at:stop, None]], levels)
+            results += answered
+            at = stop
+        if stop < len(y):
+            (fc,) = runtime.forecast(
+                [state], h, list(LEVELS), samples, return_samples=True, seed=FORECAST_SEED
+            )
+            assert fc.samples is not None
+            paths.append(fc.samples[:, :, 0].T)  # (H, N)
+    draws = np.stack(paths)  # (K, H, N)
+    truth = np.stack([future(y, o, h) for o in origins])  # (K, H)
+    multi = MultiStep(
+        origins, np.median(draws, axis=-1), sample_bounds(draws), sample_crps(draws, truth)
+    )
+    return _one_step(results), multi
