@@ -56,6 +56,7 @@ CHUNK_BYTES = 16 << 20
 MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see Runtime._scale)
 MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last values)
+RESOLUTION = 1e-6  # of a series' scale: what its float32 window resolves (Runtime._reanchor)
 
 
 class InputError(ValueError):
@@ -85,6 +86,7 @@ class UpdateResult:
     seq: int
     value: np.ndarray | None  # (O,) targets as given; None when missing
     intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # issued one-step intervals, (O,)
+    median: np.ndarray  # (O,) median of the issued one-step law, per target
     covered: dict[float, bool] | None  # all target dims inside; None when missing
     pit: np.ndarray | None  # (O,) predictive CDF at the value
     log_score: float | None  # log predictive density of the value (series units)
@@ -359,7 +361,14 @@ class Runtime:
         value refused as "millions of scales" away) or, right after the gap, to a fraction of
         the series' spread (intervals far too narrow). A feature with fewer observed values
         than half of the inputs its window holds (half of L once full, `min_observed`; and
-        at least 2) keeps its scaling."""
+        at least 2) keeps its scaling.
+
+        The window is stored in float32, so values rebuilt from it carry rounding of about
+        1e-7 of the scales it was stored in: a level under RESOLUTION times the old scale, or a
+        spread under RESOLUTION times the old scale or the level, is that rounding, taken as 0
+        (`_resolved`), and a window found flat is stored as exact zeros. Otherwise a run of
+        equal values would get its rounding as scale, and the first different value would lie
+        a billion scales away and be refused."""
         loc, scale = batch.loc, batch.scale  # (B, F)
         units = batch.x_hist * scale[:, None] + loc[:, None]  # (B, L, F) float64
         seen = batch.observed  # (B, L, F); the slots of a window not yet full are unseen
@@ -367,7 +376,9 @@ class Runtime:
             new_loc = units.sum(axis=1) / units.shape[1]
             dev = units - new_loc[:, None]
             spread = np.sqrt(np.einsum("blf,blf->bf", dev, dev) / units.shape[1])
+            new_loc, spread = _resolved(new_loc, spread, scale)
             new_scale = flat_scale(new_loc, spread)
+            dev = np.where(spread[:, None] > 0.0, units - new_loc[:, None], 0.0)  # flat: all 0
             batch.x_hist[:] = dev / new_scale[:, None]  # in place: float32, as stored
             batch.loc[:], batch.scale[:] = new_loc, new_scale
             return
@@ -375,13 +386,17 @@ class Runtime:
         n = np.maximum(count, 1)
         new_loc = np.where(seen, units, 0.0).sum(axis=1) / n
         dev = np.where(seen, units - new_loc[:, None], 0.0)
-        new_scale = flat_scale(new_loc, np.sqrt(np.einsum("blf,blf->bf", dev, dev) / n))
+        spread = np.sqrt(np.einsum("blf,blf->bf", dev, dev) / n)
+        new_loc, spread = _resolved(new_loc, spread, scale)
+        new_scale = flat_scale(new_loc, spread)
         # at least half of the inputs the window holds (all L once full), and 2
         held = np.minimum(batch.t, self.window)[:, None]  # (B, 1)
         enough = count >= np.maximum(2, held // 2)
         new_loc, new_scale = np.where(enough, new_loc, loc), np.where(enough, new_scale, scale)
         inside = (np.arange(self.window)[None, :] < batch.t[:, None])[..., None]  # (B, L, 1)
-        dev = np.where(inside, units - new_loc[:, None], 0.0)  # slots not yet filled stay 0
+        # slots not yet filled stay 0, and so does a feature found flat (its rounding dropped)
+        flat = enough & (spread == 0.0)
+        dev = np.where(inside & ~flat[:, None], units - new_loc[:, None], 0.0)
         batch.x_hist[:] = dev / new_scale[:, None]
         batch.loc[:], batch.scale[:] = new_loc, new_scale
 
@@ -447,12 +462,12 @@ class Runtime:
         y = x[:, :o].astype(np.float64)
         observed = np.asarray(np.isfinite(y).all(axis=1))
         ys = np.nan_to_num((y - loc) / scale)  # (B_k, O) scaled
-        bounds = np.zeros((len(x), 0, o))
-        if levels:
-            alpha = self._alphas(sub, levels)  # (B_k, Q)
-            probs = np.stack([alpha / 2.0, 1.0 - alpha / 2.0], axis=2).reshape(len(x), -1)
-            probs = probs.round(12)  # level 0.9 asks exactly for the 0.05 and 0.95 quantiles
-            bounds = mix.quantile(probs) * scale[:, None] + loc[:, None]
+        alpha = self._alphas(sub, levels)  # (B_k, Q)
+        probs = np.stack([alpha / 2.0, 1.0 - alpha / 2.0], axis=2).reshape(len(x), -1)
+        probs = np.concatenate([np.full((len(x), 1), 0.5), probs], axis=1)
+        probs = probs.round(12)  # level 0.9 asks exactly for the 0.05 and 0.95 quantiles
+        solved = mix.quantile(probs) * scale[:, None] + loc[:, None]  # (B_k, 1 + 2Q, O)
+        median, bounds = solved[:, 0], solved[:, 1:]
         pit = mix.cdf(ys[:, None])[:, 0]  # (B_k, O)
         log_score = mix.log_density(ys) - np.log(scale).sum(axis=1)
         crps = (mix.crps(ys) * scale).mean(axis=1)
@@ -467,6 +482,7 @@ class Runtime:
                     seq=int(sub.t[i]),
                     value=y[i].copy() if seen else None,
                     intervals=intervals,
+                    median=median[i],
                     covered={
                         lv: bool(np.all((lo <= y[i]) & (y[i] <= hi)))
                         for lv, (lo, hi) in intervals.items()
@@ -717,6 +733,17 @@ class Runtime:
         scaled = (out - locs) / scales
         check_future_scale(scaled, out, locs, scales)
         return scaled.astype(np.float32)
+
+
+def _resolved(
+    loc: np.ndarray, spread: np.ndarray, old_scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Level and spread of a window (B, F), with what its float32 storage cannot resolve taken
+    as 0 (see Runtime._reanchor): a level under RESOLUTION times the scale the window was
+    stored in, a spread under RESOLUTION times that scale or the level."""
+    floor = RESOLUTION * old_scale
+    loc = np.where(np.abs(loc) < floor, 0.0, loc)
+    return loc, np.where(spread < np.maximum(floor, RESOLUTION * np.abs(loc)), 0.0, spread)
 
 
 def check_observed(history: np.ndarray, target_dim: int) -> None:

@@ -512,3 +512,22 @@ def test_missing_values_before_the_filtered_part_of_a_long_history(
     assert state.t == 200 and np.all(np.isfinite(state.x_hist)) and np.all(np.isfinite(state.logw))
     (f,) = rt.forecast([state], 2, [0.9], 500, seed=0)
     assert np.all(np.isfinite(f.mean)) and np.all(f.intervals[0.9][0] < f.intervals[0.9][1])
+
+
+def test_a_run_of_equal_values_then_a_move_is_accepted(rt_series: Runtime) -> None:
+    """A history that starts with a run of equal values (zeros, or 0.3) and then moves is
+    filtered: the window's float32 rounding is not taken for its spread (that made the first
+    different value lie a billion scales away, refused), and a window found flat is stored as
+    exact zeros at its level."""
+    for history in (
+        np.r_[np.zeros(5), 1.0],
+        np.r_[[0.3] * 6, np.linspace(0.2, 3.0, 160)],
+        np.r_[np.zeros(30), np.full(3, 2.0)],
+    ):
+        (state,) = rt_series.create([history[:, None]])
+        assert np.isfinite(state.scale).all() and state.scale[0] > 1e-3
+        ((state, (res,)),) = rt_series.update([state], [np.array([[history[-1]]])], [0.8])
+        assert res.pit is not None
+    (flat,) = rt_series.create([np.full((12, 1), 0.3)])
+    assert flat.loc[0] == pytest.approx(0.3, abs=1e-12)
+    assert np.all(flat.x_hist[:12] == 0.0) and flat.scale[0] == pytest.approx(0.003)

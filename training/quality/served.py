@@ -7,9 +7,9 @@ one call one at a time and scores each against the one-step law issued before it
 the service does for a series fed one observation per request; the calls stop at each
 multistep origin, where `Runtime.forecast` draws sample paths from the state of that moment.
 
-The one-step median is the centre of the interval of level MEDIAN_LEVEL (the quantiles
-1/2 -+ 5e-7 of the predictive mixture, solved to 1e-10 in probability); the CRPS is the
-runtime's, exact for the mixture.
+The one-step median and CRPS are the runtime's, of the law it issued (exact for the mixture,
+with the series' adapted observation scale; the intervals also with its coverage correction,
+docs/adaptation.md).
 
 Shapes: n evaluation points, K origins, H horizon, N samples.
 """
@@ -29,7 +29,6 @@ from training.quality.scores import (
 )
 from training.quality.suite import Series
 
-MEDIAN_LEVEL = 1e-6
 FORECAST_SEED = 0
 
 
@@ -39,7 +38,7 @@ def _one_step(results: list[UpdateResult]) -> OneStep:
     def bound(level: float, side: int) -> np.ndarray:
         return np.array([float(r.intervals[level][side][0]) for r in results])
 
-    median = 0.5 * (bound(MEDIAN_LEVEL, 0) + bound(MEDIAN_LEVEL, 1))
+    median = np.array([float(r.median[0]) for r in results])
     crps = np.array([np.nan if r.crps is None else r.crps for r in results])
     return OneStep(median, {lv: (bound(lv, 0), bound(lv, 1)) for lv in LEVELS}, crps)
 
@@ -57,7 +56,7 @@ def model(
     at = start
     for stop in [*origins, len(y)]:
         if stop > at:
-            levels = [*LEVELS, MEDIAN_LEVEL]
+            levels = list(LEVELS)
             ((state, answered),) = runtime.update([state], [y[at:stop, None]], levels)
             results += answered
             at = stop
