@@ -64,6 +64,25 @@ class Mixture:
             sd=np.sqrt(np.asarray(sigma_obs, dtype=np.float64)),
         )
 
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance per target, (B, O) each."""
+        mean = np.einsum("bp,bpo->bo", self.w, self.mu)
+        spread = np.einsum("bp,bpo->bo", self.w, (self.mu - mean[:, None]) ** 2)
+        return mean, spread + self.sd**2
+
+    def mean_abs_dev(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean m and mean absolute deviation E|Y - m| per target, (B, O) each: sum_m w_m
+        A(mu_m - m, sd) with A(d, s) = E|d + s eps| (as in the CRPS)."""
+        mean = np.einsum("bp,bpo->bo", self.w, self.mu)
+        dev = _a(self.mu - mean[:, None], self.sd[:, None])  # (B, P, O)
+        return mean, np.einsum("bp,bpo->bo", self.w, dev)
+
+    def scaled(self, factor: np.ndarray) -> Mixture:
+        """The law of m + factor (Y - m), Y of this law and m its mean; factor (B, O)."""
+        mean = np.einsum("bp,bpo->bo", self.w, self.mu)[:, None]
+        f = np.asarray(factor, dtype=np.float64)
+        return Mixture(self.w, mean + f[:, None] * (self.mu - mean), self.sd * f)
+
     def _z(self, y: np.ndarray) -> np.ndarray:  # y (B, K, O) -> (B, K, P, O)
         return (y[:, :, None] - self.mu[:, None]) / self.sd[:, None, None]
 
@@ -199,26 +218,36 @@ def summarize_samples(
 ) -> SampleSummary:
     """Mean, median, equal-tailed `levels` intervals and `quantiles` of samples (B, N, H, O)
     over N (numpy's linear sample quantiles, as training/metrics.interval_bounds). With
-    `alphas` (B, len(levels)), series b's interval at levels[j] has the tails alphas[b, j] / 2
-    (a coverage correction, model/adaptation.py) instead of (1 - levels[j]) / 2."""
+    `alphas` (B, H, len(levels)), series b's interval at levels[j] and step h has the tails
+    alphas[b, h, j] / 2 (a coverage correction, model/adaptation.py) instead of
+    (1 - levels[j]) / 2."""
     probs = [0.5, *interval_probs(levels), *quantiles]
     qs = np.quantile(samples, probs, axis=1)  # (len(probs), B, H, O)
     k = 1 + 2 * len(levels)
     intervals = {lv: (qs[1 + 2 * i], qs[2 + 2 * i]) for i, lv in enumerate(levels)}
     if alphas is not None and len(levels):
-        tails = np.asarray(alphas, dtype=np.float64) / 2.0  # (B, Q)
-        bounds = np.stack(
-            [
-                np.quantile(samples[b], np.concatenate([tails[b], 1.0 - tails[b]]).round(12), 0)
-                for b in range(samples.shape[0])
-            ],
-            axis=1,
-        )  # (2Q, B, H, O)
-        q = len(levels)
-        intervals = {lv: (bounds[i], bounds[q + i]) for i, lv in enumerate(levels)}
+        tails = (np.asarray(alphas, dtype=np.float64) / 2.0).round(12)  # (B, H, Q)
+        lo = _sample_quantiles(samples, tails)  # (B, H, Q, O)
+        hi = _sample_quantiles(samples, 1.0 - tails)
+        intervals = {lv: (lo[:, :, j], hi[:, :, j]) for j, lv in enumerate(levels)}
     return SampleSummary(
         mean=samples.mean(axis=1),
         median=qs[0],
         intervals=intervals,
         quantiles={q: qs[k + i] for i, q in enumerate(quantiles)},
     )
+
+
+def _sample_quantiles(samples: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """numpy's linear sample quantiles of samples (B, N, H, O) over N at probabilities probs
+    (B, H, Q), each series and step its own -> (B, H, Q, O)."""
+    ordered = np.sort(samples, axis=1)  # (B, N, H, O)
+    n = samples.shape[1]
+    pos = probs * (n - 1)  # (B, H, Q)
+    below = np.floor(pos).astype(np.int64).clip(0, n - 1)
+    above = np.minimum(below + 1, n - 1)
+    frac = (pos - below)[..., None]  # (B, H, Q, 1)
+    by_step = np.moveaxis(ordered, 1, 2)  # (B, H, N, O)
+    low = np.take_along_axis(by_step, below[..., None], axis=2)  # (B, H, Q, O)
+    high = np.take_along_axis(by_step, above[..., None], axis=2)
+    return np.asarray(low + frac * (high - low))

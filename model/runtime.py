@@ -34,9 +34,11 @@ from model.adaptation import (
     PRIOR_WEIGHT,
     AdaptConfig,
     effective_alphas,
-    em_statistic,
+    horizon_alphas,
+    horizon_factors,
+    spread_statistic,
     update_alpha,
-    update_scale,
+    update_spread,
 )
 from model.artifact import Artifact, ArtifactError
 from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
@@ -253,8 +255,8 @@ class Runtime:
             loc=np.stack([s[0] for s in scaling]),
             scale=np.stack([s[1] for s in scaling]),
             observed=np.zeros((b, n_lag, f), np.bool_),
-            obs_var=np.ones((b, self.target_dim), np.float32),
-            obs_weight=np.full(b, PRIOR_WEIGHT, np.float32),
+            spread_factor=np.ones((b, self.target_dim), np.float32),
+            spread_weight=np.full(b, PRIOR_WEIGHT, np.float32),
             cover_levels=np.zeros((b, 0), np.float32),
             cover_alpha=np.zeros((b, 0), np.float32),
         )
@@ -414,16 +416,17 @@ class Runtime:
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
     def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
-        """The one-step law a step issued (scaled units), with each series' adapted
-        observation variance."""
-        var = self.sigma_obs * (sub.obs_var if self.adapt.scale else 1.0)
-        return Mixture.from_filter(out.logw_pred, out.pred, var)
+        """The one-step law a step issued (scaled units): the filter's, scaled about its mean
+        by each series' adapted spread."""
+        law = Mixture.from_filter(out.logw_pred, out.pred, self.sigma_obs)
+        return law.scaled(sub.spread_factor) if self.adapt.spread else law
 
     def _adapt(self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture) -> None:
         """Update the adaptation of the series observed at this step (model/adaptation.py)
         from their scaled values ys (B_k, O) under the law they were issued. In place."""
-        rows = np.flatnonzero(observed)
-        if not len(rows) or not (self.adapt.scale or self.adapt.coverage):
+        # from the step where the window holds half its inputs (model/adaptation.py)
+        rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
+        if not len(rows) or not (self.adapt.spread or self.adapt.coverage):
             return
         y = ys[rows].astype(np.float64)
         if self.adapt.coverage and sub.cover_levels.shape[1]:
@@ -435,16 +438,17 @@ class Runtime:
             nominal = 1.0 - sub.cover_levels[rows].astype(np.float64)
             moved = update_alpha(alpha, nominal, np.asarray(~inside), self.adapt.gamma)
             sub.cover_alpha[rows] = np.where(np.isnan(nominal), alpha, moved)
-        if self.adapt.scale:
-            sel = law.take(rows)
-            stat = em_statistic(sel.w, sel.mu, sel.sd**2, y, self.sigma_obs)
-            var, weight = update_scale(
-                sub.obs_var[rows].astype(np.float64),
-                sub.obs_weight[rows].astype(np.float64),
+        if self.adapt.spread:
+            s = sub.spread_factor[rows].astype(np.float64)
+            mean, mad = law.take(rows).mean_abs_dev()  # the scaled law's: s D
+            stat = spread_statistic(mean, mad / s, y)
+            factor, weight = update_spread(
+                sub.spread_factor[rows].astype(np.float64),
+                sub.spread_weight[rows].astype(np.float64),
                 stat,
                 self.adapt.forget,
             )
-            sub.obs_var[rows], sub.obs_weight[rows] = var, weight
+            sub.spread_factor[rows], sub.spread_weight[rows] = factor, weight
 
     def _alphas(self, batch: StateBatch, levels: list[float]) -> np.ndarray:
         """Miscoverage to issue at each level (fractions) per series (B, Q)."""
@@ -536,6 +540,7 @@ class Runtime:
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = _levels(levels)
         alphas = self._alphas(StateBatch.of(states, self.target_dim), levels)
+        alphas = horizon_alphas(alphas, levels, horizon)  # (B, H, Q)
         return self._summaries(samples, levels, alphas, _levels(quantiles), return_samples)
 
     def forecast_steps(
@@ -555,9 +560,18 @@ class Runtime:
         request before it starts)."""
         levels, quantiles = _levels(levels), _levels(quantiles)
         cov = self._path_inputs(states, horizon, n_samples, covariates)
-        alphas = self._alphas(StateBatch.of(states, self.target_dim), levels) if states else None
+        alphas = None
+        if states:
+            one = self._alphas(StateBatch.of(states, self.target_dim), levels)
+            alphas = horizon_alphas(one, levels, horizon)  # (B, H, Q)
         return (
-            (h, self._summaries(x[:, :, None], levels, alphas, quantiles, return_samples))
+            (
+                h,
+                self._summaries(
+                    x[:, :, None], levels, None if alphas is None else alphas[:, h : h + 1],
+                    quantiles, return_samples,
+                ),
+            )
             for h, x in self._paths(states, horizon, n_samples, seed, cov)
         )
 
@@ -614,15 +628,18 @@ class Runtime:
             base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True)
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
-        # observation noise with each series' adapted variance (model/adaptation.py)
-        var = batch.obs_var if self.adapt.scale else np.ones_like(batch.obs_var)
-        noise_sd = torch.from_numpy(np.sqrt(var)).reshape(-1, 1, o)  # (B, 1, O)
+        # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
+        factors = horizon_factors(batch.spread_factor, horizon)  # (B, H, O)
         for h in range(horizon):
             cov_h = None if cov is None else torch.from_numpy(cov[:, h])
             paths, x_t = self.engine.forecast_step(
-                paths, draw(n, d), draw(n, o) * noise_sd, draw(n, 3, d), cov_h
+                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h
             )
-            yield h, x_t.astype(np.float64) * scale + loc
+            x = x_t.astype(np.float64)  # (B, N, O) scaled
+            if self.adapt.spread:
+                mean = x.mean(axis=1, keepdims=True)
+                x = mean + factors[:, h : h + 1] * (x - mean)
+            yield h, x * scale + loc
 
     def _summaries(
         self,
@@ -633,7 +650,7 @@ class Runtime:
         return_samples: bool,
     ) -> list[Forecast]:
         """Summaries of samples (B, N, H, O); the intervals at `levels` are issued at each
-        series' miscoverage `alphas` (B, Q) (its coverage correction)."""
+        series' miscoverage `alphas` (B, H, Q) (its coverage correction)."""
         s = summarize_samples(samples, levels, quantiles, alphas)
         return [
             Forecast(

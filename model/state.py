@@ -13,10 +13,10 @@ Binary format, version 3, little-endian:
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
     the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
     lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
-    O u8 | obs_var O x f32 | obs_weight f32 | K u8 | cover_levels K x f32 | cover_alpha K x f32 |
-    crc32 u32 of all that precedes.
-The block after logw is the series' online adaptation (model/adaptation.py): its observation
-variance multipliers (O = 0: none yet, the trained Sigma_obs) with their EM weight, and the
+    O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
+    cover_alpha K x f32 | crc32 u32 of all that precedes.
+The block after logw is the series' online adaptation (model/adaptation.py): the variance
+multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level. Versions 1 (no observed mask: every valid lag
 counts as observed) and 2 (no adaptation) are still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
@@ -70,10 +70,10 @@ class SeriesState:
     scale: np.ndarray  # (F,) float64
     # (L, F) bool: x_hist holds a value there, not an imputed mean (None: every valid lag)
     observed: np.ndarray | None = None
-    # online adaptation (model/adaptation.py): (O,) float32 multipliers of Sigma_obs (empty:
+    # online adaptation (model/adaptation.py): (O,) float32 variance multipliers (empty:
     # none yet), their EM weight, and (K,) float32 monitored levels with their alpha_t
-    obs_var: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    obs_weight: float = PRIOR_WEIGHT
+    spread_factor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    spread_weight: float = PRIOR_WEIGHT
     cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
@@ -90,18 +90,18 @@ class SeriesState:
             ("loc", np.float64),
             ("scale", np.float64),
             ("observed", np.bool_),
-            ("obs_var", np.float32),
+            ("spread_factor", np.float32),
             ("cover_levels", np.float32),
             ("cover_alpha", np.float32),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
-        object.__setattr__(self, "obs_weight", float(np.float32(self.obs_weight)))
+        object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
         if self.cover_levels.shape != self.cover_alpha.shape or self.cover_levels.ndim != 1:
             raise ValueError(
                 f"cover_levels {self.cover_levels.shape} and cover_alpha "
                 f"{self.cover_alpha.shape} must be two vectors of one length"
             )
-        if len(self.obs_var) > 255 or len(self.cover_levels) > 255:
+        if len(self.spread_factor) > 255 or len(self.cover_levels) > 255:
             raise ValueError("at most 255 targets and 255 monitored levels")
         p, n_lag = self.lineage.shape
         mask_shape = np.asarray(self.observed).shape
@@ -137,13 +137,13 @@ class SeriesState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SeriesState):
             return NotImplemented
-        same = (self.model_id, self.seed, self.t, self.obs_weight) == (
-            other.model_id, other.seed, other.t, other.obs_weight
+        same = (self.model_id, self.seed, self.t, self.spread_weight) == (
+            other.model_id, other.seed, other.t, other.spread_weight
         )
         return same and all(
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in (
-                "x_hist", "lineage", "logw", "loc", "scale", "observed", "obs_var",
+                "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
                 "cover_levels", "cover_alpha",
             )
         )
@@ -175,9 +175,9 @@ class SeriesState:
                 np.packbits(np.asarray(self.observed)[:n].reshape(-1), bitorder="little").tobytes(),
                 self.lineage[:, 1:n].astype(_INDEX[width]).tobytes(),
                 self.logw.astype("<f4").tobytes(),
-                struct.pack("<B", len(self.obs_var)),
-                self.obs_var.astype("<f4").tobytes(),
-                struct.pack("<fB", self.obs_weight, len(self.cover_levels)),
+                struct.pack("<B", len(self.spread_factor)),
+                self.spread_factor.astype("<f4").tobytes(),
+                struct.pack("<fB", self.spread_weight, len(self.cover_levels)),
                 self.cover_levels.astype("<f4").tobytes(),
                 self.cover_alpha.astype("<f4").tobytes(),
             )
@@ -233,12 +233,12 @@ class SeriesState:
         extra: dict[str, Any] = {}
         if version >= 3:
             (o,) = struct.unpack_from("<B", data, pos)
-            obs_var = np.frombuffer(data, "<f4", o, pos + 1)
+            spread_factor = np.frombuffer(data, "<f4", o, pos + 1)
             weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
             at = pos + 6 + 4 * o
             extra = {
-                "obs_var": obs_var,
-                "obs_weight": weight,
+                "spread_factor": spread_factor,
+                "spread_weight": weight,
                 "cover_levels": np.frombuffer(data, "<f4", k, at),
                 "cover_alpha": np.frombuffer(data, "<f4", k, at + 4 * k),
             }
@@ -277,8 +277,8 @@ class StateBatch:
     loc: np.ndarray  # (B, F) float64
     scale: np.ndarray  # (B, F) float64
     observed: np.ndarray  # (B, L, F) bool
-    obs_var: np.ndarray  # (B, O) float32, 1 where a series has none yet
-    obs_weight: np.ndarray  # (B,) float32
+    spread_factor: np.ndarray  # (B, O) float32, 1 where a series has none yet
+    spread_weight: np.ndarray  # (B,) float32
     cover_levels: np.ndarray  # (B, K) float32, NaN: unused
     cover_alpha: np.ndarray  # (B, K) float32
 
@@ -299,10 +299,11 @@ class StateBatch:
             loc=np.stack([s.loc for s in states]),
             scale=np.stack([s.scale for s in states]),
             observed=np.stack([np.asarray(s.observed) for s in states]),
-            obs_var=np.stack(
-                [s.obs_var if len(s.obs_var) else np.ones(n_targets, np.float32) for s in states]
+            spread_factor=np.stack(
+                [s.spread_factor if len(s.spread_factor) else np.ones(n_targets, np.float32)
+                 for s in states]
             ),
-            obs_weight=np.array([s.obs_weight for s in states], np.float32),
+            spread_weight=np.array([s.spread_weight for s in states], np.float32),
             cover_levels=levels,
             cover_alpha=alpha,
         )
@@ -342,8 +343,8 @@ class StateBatch:
             loc=self.loc[i],
             scale=self.scale[i],
             observed=self.observed[i],
-            obs_var=self.obs_var[i],
-            obs_weight=float(self.obs_weight[i]),
+            spread_factor=self.spread_factor[i],
+            spread_weight=float(self.spread_weight[i]),
             cover_levels=self.cover_levels[i][keep],
             cover_alpha=self.cover_alpha[i][keep],
         )

@@ -55,8 +55,8 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
         for lv, a in sorted(zip(state.cover_levels, state.cover_alpha, strict=True))
     }
     return SeriesAdaptation(
-        scale=adapt.scale, coverage=adapt.coverage,
-        obs_scale=[round(float(np.sqrt(v)), 6) for v in state.obs_var] if adapt.scale else [],
+        spread=adapt.spread, coverage=adapt.coverage,
+        spread_factor=[round(float(v), 6) for v in state.spread_factor] if adapt.spread else [],
         issued_levels=levels if adapt.coverage else {},
     )
 

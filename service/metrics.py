@@ -119,9 +119,9 @@ class Metrics:
             "smct_pit", "PIT of each observed target (uniform when calibrated)",
             buckets=PIT_BUCKETS, registry=r,
         )
-        self.obs_scale = Histogram(
-            "smct_obs_scale_factor",
-            "Each written series' adapted factor on the model's observation sd, per target",
+        self.spread_factor = Histogram(
+            "smct_spread_factor",
+            "Each written series' adapted factor on the spread of its one-step law, per target",
             buckets=FACTOR_BUCKETS, registry=r,
         )
         self.issued_level = Histogram(
@@ -218,8 +218,8 @@ class Metrics:
         self.state_bytes.observe(state_bytes)
         if not adaptation:
             return
-        for factor in adaptation["obs_scale"]:
-            self.obs_scale.observe(factor)
+        for factor in adaptation["spread_factor"]:
+            self.spread_factor.observe(factor)
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 

@@ -412,11 +412,11 @@ class ObservationsResponse(BaseModel):
 class SeriesAdaptation(BaseModel):
     """The series' online adaptation (docs/adaptation.md)."""
 
-    scale: bool = Field(description="its observation scale is re-estimated online")
+    spread: bool = Field(description="the spread of its predictive law is re-estimated online")
     coverage: bool = Field(description="its monitored levels are corrected from its coverage")
-    obs_scale: list[float] = Field(
-        description="per target, the factor on the model's observation standard deviation "
-        "(1: as trained; below 1: the series is steadier than the model assumes)"
+    spread_factor: list[float] = Field(
+        description="per target, the factor on the spread of the model's one-step law (1: as "
+        "trained; below 1: the series is steadier than the model assumes)"
     )
     issued_levels: dict[str, float] = Field(
         description="per monitored level (percent), the level its intervals are issued at now "
@@ -433,7 +433,7 @@ class SeriesInfo(BaseModel):
                     "model_version": "3f2a9c1e", "state_bytes": 62464,
                     "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:05:00Z",
                     "adaptation": {
-                        "scale": True, "coverage": True, "obs_scale": [0.62],
+                        "spread": True, "coverage": True, "spread_factor": [0.62],
                         "issued_levels": {"80": 83.1, "95": 96.4},
                     },
                 }

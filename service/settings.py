@@ -71,15 +71,15 @@ class Settings(BaseSettings):
     default_horizon: int = Field(default=12, ge=1)
     default_samples: int = Field(default=1000, ge=1)
     # per-series online adaptation (model/adaptation.py)
-    adapt_scale: bool = Field(
-        default=True, description="re-estimate each series' observation scale online (EM)"
+    adapt_spread: bool = Field(
+        default=True, description="re-estimate the spread of each series' law online"
     )
     adapt_coverage: bool = Field(
         default=True, description="correct each monitored level from the series' coverage (ACI)"
     )
     adapt_forget: float = Field(
         default=0.98, gt=0.0, lt=1.0,
-        description="forgetting factor of the scale's EM (memory 1 / (1 - forget) observations)",
+        description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
     )
     adapt_gamma: float = Field(
         default=0.02, gt=0.0, lt=1.0, description="step of the coverage correction"
@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     @property
     def adaptation(self) -> AdaptConfig:
         return AdaptConfig(
-            scale=self.adapt_scale, coverage=self.adapt_coverage, forget=self.adapt_forget,
+            spread=self.adapt_spread, coverage=self.adapt_coverage, forget=self.adapt_forget,
             gamma=self.adapt_gamma,
         )
 

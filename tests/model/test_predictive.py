@@ -114,13 +114,15 @@ def test_per_series_scales_and_probabilities() -> None:
 
 
 def test_sample_summaries_at_per_series_tails() -> None:
-    """`alphas` moves each series' interval to its own tails: numpy's sample quantiles there."""
-    samples = np.random.default_rng(1).normal(size=(2, 1001, 3, 1))
-    alphas = np.array([[0.2, 0.05], [0.4, 0.01]])
+    """`alphas` moves each series' and step's interval to its own tails: numpy's sample
+    quantiles there."""
+    samples = np.random.default_rng(1).normal(size=(2, 1001, 3, 2))
+    alphas = np.random.default_rng(2).uniform(0.01, 0.5, size=(2, 3, 2))
     s = summarize_samples(samples, [0.8, 0.95], alphas=alphas)
     for b in range(2):
-        for j, lv in enumerate([0.8, 0.95]):
-            a = alphas[b, j]
-            lo, hi = np.quantile(samples[b], [a / 2, 1 - a / 2], axis=0)
-            np.testing.assert_allclose(s.intervals[lv][0][b], lo, rtol=0, atol=1e-12)
-            np.testing.assert_allclose(s.intervals[lv][1][b], hi, rtol=0, atol=1e-12)
+        for h in range(3):
+            for j, lv in enumerate([0.8, 0.95]):
+                a = round(alphas[b, h, j] / 2, 12)  # probabilities to 12 decimals, as levels
+                lo, hi = np.quantile(samples[b, :, h], [a, 1 - a], axis=0)
+                np.testing.assert_allclose(s.intervals[lv][0][b, h], lo, rtol=0, atol=1e-12)
+                np.testing.assert_allclose(s.intervals[lv][1][b, h], hi, rtol=0, atol=1e-12)

@@ -107,7 +107,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
 
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
-    adaptation = 6 + 4 * len(state.obs_var) + 8 * len(state.cover_levels)
+    adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
     body = bytearray(blob[: -4 - adaptation])
     struct.pack_into("<H", body, 4, version)
     if version == 1:
@@ -124,20 +124,21 @@ def test_older_states_are_still_read(version: int, rt_torch: Runtime, ar_series:
     (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8])
     old = _older(state, version)
     assert old.observed.all()  # this history had no missing value
-    assert len(old.obs_var) == 0 and len(old.cover_levels) == 0
+    assert len(old.spread_factor) == 0 and len(old.cover_levels) == 0
     assert dataclasses.replace(
-        old, obs_var=state.obs_var, obs_weight=state.obs_weight,
+        old, spread_factor=state.spread_factor, spread_weight=state.spread_weight,
         cover_levels=state.cover_levels, cover_alpha=state.cover_alpha,
     ) == state
     ((new, _),) = rt_torch.update([old], [np.array([[0.2]])], [0.8])
     assert new.t == 41 and SeriesState.from_bytes(new.to_bytes()) == new
-    assert len(new.obs_var) == 1 and new.cover_levels.tolist() == [np.float32(0.8)]
+    assert len(new.spread_factor) == 1 and new.cover_levels.tolist() == [np.float32(0.8)]
 
 
 def test_an_observed_mask_of_the_wrong_shape_is_refused(rt_torch: Runtime, ar_series: Any) -> None:
     (state,) = rt_torch.create(ar_series(1, 10))
-    fields = {f: getattr(state, f) for f in ("model_id", "seed", "t", "x_hist", "lineage",
-                                              "logw", "loc", "scale", "obs_var", "obs_weight")}
+    names = ("model_id", "seed", "t", "x_hist", "lineage", "logw", "loc", "scale",
+             "spread_factor", "spread_weight")
+    fields = {f: getattr(state, f) for f in names}
     with pytest.raises(ValueError, match="inconsistent state shapes"):
         SeriesState(**fields, observed=np.ones((state.window, 2), bool))
     assert SeriesState(**fields, observed=state.observed) == state

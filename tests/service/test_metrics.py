@@ -16,7 +16,7 @@ from tests.service.test_api import observe, put
 HISTOGRAMS = {
     "smct_http_request_duration_seconds", "smct_filter_update_duration_seconds",
     "smct_forecast_duration_seconds", "smct_batch_size", "smct_ess_ratio", "smct_interval_width",
-    "smct_crps", "smct_log_score", "smct_pit", "smct_state_bytes", "smct_obs_scale_factor",
+    "smct_crps", "smct_log_score", "smct_pit", "smct_state_bytes", "smct_spread_factor",
     "smct_issued_level_percent",
     "smct_state_store_operation_duration_seconds",
 }
@@ -314,33 +314,33 @@ def test_series_adaptation_in_metadata_and_metrics(client: TestClient, runtime: 
     level above nominal; /metrics counts one factor and one issued level per write."""
     put(client, runtime)
     first = _adaptation(client)
-    assert first["scale"] and first["coverage"]
-    assert len(first["obs_scale"]) == 1 and first["obs_scale"][0] > 0
+    assert first["spread"] and first["coverage"]
+    assert len(first["spread_factor"]) == 1 and first["spread_factor"][0] > 0
     assert sorted(first["issued_levels"]) == ["80", "95"]
     t = client.get("/v1/series/s1").json()["seq"]
     for i in range(4):
         assert observe(client, t + i, 25.0).status_code == 200
     after = _adaptation(client)
     assert after["issued_levels"]["80"] > first["issued_levels"]["80"]
-    assert after["obs_scale"][0] > first["obs_scale"][0]  # far values: a wider noise
+    assert after["spread_factor"][0] > first["spread_factor"][0]  # far values: a wider noise
     samples = scrape(client)
-    assert value(samples, "smct_obs_scale_factor_count") == 5  # the create and 4 updates
+    assert value(samples, "smct_spread_factor_count") == 5  # the create and 4 updates
     assert value(samples, "smct_issued_level_percent_count", level="80") == 5
 
 
 def test_adaptation_can_be_switched_off(
     make_client: Any, runtime: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SMCT_ADAPT_SCALE / SMCT_ADAPT_COVERAGE off (the runtime Engine.load builds from them):
+    """SMCT_ADAPT_SPREAD / SMCT_ADAPT_COVERAGE off (the runtime Engine.load builds from them):
     the metadata says so and nothing is adapted, whatever the series does."""
     from model.runtime import Runtime
     from service.settings import Settings
 
-    monkeypatch.setenv("SMCT_ADAPT_SCALE", "false")
+    monkeypatch.setenv("SMCT_ADAPT_SPREAD", "false")
     monkeypatch.setenv("SMCT_ADAPT_COVERAGE", "0")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
-    assert (adapt.scale, adapt.coverage, adapt.gamma, adapt.forget) == (False, False, 0.05, 0.98)
+    assert (adapt.spread, adapt.coverage, adapt.gamma, adapt.forget) == (False, False, 0.05, 0.98)
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
     put(client, runtime)
@@ -348,4 +348,4 @@ def test_adaptation_can_be_switched_off(
     for i in range(4):
         assert observe(client, t + i, 25.0).status_code == 200
     shown = _adaptation(client)
-    assert shown == {"scale": False, "coverage": False, "obs_scale": [], "issued_levels": {}}
+    assert shown == {"spread": False, "coverage": False, "spread_factor": [], "issued_levels": {}}

@@ -430,7 +430,7 @@ def test_scaler_fit_transform_inverse_roundtrip() -> None:
 
 def test_datasets_constant() -> None:
     assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock",
-                        "synthetic-mix")
+                        "synthetic-mix", "corpus")
 
 
 def test_synthetic_mix_is_seeded_windowed_and_scaled_per_window() -> None:
