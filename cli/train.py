@@ -36,6 +36,14 @@ def train(
         ),
     ] = None,
     d_ff: int = 32,
+    lags: Annotated[
+        bool,
+        typer.Option(
+            "--lags/--no-lags",
+            help="relative-lag embeddings in the attention (beyond the paper): the model tells "
+            "lag s from lag s + 1",
+        ),
+    ] = False,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
     schedule: Annotated[str, typer.Option(help="noam (the paper's warm-up) or constant")] = "noam",

@@ -23,6 +23,9 @@ class ModelConfig:
         window == 1, used to check the filter against an exact answer).
     residual: add the embedded previous input to z before G_obs (transformer residual).
     cov: "diag" covariances, or "scalar" (one variance per latent, shared over dimensions).
+    lags: positional information in the attention, beyond the paper (whose window is a set of
+        values): relative-lag embeddings of keys and values and a bias per lag and head
+        (Shaw et al. 2018), so that the model can tell lag s from lag s + 1 (a season, a trend).
     """
 
     d_in: int = 1
@@ -37,6 +40,7 @@ class ModelConfig:
     cov: CovKind = "diag"
     sigma_init: float = 0.1
     sigma_obs_init: float = 0.5
+    lags: bool = False
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:

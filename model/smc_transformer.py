@@ -121,6 +121,10 @@ class SMCTransformer(nn.Module):
             GaussianObservation(cfg) if cfg.obs == "gaussian" else CategoricalObservation(cfg)
         )
         # diagonal variances: Sigma_q, Sigma_k, Sigma_v stacked (3, D), and Sigma_z (D,)
+        if cfg.lags:  # relative-lag embeddings (lag s at index s - 1), zero: the paper's model
+            self.lag_key = nn.Parameter(torch.zeros(cfg.window, d))
+            self.lag_value = nn.Parameter(torch.zeros(cfg.window, d))
+            self.lag_bias = nn.Parameter(torch.zeros(cfg.n_heads, cfg.window))
         self.register_buffer("sigma_qkv", torch.full((3, d), cfg.sigma_init))
         self.register_buffer("sigma_z", torch.full((d,), cfg.sigma_init))
         self.sigma_qkv: Tensor
@@ -149,10 +153,31 @@ class SMCTransformer(nn.Module):
         # batched products, not broadcast-and-sum: no (B, P, Hd, L, R) temporary (2x faster at
         # D = 32 for P = 100 or N = 1000 paths; the same at D = 16)
         scores = (qh @ kh.transpose(-1, -2)).squeeze(-2) / math.sqrt(r)  # (B, P, Hd, L)
+        if self.cfg.lags:
+            scores = scores + self.lag_scores(q, n_lag)
         scores = scores.masked_fill(~valid.view(b, 1, 1, n_lag), float("-inf"))
         pi = torch.softmax(scores, dim=-1)  # (B, P, Hd, L)
         mu = (pi.unsqueeze(-2) @ vh).squeeze(-2)  # (B, P, Hd, R)
+        if self.cfg.lags:
+            mu = mu + self.lag_values(pi)
         return mu.reshape(b, p, d)
+
+    def lag_scores(self, q: Tensor, n_lag: int) -> Tensor:
+        """The positional part of eq. (3)'s scores, q . E^k_s / sqrt(R) + b_s per head for lags
+        s = 1..n_lag: q (B, P, D) -> (B, P, Hd, L)."""
+        b, p, _ = q.shape
+        hd, r = self.cfg.n_heads, self.cfg.head_dim
+        keys = self.lag_key[:n_lag].view(n_lag, hd, r).permute(1, 2, 0)  # (Hd, R, L)
+        qh = q.view(b, p, hd, 1, r)
+        return (qh @ keys).squeeze(-2) / math.sqrt(r) + self.lag_bias[:, :n_lag]
+
+    def lag_values(self, pi: Tensor) -> Tensor:
+        """The positional part of the attention's output, sum_s pi_s E^v_s per head: pi
+        (B, P, Hd, L) -> (B, P, Hd, R)."""
+        n_lag = pi.shape[-1]
+        hd, r = self.cfg.n_heads, self.cfg.head_dim
+        values = self.lag_value[:n_lag].view(n_lag, hd, r).transpose(0, 1)  # (Hd, L, R)
+        return (pi.unsqueeze(-2) @ values).squeeze(-2)
 
     def readout(self, z: Tensor, x_prev: Tensor) -> Tensor:
         """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}); z (B, P, D), x_prev (B, P, F) or

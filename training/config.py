@@ -22,6 +22,7 @@ class TrainConfig:
     n_heads: int = 1
     window: int | None = None  # None: the whole training window
     d_ff: int = 32
+    lags: bool = False  # relative-lag embeddings in the attention (model.config.ModelConfig)
     head: str = "ffn"
     cov: str = "diag"
     # filter

@@ -32,6 +32,7 @@ def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
         n_heads=cfg.n_heads,
         window=cfg.window or data.train.shape[1] - 1,
         d_ff=cfg.d_ff,
+        lags=cfg.lags,
         head=cfg.head,  # type: ignore[arg-type]
         cov=cfg.cov,  # type: ignore[arg-type]
     )
