@@ -295,9 +295,9 @@ class Runtime:
             out = self._step(base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed)
             if on_step is not None:
                 on_step(idx, sub, x, out)
-            sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
+            sub.x_hist, sub.lineage, sub.logw = out.x_hist, out.lineage, out.logw  # after X_t
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
-            sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
+            sub.t = sub.t + 1
             if self.per_series:
                 self._reanchor(sub)
             if sub is not batch:
@@ -314,10 +314,8 @@ class Runtime:
         units) and the window is re-expressed in them; keys and values are rebuilt from the
         window, so the particles stay consistent, and the next observation is scored against
         intervals issued before it, in series units. A window not yet full counts the inputs it
-        holds: until 2026-11-24 such a window kept the scaling of the history it was created
-        from, and a series created from 12 values near 100 that moved to 130 was issued
-        [108, 110] at every step until its window filled, 12 misses in a row. Deterministic in
-        the state: a round trip through bytes gives the same updates. In place.
+        holds. Deterministic in the state: a round trip through bytes gives the same updates.
+        In place.
 
         Only observed inputs count (`batch.observed`), as training scales a window by its
         finite values: a missing value is the filter's imputed mean, and over a gap those
