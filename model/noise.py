@@ -136,17 +136,13 @@ def _part(
     return _rows(table, rows + particles.unsqueeze(-1) * n_heads + heads).flatten(-2)
 
 
-def eps_q(
-    table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int
-) -> Tensor:
+def eps_q(table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int) -> Tensor:
     """eps_q of eq. (3.1) of some particles of the step whose block starts at base (B,):
     particles (B, N) indices among n_particles -> (B, N, D)."""
     return _part(table, base, _Q, particles, n_particles, n_heads)
 
 
-def eps_z(
-    table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int
-) -> Tensor:
+def eps_z(table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int) -> Tensor:
     """eps_z of eq. (3) of some particles of the step whose block starts at base (B,):
     particles (B, N) -> (B, N, D)."""
     return _part(table, base, _Z, particles, n_particles, n_heads)
@@ -162,9 +158,7 @@ def uniforms(table: Tensor, base: Tensor, n_particles: int, n_heads: int) -> Ten
     return (0.5 * (1.0 + torch.erf(u0 * (1.0 / math.sqrt(2.0))))).clamp(0.0, 1.0 - 2.0**-24)
 
 
-def eps_kv(
-    table: Tensor, base: Tensor, lineage: Tensor, n_heads: int
-) -> tuple[Tensor, Tensor]:
+def eps_kv(table: Tensor, base: Tensor, lineage: Tensor, n_heads: int) -> tuple[Tensor, Tensor]:
     """eps_k and eps_v of eq. (3.1) along lineages, gathered apart: base (B, L) the blocks of
     the steps of lags 1..L, lineage (B, N, L) -> two (B, N, Hd, L, R) (lag s at index s-1).
     The attention dots the first with the queries and averages the second, so neither
