@@ -48,14 +48,16 @@ from model.resampling import Resampler
 from model.smc_transformer import SMCTransformer
 
 
-def attend(model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState) -> Tensor:
-    """Eq. (3) mean mu(t) of the selected particles of `state` (SMCTransformer.attend on the
-    rebuilt windows): table (rows, R), base (B, L + 1) -> (B, P, D)."""
+def attend(
+    model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState, ancestors: Tensor
+) -> Tensor:
+    """Eq. (3) mean mu(t) of the particles of `state`, selected as `ancestors` (B, P) (their
+    lineage[:, :, 0]), as SMCTransformer.attend gives it on their rebuilt windows: table
+    (rows, R), base (B, L + 1) -> (B, P, D)."""
     b, p, n_lag = state.lineage.shape
     hd, d = model.cfg.n_heads, model.cfg.d_model
     eps_k, eps_v = noise.eps_kv(table, base[:, 1:], state.lineage, hd)  # (B, P, Hd, L, R) each
-    # the queries q(t-1) of the selected particles: those of their ancestors, lineage[..., 0]
-    eps_q = noise.eps_q(table, base[:, 1], state.lineage[:, :, 0], p, hd)  # (B, P, D)
+    eps_q = noise.eps_q(table, base[:, 1], ancestors, p, hd)  # (B, P, D) the ancestors' q(t-1)
     means = model.w_qkv(state.x_hist)  # (B, L, 3D): W^q X, W^k X, W^v X of the window's inputs
     q = means[:, :1, :d] + torch.sqrt(model.sigma_qkv[0]) * eps_q  # (B, P, D), eq. (3.1)
     r = d // hd
@@ -92,7 +94,7 @@ def compact_step(
     u = noise.uniforms(table, base[:, 0], p, hd)  # (B, P)
     eps_z = noise.eps_z(table, base[:, 0], own, p, hd)  # (B, P, D)
     selected, anc, resampled, ess_prev = select(state, u, resampler, threshold)
-    mu = attend(model, table, base, selected)  # (B, P, D)
+    mu = attend(model, table, base, selected, anc)  # (B, P, D)
     pred = mutate(model, mu, eps_z, state.x_hist[:, :1])  # (B, P, O); X_{t-1} every particle's
     ll, logw = weight(model, selected.logw, x, pred, observed)  # (B, P) each
     x_in = impute(model, x, pred, selected.logw, observed)  # (B, F)
