@@ -59,10 +59,11 @@ def attend(
     eps_k, eps_v = noise.eps_kv(table, base[:, 1:], state.lineage, hd)  # (B, P, Hd, L, R) each
     eps_q = noise.eps_q(table, base[:, 1], ancestors, p, hd)  # (B, P, D) the ancestors' q(t-1)
     means = model.w_qkv(state.x_hist)  # (B, L, 3D): W^q X, W^k X, W^v X of the window's inputs
-    q = means[:, :1, :d] + torch.sqrt(model.sigma_qkv[0]) * eps_q  # (B, P, D), eq. (3.1)
+    std = torch.sqrt(model.sigma_qkv)  # (3, D)
+    q = means[:, :1, :d] + std[0] * eps_q  # (B, P, D), eq. (3.1)
     r = d // hd
     mean = means.view(b, n_lag, 3, hd, r).permute(0, 3, 2, 1, 4)  # (B, Hd, 3, L, R)
-    sigma = torch.sqrt(model.sigma_qkv).view(3, 1, hd, r)  # (3, 1, Hd, R)
+    sigma = std.view(3, 1, hd, r)  # (3, 1, Hd, R)
     qh = q.view(b, p, hd, r)  # (B, P, Hd, R)
     shared = qh.transpose(1, 2) @ mean[:, :, 1].transpose(-1, -2)  # (B, Hd, P, L): q . W^k X
     own = (eps_k @ (qh * sigma[1]).unsqueeze(-1)).squeeze(-1)  # (B, P, Hd, L): q . S_k^1/2 eps_k
@@ -88,9 +89,8 @@ def compact_step(
     from the particles after X_{t-1}; table (rows, R) the noise table, base (B, L + 1) its
     blocks (see the module docstring). Returns the particles after X_t and the step's
     statistics."""
-    b, p = state.logw.shape
-    hd = model.cfg.n_heads
-    own = torch.arange(p, device=x.device).expand(b, p)  # (B, P)
+    p, hd = state.logw.shape[1], model.cfg.n_heads
+    own = torch.arange(p, device=x.device)  # (P,) every series' particles
     u = noise.uniforms(table, base[:, 0], p, hd)  # (B, P)
     eps_z = noise.eps_z(table, base[:, 0], own, p, hd)  # (B, P, D)
     selected, anc, resampled, ess_prev = select(state, u, resampler, threshold)

@@ -79,7 +79,7 @@ class CompactState:
     def take(self, ancestors: Tensor, logw: Tensor) -> CompactState:
         """The particles `ancestors` (B, P): only indices move (their lineages)."""
         lineage = self.lineage.gather(1, ancestors.unsqueeze(-1).expand_as(self.lineage))
-        return replace(self, lineage=lineage, logw=logw)
+        return CompactState(self.x_hist, self.valid, lineage, logw)
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def push(window: Tensor, new: Tensor, dim: int) -> Tensor:
 
 def _one_more_lag(valid: Tensor) -> Tensor:
     """valid (B, L) after a step: lag 1 exists, lag s + 1 if lag s did."""
-    return push(valid, torch.ones_like(valid[:, 0]), 1)
+    return push(valid, valid.new_ones(valid.shape[0]), 1)
 
 
 def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor) -> FilterState:
@@ -215,12 +215,12 @@ def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor
 
 def enter(state: FilterState, qkv: Tensor, x: Tensor) -> FilterState:
     """Absorption of q(t), k(t), v(t) already computed: qkv (B, P, 3, D), x X_t (B, P, F)."""
-    return replace(
-        state,
+    return FilterState(
         window=push(state.window, qkv[:, :, 1:], 2),
         query=qkv[:, :, 0],
         x_prev=x,
         valid=_one_more_lag(state.valid),
+        logw=state.logw,
     )
 
 

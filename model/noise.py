@@ -130,7 +130,7 @@ def _part(
     table: Tensor, base: Tensor, part: int, particles: Tensor, n_particles: int, n_heads: int
 ) -> Tensor:
     """Rows of one part of a step's block for some particles: base (B,), particles (B, N)
-    -> (B, N, Hd R)."""
+    (or (N,), the same for every row) -> (B, N, Hd R)."""
     heads = torch.arange(n_heads, device=particles.device)
     rows = (base + part * n_particles * n_heads).view(-1, 1, 1)
     return _rows(table, rows + particles.unsqueeze(-1) * n_heads + heads).flatten(-2)
@@ -138,13 +138,13 @@ def _part(
 
 def eps_q(table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int) -> Tensor:
     """eps_q of eq. (3.1) of some particles of the step whose block starts at base (B,):
-    particles (B, N) indices among n_particles -> (B, N, D)."""
+    particles (B, N) (or (N,)) indices among n_particles -> (B, N, D)."""
     return _part(table, base, _Q, particles, n_particles, n_heads)
 
 
 def eps_z(table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_heads: int) -> Tensor:
     """eps_z of eq. (3) of some particles of the step whose block starts at base (B,):
-    particles (B, N) -> (B, N, D)."""
+    particles (B, N) (or (N,)) -> (B, N, D)."""
     return _part(table, base, _Z, particles, n_particles, n_heads)
 
 
