@@ -36,10 +36,10 @@ from model.smc_transformer import SMCTransformer
 
 class StepOut(NamedTuple):
     """Outputs of one filter update, numpy (see export.UPDATE_OUTPUTS): the compact state
-    after the step, then the step's statistics."""
+    after the step (its valid mask follows from the step count), then the step's
+    statistics."""
 
     x_hist: np.ndarray  # (B, L, F) float32, X_t (or its imputed mean) at lag 1
-    valid: np.ndarray  # (B, L) bool
     lineage: np.ndarray  # (B, P, L) int64
     logw: np.ndarray  # (B, P) float32
     ancestors: np.ndarray  # (B, P) int64
@@ -163,7 +163,7 @@ class TorchBackend:
         self.forecast_graph = ForecastGraph(self.model)
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
-        return torch.as_tensor(a).to(self.device)
+        return torch.as_tensor(a, device=self.device)
 
     @torch.inference_mode()
     def update(
@@ -177,7 +177,10 @@ class TorchBackend:
         observed: np.ndarray,
     ) -> StepOut:
         args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
-        return StepOut(*(o.cpu().numpy() for o in self.graph(self.noise, *args)))
+        out = self.graph(self.noise, *args)
+        if self.device != "cpu":
+            out = tuple(o.cpu() for o in out)
+        return StepOut(*(o.numpy() for o in out))
 
     @torch.inference_mode()
     def start_paths(

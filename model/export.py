@@ -3,9 +3,10 @@ the service runs, checked against eager PyTorch on the same noise.
 
 Graphs (torch.onnx.export(dynamo=True), opset 18, dynamic batch B and particle/path axis P/N):
     filter_step   model/compact.compact_step: noise, base, x_hist, valid, lineage, logw, x,
-                  observed -> x_hist_out, valid_out, lineage_out, logw_out, ancestors,
-                  resampled, ess, logw_pred, pred, loglik (the model/filter.CompactState before
-                  and after the step, flattened to its tensors, then model/filter.StepStats).
+                  observed -> x_hist_out, lineage_out, logw_out, ancestors, resampled, ess,
+                  logw_pred, pred, loglik: the model/filter.CompactState before and after the
+                  step flattened to its tensors (after it, less its valid mask, which follows
+                  from the step count the runtime keeps), then model/filter.StepStats.
                   All randomness comes from the noise table input, so the graph is
                   deterministic given its inputs. Resampling is `systematic` (cumsum +
                   scatter-add): searchsorted and multinomial do not export with a dynamic
@@ -52,7 +53,6 @@ PARITY_TOL = 1e-4
 UPDATE_INPUTS = ("noise", "base", "x_hist", "valid", "lineage", "logw", "x", "observed")
 UPDATE_OUTPUTS = (
     "x_hist_out",
-    "valid_out",
     "lineage_out",
     "logw_out",
     "ancestors",
@@ -97,7 +97,6 @@ class UpdateGraph(nn.Module):
         )
         return (
             new.x_hist,
-            new.valid,
             new.lineage,
             new.logw,
             s.ancestors,

@@ -295,9 +295,9 @@ class Runtime:
             out = self._step(base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed)
             if on_step is not None:
                 on_step(idx, sub, x, out)
-            sub.x_hist, sub.lineage, sub.logw = out.x_hist, out.lineage, out.logw  # after X_t
+            sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
-            sub.t = sub.t + 1
+            sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
                 self._reanchor(sub)
             if sub is not batch:
