@@ -151,8 +151,8 @@ def eps_z(table: Tensor, base: Tensor, particles: Tensor, n_particles: int, n_he
 def uniforms(table: Tensor, base: Tensor, n_particles: int, n_heads: int) -> Tensor:
     """Resampling uniforms u (B, P) of the step whose block starts at base (B,): Phi of the
     first normal of each particle's row of the uniforms part, kept in [0, 1)."""
-    r = table.shape[-1]
-    own = torch.arange(n_particles, device=base.device) * n_heads  # (P,) each one's first row
+    r, step = table.shape[-1], n_heads
+    own = torch.arange(0, n_particles * step, step, device=base.device)  # (P,) first rows
     rows = (base + _U * n_particles * n_heads).unsqueeze(-1) + own  # (B, P)
     u0 = table.reshape(-1).index_select(0, (rows * r).reshape(-1)).view(rows.shape)  # normals
     return (0.5 * (1.0 + torch.erf(u0 * (1.0 / math.sqrt(2.0))))).clamp(0.0, 1.0 - 2.0**-24)
@@ -164,11 +164,11 @@ def eps_kv(table: Tensor, base: Tensor, lineage: Tensor, n_heads: int) -> tuple[
     The attention dots the first with the queries and averages the second, so neither
     multiplies the other's half by zero."""
     b, n, n_lag = lineage.shape
-    heads = torch.arange(n_heads, device=lineage.device).view(n_heads, 1)
+    two_heads = torch.arange(0, 2 * n_heads, 2, device=lineage.device).view(n_heads, 1)
     # row of eps_k of (particle, head): base + 2 (particle Hd + head), eps_v the next one
     # (blocks start on even rows: no division, which exports as 8 ops); indices laid out
     # (B, N, Hd, L): the gather writes the attention's layout, no transpose
-    k_rows = base.view(b, 1, 1, n_lag) + 2 * (lineage.unsqueeze(2) * n_heads + heads)
+    k_rows = base.view(b, 1, 1, n_lag) + (lineage.unsqueeze(2) * (2 * n_heads) + two_heads)
     return _rows(table, k_rows), _rows(table, k_rows + 1)
 
 
