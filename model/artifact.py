@@ -25,7 +25,7 @@ from model.config import ModelConfig
 from model.smc_transformer import SMCTransformer
 
 ARTIFACT_TYPE = "smct-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.pt"
 NOISE = "noise.f32"

@@ -1,9 +1,11 @@
 """Execution backends of the runtime: the same two steps run by PyTorch or by onnxruntime.
 
-Both take and return numpy arrays for the filter update (the runtime's batches are numpy) and
-keep forecast paths in their own tensor type between steps. The filter update is
-model/compact.compact_step (UpdateGraph); forecast paths start from the compact state
-(`start_paths`, PyTorch for both backends) and move by model/filter.forecast_step.
+Both take and return numpy arrays for the filter update (the runtime's batches are numpy: the
+tensors of a model/filter.CompactState, flattened as the exported graph takes them) and keep
+forecast paths in their own tensor type between steps. The filter update is
+model/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
+paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
+model/filter.forecast_step.
 
 Paths are drawn from P particles (N >> P in the service: 100 samples from 10 particles), so
 the windows are rebuilt once per particle and gathered into the paths (model/filter.
@@ -27,14 +29,17 @@ from torch import Tensor
 from model import artifact as art
 from model.compact import materialize
 from model.export import FORECAST_INPUTS, UPDATE_INPUTS, ForecastGraph, UpdateGraph
-from model.filter import FilterState, expand_paths
+from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
 from model.resampling import get_resampler
 from model.smc_transformer import SMCTransformer
 
 
 class StepOut(NamedTuple):
-    """Outputs of one filter update, numpy (see export.UPDATE_OUTPUTS)."""
+    """Outputs of one filter update, numpy (see export.UPDATE_OUTPUTS): the compact state
+    after the step (its valid mask follows from the step count), then the step's
+    statistics."""
 
+    x_hist: np.ndarray  # (B, L, F) float32, X_t (or its imputed mean) at lag 1
     lineage: np.ndarray  # (B, P, L) int64
     logw: np.ndarray  # (B, P) float32
     ancestors: np.ndarray  # (B, P) int64
@@ -43,7 +48,6 @@ class StepOut(NamedTuple):
     logw_pred: np.ndarray  # (B, P) float32
     pred: np.ndarray  # (B, P, O) float32
     loglik: np.ndarray  # (B, P) float32
-    x_in: np.ndarray  # (B, F) float32
 
 
 class Backend(Protocol):
@@ -83,18 +87,11 @@ def draw_paths(logw: Tensor, u: Tensor) -> Tensor:
 
 
 def start_paths(
-    model: SMCTransformer,
-    noise: Tensor,
-    base: Tensor,
-    x_hist: Tensor,
-    valid: Tensor,
-    lineage: Tensor,
-    logw: Tensor,
-    u: Tensor,
+    model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState, u: Tensor
 ) -> FilterState:
     """N equally weighted paths drawn by weight (uniforms u (B, N)) from the particles of a
     compact state, as a FilterState (B, N, ...): the P particles' windows, gathered."""
-    return LazyPaths.start(model, noise, base, x_hist, valid, lineage, logw, u).expand()
+    return LazyPaths.start(model, table, base, state, u).expand()
 
 
 def _gather(x: Tensor, idx: Tensor) -> Tensor:
@@ -106,31 +103,20 @@ def _gather(x: Tensor, idx: Tensor) -> Tensor:
 @dataclass(frozen=True)
 class LazyPaths:
     """N forecast paths held as the P particles they descend from and each path's particle
-    (ancestors (B, N)), and, once a step has moved them, what that step fed each path: key and
-    value (B, N, 2, D), query (B, N, D), input (B, N, F). `expand` builds the FilterState of
+    (ancestors (B, N)), and, once a step has moved them, what that step fed each path: its
+    query, key and value (B, N, 3, D) and input (B, N, F). `expand` builds the FilterState of
     the N paths, which later steps move with model/filter.forecast_step."""
 
     particles: FilterState  # (B, P, ...) with zero log-weights
     ancestors: Tensor  # (B, N)
-    kv: Tensor | None = None  # (B, N, 2, D)
-    query: Tensor | None = None  # (B, N, D)
+    qkv: Tensor | None = None  # (B, N, 3, D)
     x_prev: Tensor | None = None  # (B, N, F)
-    valid: Tensor | None = None  # (B, L)
 
     @classmethod
     def start(
-        cls,
-        model: SMCTransformer,
-        noise: Tensor,
-        base: Tensor,
-        x_hist: Tensor,
-        valid: Tensor,
-        lineage: Tensor,
-        logw: Tensor,
-        u: Tensor,
+        cls, model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState, u: Tensor
     ) -> LazyPaths:
-        particles = materialize(model, noise, base, x_hist, valid, lineage, lineage.shape[1])
-        return cls(particles, draw_paths(logw, u))
+        return cls(materialize(model, table, base, state), draw_paths(state.logw, u))
 
     def last_inputs(self) -> Tensor:
         """X_t of every path (B, N, F): the same for all particles (compact.materialize), as
@@ -140,12 +126,10 @@ class LazyPaths:
 
     def expand(self) -> FilterState:
         paths = expand_paths(self.particles, self.ancestors)  # (B, N, ...)
-        if self.kv is None:
+        if self.qkv is None:
             return replace(paths, x_prev=self.last_inputs())
-        assert self.query is not None and self.x_prev is not None and self.valid is not None
-        old = _gather(self.particles.window[:, :, :-1], self.ancestors)  # (B, N, L-1, 2, D)
-        window = torch.cat([self.kv.unsqueeze(2), old], dim=2)  # filter._push
-        return FilterState(window, self.query, self.x_prev, self.valid, paths.logw)
+        assert self.x_prev is not None
+        return enter(paths, self.qkv, self.x_prev)  # the absorption the first step deferred
 
     def first_step(
         self,
@@ -156,20 +140,14 @@ class LazyPaths:
         covariates: Tensor | None,
     ) -> tuple[LazyPaths, Tensor]:
         """model/filter.forecast_step on the paths, with the attention of eq. (3) computed
-        once per particle (a path's window and query are its particle's). -> (paths, x_t)."""
+        once per particle (a path's window and query are its particle's), and the absorption
+        of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
         parts = self.particles
         mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
-        z = mu + torch.sqrt(model.sigma_z) * eps_z  # (B, N, D), filter.mutate
-        pred = model.readout(z, self.last_inputs())  # (B, N, O)
-        x_t = model.obs.sample(pred, eps_x)  # (B, N, O)
-        x_in = model.obs.as_input(x_t)
-        if covariates is not None:
-            cov = covariates.unsqueeze(1).expand(-1, x_in.shape[1], -1)
-            x_in = torch.cat([x_in, cov], dim=-1)
-        qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), filter.absorb
-        valid = torch.cat([torch.ones_like(parts.valid[:, :1]), parts.valid[:, :-1]], dim=1)
-        moved = LazyPaths(parts, self.ancestors, qkv[:, :, 1:], qkv[:, :, 0], x_in, valid)
-        return moved, x_t
+        pred = mutate(model, mu, eps_z, self.last_inputs())  # (B, N, O)
+        x_t, x_in = draw_next(model, pred, eps_x, covariates)  # (B, N, O), (B, N, F)
+        qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), eq. (3.1)
+        return replace(self, qkv=qkv, x_prev=x_in), x_t
 
 
 class TorchBackend:
@@ -185,7 +163,7 @@ class TorchBackend:
         self.forecast_graph = ForecastGraph(self.model)
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
-        return torch.as_tensor(a).to(self.device)
+        return torch.as_tensor(a, device=self.device)
 
     @torch.inference_mode()
     def update(
@@ -199,7 +177,10 @@ class TorchBackend:
         observed: np.ndarray,
     ) -> StepOut:
         args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
-        return StepOut(*(o.cpu().numpy() for o in self.graph(self.noise, *args)))
+        out = self.graph(self.noise, *args)
+        if self.device != "cpu":
+            out = tuple(o.cpu() for o in out)
+        return StepOut(*(o.numpy() for o in out))
 
     @torch.inference_mode()
     def start_paths(
@@ -211,8 +192,8 @@ class TorchBackend:
         logw: np.ndarray,
         u: Tensor,
     ) -> LazyPaths:
-        args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, u)]
-        return LazyPaths.start(self.model, self.noise, *args)
+        state = CompactState(*(self._t(a) for a in (x_hist, valid, lineage, logw)))
+        return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
 
     @torch.inference_mode()
     def forecast_step(
@@ -226,7 +207,7 @@ class TorchBackend:
         cov = None if covariates is None else self._t(covariates)
         eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
         if isinstance(paths, LazyPaths):
-            if paths.kv is None:
+            if paths.qkv is None:
                 moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
                 return moved, x.cpu().numpy()
             paths = paths.expand()
@@ -319,8 +300,8 @@ class OnnxBackend:
         u: Tensor,
     ) -> list[np.ndarray]:
         with torch.inference_mode():
-            args = [torch.as_tensor(a) for a in (base, x_hist, valid, lineage, logw, u)]
-            paths = start_paths(self.model, self.noise, *args)
+            state = CompactState(*(torch.as_tensor(a) for a in (x_hist, valid, lineage, logw)))
+            paths = start_paths(self.model, self.noise, torch.as_tensor(base), state, u)
         return [t.numpy() for t in (paths.window, paths.query, paths.x_prev, paths.valid)]
 
     def forecast_step(

@@ -3,8 +3,11 @@ the service runs, checked against eager PyTorch on the same noise.
 
 Graphs (torch.onnx.export(dynamo=True), opset 18, dynamic batch B and particle/path axis P/N):
     filter_step   model/compact.compact_step: noise, base, x_hist, valid, lineage, logw, x,
-                  observed -> lineage_out, logw_out, ancestors, resampled, ess, logw_pred, pred,
-                  loglik, x_in. All randomness comes from the noise table input, so the graph is
+                  observed -> x_hist_out, lineage_out, logw_out, ancestors, resampled, ess,
+                  logw_pred, pred, loglik: the model/filter.CompactState before and after the
+                  step flattened to its tensors (after it, less its valid mask, which follows
+                  from the step count the runtime keeps), then model/filter.StepStats.
+                  All randomness comes from the noise table input, so the graph is
                   deterministic given its inputs. Resampling is `systematic` (cumsum +
                   scatter-add): searchsorted and multinomial do not export with a dynamic
                   particle count.
@@ -30,7 +33,7 @@ from torch import Tensor, nn
 
 from model import artifact as art
 from model.compact import compact_step, materialize
-from model.filter import FilterState, forecast_step
+from model.filter import CompactState, FilterState, forecast_step
 from model.noise import (
     TABLE_SEED,
     NoiseLayout,
@@ -49,6 +52,7 @@ MIN_PARTICLES = 3
 PARITY_TOL = 1e-4
 UPDATE_INPUTS = ("noise", "base", "x_hist", "valid", "lineage", "logw", "x", "observed")
 UPDATE_OUTPUTS = (
+    "x_hist_out",
     "lineage_out",
     "logw_out",
     "ancestors",
@@ -57,7 +61,6 @@ UPDATE_OUTPUTS = (
     "logw_pred",
     "pred",
     "loglik",
-    "x_in",
 )
 FORECAST_INPUTS = ("window", "query", "x_prev", "valid", "eps_z", "eps_x", "eps_qkv", "covariates")
 FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
@@ -82,29 +85,26 @@ class UpdateGraph(nn.Module):
         x: Tensor,
         observed: Tensor,
     ) -> tuple[Tensor, ...]:
-        lineage_out, logw_out, s = compact_step(
+        new, s = compact_step(
             self.model,
             noise,
             base,
-            x_hist,
-            valid,
-            lineage,
-            logw,
+            CompactState(x_hist, valid, lineage, logw),
             x,
             observed,
             get_resampler("systematic"),
             self.threshold,
         )
         return (
-            lineage_out,
-            logw_out,
+            new.x_hist,
+            new.lineage,
+            new.logw,
             s.ancestors,
             s.resampled,
             s.ess,
             s.logw_pred,
             s.pred,
             s.loglik,
-            s.x_in,
         )
 
 
@@ -152,41 +152,32 @@ def example(
     valid[:, 0] = True
     lineage = torch.zeros(b, p, n_lag, dtype=torch.long)
     lineage[:, :, 0] = torch.arange(p)
-    logw = torch.zeros(b, p)
     series = torch.sin(
         torch.arange(steps + 2).view(1, -1, 1) * 0.5 + torch.arange(b).view(-1, 1, 1)
     )
     series = series.expand(b, steps + 2, f) + 0.1 * torch.randn(b, steps + 2, f, generator=gen)
     x_hist[:, 0] = series[:, 0]
+    state = CompactState(x_hist, valid, lineage, logw=torch.zeros(b, p))
 
     def base(t: int) -> Tensor:
         step_nums = np.repeat(np.arange(t + 1, t - n_lag, -1)[None], b, axis=0)
         return torch.from_numpy(layout.base_rows(seeds, step_nums, noise.shape[0]))
 
     observed = torch.ones(b, dtype=torch.bool)
+    systematic = get_resampler("systematic")
     with torch.no_grad():
         for t in range(1, steps + 1):
-            lineage, logw, s = compact_step(
-                model,
-                noise,
-                base(t),
-                x_hist,
-                valid,
-                lineage,
-                logw,
-                series[:, t],
-                observed,
-                get_resampler("systematic"),
+            state, _ = compact_step(
+                model, noise, base(t), state, series[:, t], observed, systematic
             )
-            x_hist = torch.cat([s.x_in.unsqueeze(1), x_hist[:, :-1]], dim=1)
-            valid = torch.cat([torch.ones_like(valid[:, :1]), valid[:, :-1]], dim=1)
         observed = torch.arange(b) % 2 == 0  # some rows missing
         x = series[:, steps + 1].clone()
         x[~observed] = float("nan")
-        update = (noise, base(steps + 1), x_hist, valid, lineage, logw, x, observed)
-        anc = get_resampler("systematic")(logw, torch.rand(b, n, generator=gen))  # (B, N)
-        chosen = lineage.gather(1, anc.unsqueeze(-1).expand(b, n, n_lag))
-        paths = materialize(model, noise, base(steps + 1), x_hist, valid, chosen, p)
+        flat = (state.x_hist, state.valid, state.lineage, state.logw)  # as UPDATE_INPUTS
+        update = (noise, base(steps + 1), *flat, x, observed)
+        anc = systematic(state.logw, torch.rand(b, n, generator=gen))  # (B, N)
+        chosen = state.lineage.gather(1, anc.unsqueeze(-1).expand(b, n, n_lag))
+        paths = materialize(model, noise, base(steps + 1), state, chosen)
     d, o = cfg.d_model, cfg.d_out
     forecast: tuple[Tensor, ...] = (
         paths.window,

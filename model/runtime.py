@@ -333,7 +333,7 @@ class Runtime:
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
             self._adapt(sub, xs[:, : self.target_dim], observed, law)
-            sub.x_hist = np.concatenate([out.x_in[:, None], sub.x_hist[:, :-1]], axis=1)
+            sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
@@ -352,10 +352,8 @@ class Runtime:
         units) and the window is re-expressed in them; keys and values are rebuilt from the
         window, so the particles stay consistent, and the next observation is scored against
         intervals issued before it, in series units. A window not yet full counts the inputs it
-        holds: until 2026-11-24 such a window kept the scaling of the history it was created
-        from, and a series created from 12 values near 100 that moved to 130 was issued
-        [108, 110] at every step until its window filled, 12 misses in a row. Deterministic in
-        the state: a round trip through bytes gives the same updates. In place.
+        holds. Deterministic in the state: a round trip through bytes gives the same updates.
+        In place.
 
         Only observed inputs count (`batch.observed`), as training scales a window by its
         finite values: a missing value is the filter's imputed mean, and over a gap those

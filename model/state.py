@@ -359,11 +359,12 @@ def flat_scale(loc: np.ndarray, scale: np.ndarray, flat: float = FLAT_FRACTION) 
     at level 0. Relative, so that a series at 1e-7 keeps its own spread, and a flat series at
     1e7 meets its first change of 1e6 10 scales away (absorbed: its window rescales at the
     next step), not a million (refused). Served series take FLAT_FRACTION: the model meets a
-    flat window as inputs that are all 0, and answers in scales, so with the level as scale
-    (before 2026-11-24) a series stuck at 100 was forecast a median of 70 within [-73, 210] at
-    80 %; now 99.8 within [98.4, 101.1] with the default model. Training windows keep the
-    level (`flat=1`, training.data.window_scaling): the inputs are the same, all 0, and a
-    window that moves after a flat history keeps targets of a few scales, not hundreds."""
+    flat window as inputs that are all 0, and answers in scales, so a scale that is a small
+    fraction of the level keeps its intervals near the level (a series stuck at 100 is
+    forecast a median of 99.8 within [98.4, 101.1] at 80 % with the default model). Training
+    windows keep the level (`flat=1`, training.data.window_scaling): the inputs are the same,
+    all 0, and a window that moves after a flat history keeps targets of a few scales, not
+    hundreds."""
     flat_ = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
     if not np.any(flat_):
         return scale

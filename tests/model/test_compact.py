@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.compact import compact_step, materialize, step_noise
+from model.compact import compact_step, materialize
 from model.config import ModelConfig
-from model.filter import StepNoise, filter_init, filter_step
-from model.noise import NoiseLayout, check_table, make_table, noise_rows
+from model.filter import CompactState, filter_init, filter_step
+from model.noise import NoiseLayout, check_table, make_table, noise_rows, step_noise
 from model.resampling import get_resampler
 from model.smc_transformer import SMCTransformer
 
@@ -49,57 +49,48 @@ def test_compact_step_equals_filter_step(name: str, threshold: float) -> None:
         return torch.from_numpy(layout.base_rows(seeds, step_nums, noise.shape[0]))
 
     with torch.no_grad():
-        state = filter_init(model, x[:, 0], p, step_noise(model, noise, base(0)[:, 0], p)[2])
+        hd = cfg.n_heads
+        state = filter_init(model, x[:, 0], p, step_noise(noise, base(0)[:, 0], p, hd).eps_qkv)
         x_hist = torch.zeros(b, n_lag, cfg.d_in)
         x_hist[:, 0] = x[:, 0]
         valid = torch.zeros(b, n_lag, dtype=torch.bool)
         valid[:, 0] = True
         lineage = torch.zeros(b, p, n_lag, dtype=torch.long)
         lineage[:, :, 0] = torch.arange(p)
-        logw = torch.zeros(b, p)
+        compact = CompactState(x_hist, valid, lineage, torch.zeros(b, p))
         for t in range(1, steps):
-            rebuilt = materialize(model, noise, base(t), x_hist, valid, lineage, p)
-            torch.testing.assert_close(
-                rebuilt.window * valid[:, None, :, None, None],
-                state.window * valid[:, None, :, None, None],
-            )
+            rebuilt = materialize(model, noise, base(t), compact)
+            lags = compact.valid[:, None, :, None, None]
+            torch.testing.assert_close(rebuilt.window * lags, state.window * lags)
             torch.testing.assert_close(rebuilt.query, state.query)
-            u, eps_z, eps_qkv = step_noise(model, noise, base(t)[:, 0], p)
             state, ref = filter_step(
                 model,
                 state,
                 x[:, t],
                 observed[:, t],
-                StepNoise(u, eps_z, eps_qkv),
+                step_noise(noise, base(t)[:, 0], p, hd),
                 resampler,
                 threshold,
             )
-            lineage, logw, got = compact_step(
-                model,
-                noise,
-                base(t),
-                x_hist,
-                valid,
-                lineage,
-                logw,
-                x[:, t],
-                observed[:, t],
-                resampler,
-                threshold,
+            compact, got = compact_step(
+                model, noise, base(t), compact, x[:, t], observed[:, t], resampler, threshold
             )
             assert torch.equal(got.ancestors, ref.ancestors)
             assert torch.equal(got.resampled, ref.resampled)
+            assert torch.equal(compact.valid, state.valid)
             for a, r in (
                 (got.pred, ref.pred),
-                (logw, state.logw),
+                (compact.logw, state.logw),
                 (got.ess, ref.ess),
                 (got.loglik, ref.loglik),
                 (got.logw_pred, ref.logw_pred),
+                (got.log_evidence, ref.log_evidence),
             ):
                 torch.testing.assert_close(a, r, rtol=1e-5, atol=2e-5)
-            torch.testing.assert_close(got.x_in, state.x_prev[:, 0], rtol=1e-5, atol=2e-5)
-            x_hist = torch.cat([got.x_in.unsqueeze(1), x_hist[:, :-1]], dim=1)
-            valid = torch.cat([torch.ones_like(valid[:, :1]), valid[:, :-1]], dim=1)
+            # the absorbed input (X_t, or its imputed mean) is at lag 1 of the new state
+            torch.testing.assert_close(
+                compact.x_hist[:, 0], state.x_prev[:, 0], rtol=1e-5, atol=2e-5
+            )
 
 
 def test_a_window_never_shares_noise_blocks() -> None:

@@ -24,7 +24,7 @@ PARITY = 1e-4
 
 def test_manifest_describes_the_artifact(artifact: Path) -> None:
     m = json.loads((artifact / "manifest.json").read_text())
-    assert m["type"] == "smct-artifact" and m["format_version"] == 1
+    assert m["type"] == "smct-artifact" and m["format_version"] == 2
     assert m["model_config"]["d_model"] == 8 and m["context_length"] == 24 and m["particles"] == 10
     assert m["features"] == {"inputs": ["x"], "targets": ["x"], "covariates": []}
     assert m["scaling"]["mode"] == "global" and m["filter"]["resampling"] == "systematic"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
 from model.config import ModelConfig
-from model.filter import StepNoise, filter_init, filter_step, select
+from model.filter import StepNoise, filter_init, filter_step, push, select
 from model.inference import FilterRun, genealogy, run_filter, unistep_samples
 from model.smc_transformer import SMCTransformer
 
@@ -182,3 +184,100 @@ def test_genealogy_traces_ancestors_back() -> None:
     assert idx[0, -1].tolist() == [0, 1, 2]
     for t in range(4, 0, -1):
         assert idx[0, t - 1].tolist() == [anc[0, t - 1, m].item() for m in idx[0, t].tolist()]
+
+
+def test_push_shifts_the_window_one_lag_back() -> None:
+    window = torch.arange(12).view(1, 2, 3, 2)  # (B, P, L, 2)
+    new = torch.tensor([[[-1, -2], [-3, -4]]])  # (B, P, 2)
+    out = push(window, new, 2)
+    assert torch.equal(out[:, :, 0], new) and torch.equal(out[:, :, 1:], window[:, :, :-1])
+
+
+MODEL = Path(__file__).resolve().parents[2] / "model"
+# the callers of the filter step: none may write a phase of it again
+CALLERS = ("compact.py", "backends.py", "export.py", "runtime.py", "inference.py")
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((MODEL / name).read_text())
+
+
+def _attributes(node: ast.AST, attr: str) -> int:
+    return sum(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node))
+
+
+def _calls(node: ast.AST) -> set[str]:
+    """Names of the functions and methods a node calls."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            f = n.func
+            out.add(f.id if isinstance(f, ast.Name) else getattr(f, "attr", ""))
+    return out
+
+
+def _drops_last_lag(node: ast.AST) -> list[str]:
+    """What is sliced `[..., :-1]` under `node` (the window shift drops the oldest lag), and
+    `slice(None, -1)` where a slice is built."""
+    out = []
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "slice"
+            and [ast.unparse(a) for a in n.args] == ["None", "-1"]
+        ):
+            out.append("slice(None, -1)")
+        if not isinstance(n, ast.Subscript):
+            continue
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        for part in parts:
+            if (
+                isinstance(part, ast.Slice)
+                and part.lower is None
+                and part.step is None
+                and isinstance(part.upper, ast.UnaryOp)
+                and isinstance(part.upper.op, ast.USub)
+                and isinstance(part.upper.operand, ast.Constant)
+                and part.upper.operand.value == 1
+            ):
+                out.append(ast.unparse(n.value))
+    return out
+
+
+def _function(tree: ast.AST, name: str, within: str | None = None) -> ast.FunctionDef:
+    """The one function `name` of a module (a method of class `within`)."""
+    if within is not None:
+        tree = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == within)
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def test_the_filter_step_is_written_once() -> None:
+    """The mutation of eq. (3), the weighting of eq. (5) and the window shift are written in
+    model/filter.py only (mutate, weight, push), and every form of the step calls them."""
+    filt = _tree("filter.py")
+    assert _attributes(filt, "sigma_z") == _attributes(_function(filt, "mutate"), "sigma_z") == 1
+    assert _attributes(filt, "readout") == _attributes(_function(filt, "mutate"), "readout")
+    assert _attributes(filt, "log_prob") == _attributes(_function(filt, "weight"), "log_prob")
+    push_ = _function(filt, "push")
+    assert _drops_last_lag(filt) == _drops_last_lag(push_) == ["slice(None, -1)"]
+    for name in CALLERS:
+        tree = _tree(name)
+        for attr in ("sigma_z", "readout", "log_prob"):
+            assert _attributes(tree, attr) == 0, f"{name} uses {attr}"
+        # the runtime shifts the observed mask of the per-series scaling, not the filter state
+        allowed = ["sub.observed"] if name == "runtime.py" else []
+        assert _drops_last_lag(tree) == allowed, name
+    phases = {"select", "mutate", "weight", "impute"}
+    assert phases | {"absorb"} <= _calls(_function(filt, "filter_step"))
+    assert {"mutate", "draw_next", "absorb"} <= _calls(_function(filt, "forecast_step"))
+    compact = _function(_tree("compact.py"), "compact_step")
+    assert phases | {"absorb_inputs"} <= _calls(compact)
+    first_step = _function(_tree("backends.py"), "first_step")
+    assert {"mutate", "draw_next"} <= _calls(first_step)
+    assert "enter" in _calls(_function(_tree("backends.py"), "expand"))
+    export = _tree("export.py")
+    assert "compact_step" in _calls(_function(export, "forward", within="UpdateGraph"))
+    assert "forecast_step" in _calls(_function(export, "forward", within="ForecastGraph"))
