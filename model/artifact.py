@@ -5,7 +5,9 @@ the ONNX graphs. Opening one checks its type, format version and every file's sh
                        context length, particles, filter settings, scaling, evaluation metrics,
                        noise table, graphs, library versions, {file: sha256}
     weights.pt         the SMCTransformer state dict (torch backend)
-    noise.f32          the noise table (model/noise.py), little-endian float32
+    noise.f32          the noise table (model/noise.py), little-endian float32; may be left
+                       out (a committed artifact): opening regenerates it from the manifest's
+                       generator and seed, and checks it against the manifest's sha256
     filter_step.onnx   model/compact.compact_step          (onnx backend)
     forecast_step.onnx model/filter.forecast_step          (onnx backend)
 """
@@ -77,6 +79,27 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def _regenerate_noise(path: Path, manifest: dict[str, Any]) -> None:
+    """Write the noise table of `manifest` into `path` from its generator and seed (a few
+    hundred ms); the caller checks it against the manifest's sha256."""
+    from model.noise import GENERATOR, make_table
+
+    spec = manifest.get("noise", {})
+    if spec.get("generator") != GENERATOR:
+        return  # not one this code makes: reported as missing
+    table = make_table(int(spec["size"]), int(spec["seed"]))
+    tmp = path / f".{NOISE}.{id(table)}.tmp"
+    try:
+        table.astype("<f4").tofile(tmp)
+        tmp.replace(path / NOISE)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise ArtifactError(
+            f"{path}: {NOISE} is missing and cannot be written there ({err}); regenerate it "
+            "where the directory is writable, or copy it in"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Artifact:
     """An opened, verified artifact directory."""
@@ -112,6 +135,8 @@ class Artifact:
             expected = manifest["files"].get(name)
             if expected is None:
                 raise ArtifactError(f"{path}: manifest has no checksum for {name}")
+            if name == NOISE and not (path / name).is_file():
+                _regenerate_noise(path, manifest)
             if not (path / name).is_file():
                 raise ArtifactError(f"{path}: file {name} is missing")
             if verify and sha256_file(path / name) != expected:

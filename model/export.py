@@ -35,6 +35,7 @@ from model import artifact as art
 from model.compact import compact_step, materialize
 from model.filter import CompactState, FilterState, forecast_step
 from model.noise import (
+    GENERATOR,
     TABLE_SEED,
     NoiseLayout,
     check_table,
@@ -383,7 +384,7 @@ def export_artifact(
                     "size": size,
                     "seed": TABLE_SEED,
                     "dtype": "float32",
-                    "generator": "pcg64-box-muller",
+                    "generator": GENERATOR,
                 },
                 "graphs": {
                     art.FILTER_GRAPH: {

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from cli.app import app
@@ -64,6 +65,24 @@ def test_loading_refuses_damaged_artifacts(artifact: Path, tmp_path: Path) -> No
     Artifact.open(artifact)  # the original is fine
 
 
+def test_a_missing_noise_table_is_regenerated_and_checked(artifact: Path, tmp_path: Path) -> None:
+    """An artifact without noise.f32 (as committed to a repository) is whole again once opened:
+    the table is regenerated from the manifest's generator and seed and checked against its
+    sha256; a manifest whose seed does not make the table it names is refused."""
+    copy = tmp_path / "a"
+    shutil.copytree(artifact, copy)
+    (copy / "noise.f32").unlink()
+    opened = Artifact.open(copy)
+    assert sha256_file(copy / "noise.f32") == sha256_file(artifact / "noise.f32")
+    assert opened.model_id == Artifact.open(artifact).model_id
+    (copy / "noise.f32").unlink()
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["noise"]["seed"] += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="checksum mismatch for noise.f32"):
+        Artifact.open(copy)
+
+
 def test_exported_graphs_equal_eager(artifact: Path) -> None:
     art = Artifact.open(artifact)
     model = art.load_model()
@@ -99,6 +118,35 @@ def test_torch_and_onnx_backends_agree(rt_torch: Runtime, rt_onnx: Runtime, ar_s
         diffs += [np.abs(a.quantiles[q] - b.quantiles[q]).max() for q in (0.1, 0.5)]
         diffs += [np.abs(np.subtract(a.intervals[lv], b.intervals[lv])).max() for lv in levels]
     assert max(diffs) < PARITY
+
+
+def test_a_model_with_lags_exports_and_serves(tmp_path: Path, ar_series: Any) -> None:
+    """Relative-lag embeddings (ModelConfig.lags) in the exported graphs: the graphs equal the
+    eager model, and the torch and onnx runtimes agree on updates and forecasts."""
+    from model.config import ModelConfig
+    from model.export import export_artifact
+    from model.smc_transformer import SMCTransformer
+
+    torch.manual_seed(0)
+    model = SMCTransformer(ModelConfig(d_model=8, n_heads=2, window=6, d_ff=8, lags=True)).eval()
+    with torch.no_grad():  # lag embeddings far from their zero start
+        for name in ("lag_key", "lag_value", "lag_bias"):
+            getattr(model, name).add_(0.5 * torch.randn_like(getattr(model, name)))
+    out = tmp_path / "lags"
+    export_artifact(
+        model, out, particles=10, scaling={"mode": "per_series"},
+        features={"inputs": ["x"], "targets": ["x"]}, metrics={}, training={},
+    )
+    art = Artifact.open(out)
+    noise = noise_rows(art.load_noise(), NoiseLayout(10, 8, 2))
+    assert max(check_graphs(art.load_model(), noise, out, threshold=1.0).values()) < PARITY
+    results = {}
+    for backend in ("torch", "onnx"):
+        rt = Runtime.load(out, backend=backend)
+        ((state, res),) = rt.update(rt.create(ar_series(1, 20)), [np.array([[0.4]])], [0.8])
+        (fc,) = rt.forecast([state], 4, [0.8], 200, seed=0)
+        results[backend] = np.r_[res[0].intervals[0.8][0], res[0].intervals[0.8][1], fc.mean[:, 0]]
+    assert np.abs(results["torch"] - results["onnx"]).max() < PARITY
 
 
 def test_forecast_command(artifact: Path, tmp_path: Path) -> None:
