@@ -7,8 +7,8 @@ PORT ?= 8000
 
 .PHONY: serve test venv tools model bench lint clean
 
-## the main job: train + export the default model if missing, serve it with the embedded store
-serve: model
+## the main job: serve the default model (committed in artifacts/default) on the embedded store
+serve: venv $(ARTIFACT)/manifest.json
 	SMCT_ARTIFACT=$(ARTIFACT) .venv/bin/smct serve --host $(HOST) --port $(PORT)
 
 ## the tests (installs redis-server, kubectl and promtool when missing)
@@ -25,12 +25,16 @@ $(VENV_STAMP): pyproject.toml
 tools:
 	bash scripts/install_system_deps.sh
 
-## the default model: univariate, scaled by each series' own history (documented in README)
-model: venv $(ARTIFACT)/manifest.json
+## the default model, rebuilt from scratch (the committed one's model id; one thread: the same
+## arithmetic on any machine): univariate, scaled by each series' own history, trained on the
+## generated corpus (training/corpus.py) with lags in the attention and a skip of the last value
+model: venv
+	OMP_NUM_THREADS=1 .venv/bin/smct train --dataset corpus --seq-len 40 --history 16 \
+		--window 24 --lags --skip --n-heads 2 --d-model 16 --particles 10 --epochs 6 \
+		--batch-size 64 --schedule constant --lr 0.003 --seed 0 --out runs/default --no-progress
+	.venv/bin/smct export --checkpoint runs/default --out $(ARTIFACT) --scaling per-series --force
 $(ARTIFACT)/manifest.json:
-	.venv/bin/smct train --dataset synthetic-mix --particles 10 --epochs 20 --limit 2000 \
-		--d-model 16 --seed 0 --out runs/default --no-progress
-	.venv/bin/smct export --checkpoint runs/default --out $(ARTIFACT) --scaling per-series
+	$(MAKE) model
 
 bench: venv
 	$(PY) bench/bench_training.py

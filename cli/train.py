@@ -44,6 +44,14 @@ def train(
             "lag s from lag s + 1",
         ),
     ] = False,
+    skip: Annotated[
+        bool,
+        typer.Option(
+            "--skip/--no-skip",
+            help="add a learned multiple of the last value to the observation mean (beyond "
+            "the paper): the model starts from a random walk",
+        ),
+    ] = False,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
     schedule: Annotated[str, typer.Option(help="noam (the paper's warm-up) or constant")] = "noam",

@@ -26,6 +26,9 @@ class ModelConfig:
     lags: positional information in the attention, beyond the paper (whose window is a set of
         values): relative-lag embeddings of keys and values and a bias per lag and head
         (Shaw et al. 2018), so that the model can tell lag s from lag s + 1 (a season, a trend).
+    skip: a learned multiple of the last target value added to the observation mean, beyond
+        the paper: G_obs(r) + a X_{t-1} (a random walk is a = 1, G_obs = 0); the layer norm
+        of the paper's readout keeps the direction of X_{t-1}'s embedding, not its size.
     """
 
     d_in: int = 1
@@ -41,12 +44,15 @@ class ModelConfig:
     sigma_init: float = 0.1
     sigma_obs_init: float = 0.5
     lags: bool = False
+    skip: bool = False
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {self.window}")
+        if self.skip and self.obs != "gaussian":
+            raise ValueError("skip needs a gaussian observation model")
         if self.obs == "gaussian" and self.d_out > self.d_in:
             raise ValueError(f"d_out={self.d_out} targets cannot exceed d_in={self.d_in} inputs")
 

@@ -125,6 +125,8 @@ class SMCTransformer(nn.Module):
             self.lag_key = nn.Parameter(torch.zeros(cfg.window, d))
             self.lag_value = nn.Parameter(torch.zeros(cfg.window, d))
             self.lag_bias = nn.Parameter(torch.zeros(cfg.n_heads, cfg.window))
+        if cfg.skip:  # the last target value's weight in the observation mean
+            self.skip = nn.Parameter(torch.ones(cfg.d_out))
         self.register_buffer("sigma_qkv", torch.full((3, d), cfg.sigma_init))
         self.register_buffer("sigma_z", torch.full((d,), cfg.sigma_init))
         self.sigma_qkv: Tensor
@@ -180,10 +182,14 @@ class SMCTransformer(nn.Module):
         return (pi.unsqueeze(-2) @ values).squeeze(-2)
 
     def readout(self, z: Tensor, x_prev: Tensor) -> Tensor:
-        """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}); z (B, P, D), x_prev (B, P, F) or
-        (B, 1, F) when every particle has the same X_{t-1}."""
+        """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}), plus a X_{t-1} of the targets with
+        `skip`; z (B, P, D), x_prev (B, P, F) or (B, 1, F) when every particle has the same
+        X_{t-1}."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
-        return self.obs(r)  # (B, P, O)
+        mean = self.obs(r)  # (B, P, O)
+        if self.cfg.skip:
+            mean = mean + self.skip * x_prev[..., : self.cfg.d_out]
+        return mean
 
     def latent_log_prob(self, eps: Tensor, var: Tensor) -> Tensor:
         """log N(var^1/2 eps; 0, var) of reparameterised noise eps (..., K), var (K,) -> (...)."""

@@ -23,6 +23,7 @@ class TrainConfig:
     window: int | None = None  # None: the whole training window
     d_ff: int = 32
     lags: bool = False  # relative-lag embeddings in the attention (model.config.ModelConfig)
+    skip: bool = False  # the last value's multiple in the observation mean (ModelConfig)
     head: str = "ffn"
     cov: str = "diag"
     # filter

@@ -33,6 +33,7 @@ def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
         window=cfg.window or data.train.shape[1] - 1,
         d_ff=cfg.d_ff,
         lags=cfg.lags,
+        skip=cfg.skip,
         head=cfg.head,  # type: ignore[arg-type]
         cov=cfg.cov,  # type: ignore[arg-type]
     )

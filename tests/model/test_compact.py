@@ -16,7 +16,7 @@ from model.smc_transformer import SMCTransformer
 CONFIGS = {
     "univariate": ModelConfig(d_model=16, window=5, d_ff=8),
     "multivariate-2-heads": ModelConfig(d_in=3, d_out=2, d_model=16, n_heads=2, window=4, d_ff=8),
-    "lags-2-heads": ModelConfig(d_model=16, n_heads=2, window=5, d_ff=8, lags=True),
+    "lags-2-heads": ModelConfig(d_model=16, n_heads=2, window=5, d_ff=8, lags=True, skip=True),
 }
 
 

@@ -120,17 +120,19 @@ def test_torch_and_onnx_backends_agree(rt_torch: Runtime, rt_onnx: Runtime, ar_s
     assert max(diffs) < PARITY
 
 
-def test_a_model_with_lags_exports_and_serves(tmp_path: Path, ar_series: Any) -> None:
-    """Relative-lag embeddings (ModelConfig.lags) in the exported graphs: the graphs equal the
-    eager model, and the torch and onnx runtimes agree on updates and forecasts."""
+def test_a_model_with_lags_and_skip_exports_and_serves(tmp_path: Path, ar_series: Any) -> None:
+    """Relative-lag embeddings and the skip weight (ModelConfig.lags, .skip) in the exported
+    graphs: the graphs equal the eager model, and the torch and onnx runtimes agree on updates
+    and forecasts."""
     from model.config import ModelConfig
     from model.export import export_artifact
     from model.smc_transformer import SMCTransformer
 
     torch.manual_seed(0)
-    model = SMCTransformer(ModelConfig(d_model=8, n_heads=2, window=6, d_ff=8, lags=True)).eval()
-    with torch.no_grad():  # lag embeddings far from their zero start
-        for name in ("lag_key", "lag_value", "lag_bias"):
+    cfg = ModelConfig(d_model=8, n_heads=2, window=6, d_ff=8, lags=True, skip=True)
+    model = SMCTransformer(cfg).eval()
+    with torch.no_grad():  # lag embeddings and skip weight far from their start
+        for name in ("lag_key", "lag_value", "lag_bias", "skip"):
             getattr(model, name).add_(0.5 * torch.randn_like(getattr(model, name)))
     out = tmp_path / "lags"
     export_artifact(
