@@ -90,7 +90,7 @@ def train_runs(table: Path, key: str, out: Path, artifact: Path, epochs: int) ->
     dirs = {}
     for i, (label, args) in enumerate(runs.items()):
         dirs[label] = out / f"{key}-{i}"
-        print(f"$ smct {' '.join(common[1:])} {' '.join(args)} --out {dirs[label]}", flush=True)
+        print(f"$ smct {' '.join(common)} {' '.join(args)} --out {dirs[label]}", flush=True)
         subprocess.run([*SMCT, *common, *args, "--out", str(dirs[label])], cwd=REPO, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return dirs

@@ -86,14 +86,16 @@ def no_window_message(
 ) -> str:
     """Why the time split gives no `split` window, and what to change."""
     longest = max(lengths, default=0)
-    need = next(n for n in range(window, 100 * window + 100) if _has_windows(n, window, splits))
+    lengths_ok = (n for n in range(window, 100 * window + 100) if _has_windows(n, window, splits))
+    need = next(lengths_ok, None)
     fits = [w for w in range(3, window) if _has_windows(longest, w, splits)]
     shorter = f"a --seq-len of at most {fits[-1]}" if fits else "a shorter --seq-len"
+    needs = f"at least {need} steps" if need else "more steps"
     return (
-        f"no {split} window of length {window}: each series is split in time {splits} and "
-        f"a {split} window must end in its series' {split} part, so a series needs at least "
-        f"{need} steps; the longest has {longest}. Use {shorter}, --split series (whole "
-        "series go to train, val or test), or longer series"
+        f"no {split} window of length {window}: the series are too short. Each is split in "
+        f"time {splits} and a {split} window must end in its {split} part, so a series needs "
+        f"{needs}; the longest has {longest}. Use {shorter}, --split series (whole series go "
+        "to train, val or test), or longer series"
     )
 
 
