@@ -27,9 +27,19 @@ def data_options(
     id_col: str = "series_id",
     time_col: str = "timestamp",
     scaling: str | None = None,
+    split: str = "time",
 ) -> dict[str, Any]:
     """The loader options (training.data.load_dataset) of the train command's flags."""
     options: dict[str, Any] = {}
+    if split not in ("time", "series"):
+        raise typer.BadParameter(f"{split!r}; valid: time, series", param_hint="--split")
+    if split == "series":
+        if not is_table(dataset):
+            raise typer.BadParameter(
+                f"--split series applies to a table (--dataset my.csv); {dataset} has its own "
+                "splits", param_hint="--split",
+            )
+        options["split"] = "series"
     if scaling is not None:
         valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
         if dataset in ("air-quality", "stock") or scaling not in valid:

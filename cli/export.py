@@ -54,6 +54,7 @@ def export(
         **ckpt.train_config.to_dict(),
         "history": record.get("history"),
         "dataset": record.get("dataset"),
+        "kept_epoch": ckpt.kept_epoch,
     }
     artifact = export_artifact(
         ckpt.model,

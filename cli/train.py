@@ -14,6 +14,7 @@ from cli.common import data_options, is_table, load_data
 
 
 def train(
+    ctx: typer.Context,
     dataset: Annotated[
         str,
         typer.Option(
@@ -54,11 +55,45 @@ def train(
     ] = False,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
-    schedule: Annotated[str, typer.Option(help="noam (the paper's warm-up) or constant")] = "noam",
-    lr: Annotated[float, typer.Option(help="learning rate of --schedule constant")] = 1e-3,
-    warmup: int = 4000,
+    schedule: Annotated[
+        str,
+        typer.Option(
+            help="cosine: warm-up over --warmup steps to --lr, then cosine decay to lr/10 by the "
+            "last step; noam: the paper's (d_model^-0.5, 4000 warm-up steps); constant: --lr"
+        ),
+    ] = "cosine",
+    lr: Annotated[float, typer.Option(help="peak rate of cosine, the rate of constant")] = 3e-3,
+    warmup: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(help="warm-up steps (default: cosine 5 % of the run, at most 200; noam 4000)"),
+    ] = None,
+    patience: Annotated[
+        int,
+        typer.Option(
+            help="stop after this many epochs without a lower validation NLL and keep the best "
+            "epoch's weights (0: run every epoch, keep the last)"
+        ),
+    ] = 5,
+    preset: Annotated[
+        Optional[str],  # noqa: UP045 (typer)
+        typer.Option(
+            help="named settings, overridden by the options given: paper (Table 1: "
+            "--schedule noam --warmup 4000 --patience 0)"
+        ),
+    ] = None,
+    init: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(
+            help="fine-tune: start from the weights of this artifact (smct export) or "
+            "checkpoint (smct train --out); its model shape and data scaling are kept"
+        ),
+    ] = None,
     em_exponent: float = 0.6,
     device: str = "cpu",
+    threads: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(help="CPU threads of torch (default: torch's)"),
+    ] = None,
     limit: Optional[int] = None,  # noqa: UP045
     distributed: Annotated[
         bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")
@@ -91,22 +126,35 @@ def train(
         typer.Option(
             help="global: one scaler fitted on the training split (default); window: each "
             "window by its own history part, as a per-series artifact scales a series when "
-            "served (tables, synthetic sets, covid)"
+            "served (tables, synthetic sets, covid); with --init, that model's"
         ),
     ] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="table: time (each series cut in time 70/15/15) or series (whole series go "
+            "to train/val/test 70/15/15, by a seeded shuffle: many short series)"
+        ),
+    ] = "time",
 ) -> None:
     """Train an SMC Transformer and write a checkpoint directory.
 
     Your own data: `--dataset my.csv --seq-len 48`, a long table (one row per series id and
     timestamp, one or more numeric value columns). To serve series at levels and scales of
-    their own (an artifact exported with per-series scaling), train with `--scaling window`."""
+    their own (an artifact exported with per-series scaling), train with `--scaling window`.
+    Fine-tune the default model: `--init artifacts/default`. Many short series: `--split
+    series`. The paper's settings: `--preset paper`."""
     from training.config import TrainConfig
     from training.evaluate import evaluate as run_eval
+    from training.splits import too_few_message
     from training.trainer import train as run_train
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     params = locals()
+    _apply_preset(ctx, params)
     _check_train_options(params)
+    if init is not None:
+        _apply_init(ctx, params)
     options = data_options(
         dataset,
         seq_len=seq_len,
@@ -115,12 +163,14 @@ def train(
         target_dim=target_dim,
         id_col=id_col,
         time_col=time_col,
-        scaling=scaling,
+        scaling=params["scaling"],
+        split=split,
     )
     cfg = TrainConfig(
         **{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params},
         data_options=options,
     )
+    cfg.init = None if init is None else str(init.resolve())
     from training import distributed as dist_mod
 
     data = load_data(dataset, seed=seed, limit=limit, options=options)
@@ -130,9 +180,15 @@ def train(
             f"the training windows hold {longest} input steps; the model cannot learn to attend "
             f"to {window} (raise --seq-len, or leave --window out)", param_hint="--window",
         )
+    too_few = too_few_message(len(data.train), len(data.val), batch_size, split)
+    if too_few:
+        raise typer.BadParameter(too_few, param_hint="--dataset")
     if is_table(dataset):  # `smct evaluate` finds it again from any directory
         cfg.dataset = str(Path(dataset).resolve())
-    ckpt = run_train(cfg, data, progress=progress)
+    try:
+        ckpt = run_train(cfg, data, progress=progress)
+    except ValueError as exc:  # an --init model that does not fit the data
+        raise typer.BadParameter(str(exc), param_hint="--init") from None
     if distributed:
         import torch.distributed as tdist
 
@@ -150,21 +206,84 @@ def train(
             threshold=resample_threshold,
         )
     ckpt.save(out)
-    typer.echo(f"checkpoint written to {out}")
+    typer.echo(f"checkpoint written to {out} (weights of epoch {ckpt.kept_epoch})")
     if ckpt.metrics:
         typer.echo(json.dumps(ckpt.metrics, indent=2))
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option `name` was set on the command line (not left at its default)."""
+    source = ctx.get_parameter_source(name)  # an enum of typer's own click
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+def _apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """Fill the options a --preset names, where they were not given."""
+    from training.config import PRESETS
+
+    if p["preset"] is None:
+        return
+    if p["preset"] not in PRESETS:
+        raise typer.BadParameter(
+            f"{p['preset']!r}; valid: {', '.join(PRESETS)}", param_hint="--preset"
+        )
+    for name, value in PRESETS[p["preset"]].items():
+        if not _given(ctx, name):
+            p[name] = value
+
+
+def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """Take the --init model's shape and data scaling; refuse options that contradict them."""
+    from training.finetune import describe_scaling, loader_scaling, open_init
+
+    try:
+        init = open_init(p["init"])
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--init") from None
+    shape = init.model.cfg
+    differ = [
+        f"--{name.replace('_', '-')} {p[name]} (the model's is {getattr(shape, name)})"
+        for name in ("d_model", "n_heads", "window", "d_ff", "lags", "skip")
+        if _given(ctx, name) and p[name] != getattr(shape, name)
+    ]
+    if differ:
+        raise typer.BadParameter(
+            f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
+            "options out", param_hint="--init",
+        )
+    for name in ("d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip"):
+        p[name] = getattr(shape, name)
+    dataset = p["dataset"]
+    per_window = {"synthetic-mix": ("window",), "corpus": ("window",)}
+    valid = {"covid": ("county", "window"), **per_window}.get(
+        dataset, () if dataset in ("air-quality", "stock") else ("global", "window")
+    )
+    try:
+        wanted = loader_scaling(init, dataset, valid)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--init") from None
+    if p["scaling"] is not None and p["scaling"] != wanted:
+        raise typer.BadParameter(
+            f"{p['init']} was trained on {describe_scaling(init.scaling)}; --scaling "
+            f"{p['scaling']} would feed it data scaled otherwise: leave --scaling out (with "
+            f"--init it is the model's{f', {wanted}' if wanted else ''})",
+            param_hint="--scaling",
+        )
+    p["scaling"] = wanted
 
 
 def _check_train_options(p: dict[str, Any]) -> None:
     """The train command's numeric and named options, before any data is read."""
     from model.export import MIN_PARTICLES
     from model.resampling import RESAMPLERS
+    from training.config import SCHEDULES
 
     at_least = {
         "--particles": ("particles", MIN_PARTICLES), "--epochs": ("epochs", 1),
         "--batch-size": ("batch_size", 1), "--d-model": ("d_model", 1),
         "--n-heads": ("n_heads", 1), "--d-ff": ("d_ff", 1), "--warmup": ("warmup", 1),
-        "--window": ("window", 1), "--limit": ("limit", 1),
+        "--window": ("window", 1), "--limit": ("limit", 1), "--patience": ("patience", 0),
+        "--threads": ("threads", 1),
     }
     for flag, (name, least) in at_least.items():
         if p[name] is not None and p[name] < least:
@@ -180,9 +299,9 @@ def _check_train_options(p: dict[str, Any]) -> None:
     if p["resampling"] not in RESAMPLERS:
         valid = ", ".join(sorted(RESAMPLERS))
         raise typer.BadParameter(f"{p['resampling']!r}; valid: {valid}", param_hint="--resampling")
-    if p["schedule"] not in ("noam", "constant"):
+    if p["schedule"] not in SCHEDULES:
         raise typer.BadParameter(
-            f"{p['schedule']!r}; valid: noam, constant", param_hint="--schedule"
+            f"{p['schedule']!r}; valid: {', '.join(SCHEDULES)}", param_hint="--schedule"
         )
     if not p["lr"] > 0:
         raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
@@ -198,7 +317,7 @@ def _check_train_options(p: dict[str, Any]) -> None:
 
         if not torch.cuda.is_available():
             raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
-    if p["schedule"] == "noam" and p["lr"] != 1e-3:
+    if p["schedule"] == "noam" and _given(p["ctx"], "lr"):
         logging.getLogger(__name__).warning(
-            "--lr is the rate of --schedule constant; the noam schedule sets its own"
+            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
         )

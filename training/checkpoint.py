@@ -23,12 +23,16 @@ class Checkpoint:
     scaling: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    kept_epoch: int | None = None  # the epoch whose weights these are (early stopping: best)
 
     def save(self, out: Path) -> None:
         save_model(self.model, out)
         _write(out / TRAIN_CONFIG, self.train_config.to_dict())
         _write(out / SCALING, self.scaling)
-        _write(out / HISTORY, {"epochs": self.history, "metrics": self.metrics})
+        _write(
+            out / HISTORY,
+            {"epochs": self.history, "metrics": self.metrics, "kept_epoch": self.kept_epoch},
+        )
 
     @classmethod
     def load(cls, path: Path, device: str = "cpu") -> Checkpoint:
@@ -44,6 +48,7 @@ class Checkpoint:
             scaling=json.loads((path / SCALING).read_text()),
             history=hist.get("epochs", []),
             metrics=hist.get("metrics", {}),
+            kept_epoch=hist.get("kept_epoch"),
         )
 
 

@@ -32,6 +32,7 @@ from model.state import series_scaling
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from timeseries.tables import check_rows, is_table, numeric_values, read_dates
 from training.corpus import corpus_series
+from training.splits import SPLIT_MODES, no_window_message, series_parts, series_windows
 
 log = logging.getLogger(__name__)
 
@@ -287,10 +288,8 @@ def _make_windows(
             xs.append(view[first].transpose(0, 2, 1))  # (S_i, T, F)
             idx.append(np.stack([np.full_like(first, i), first], axis=1))
         if not xs:
-            raise ValueError(
-                f"no {split} window of length {window}: the series are too short for this "
-                f"window and split {splits}; use a smaller window or longer series"
-            )
+            lengths = [s.shape[0] for s in series]
+            raise ValueError(no_window_message(split, window, splits, lengths))
         parts[split] = np.ascontiguousarray(np.concatenate(xs), dtype=dtype)
         index[split] = np.concatenate(idx)
     return parts, index
@@ -498,6 +497,8 @@ def load_long_table(
     stride: int = 1,
     limit: int | None = None,
     scaling: str = "global",
+    split: str = "time",
+    seed: int = 0,
 ) -> SeriesData:
     """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
 
@@ -511,9 +512,12 @@ def load_long_table(
     then (leading gaps) set to the training mean. ``history`` defaults to ``window // 2``.
     ``scaling="window"`` scales each window by its own first ``history`` steps instead
     (:func:`window_scaling` with the runtime's rule; leading gaps become the window's mean),
-    which is how a per-series artifact scales a series at serving time.
+    which is how a per-series artifact scales a series at serving time. ``split="series"``
+    sends whole series to train / val / test instead (training.splits, shuffled by ``seed``).
     """
     _check_scaling(scaling, ("global", "window"), str(path))
+    if split not in SPLIT_MODES:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLIT_MODES)}")
     history = window // 2 if history is None else history
     if not 1 <= history < window:
         raise ValueError(
@@ -566,9 +570,17 @@ def load_long_table(
             path.name, len(short), window, ", ".join(short[:5]) + (" ..." * (len(short) > 5)),
         )
     names = [str(key) for key, _ in groups]
+    lengths = [len(r) for r in raw]
+    assign = series_parts(lengths, window, splits, seed) if split == "series" else None
+
+    def cut(series: list[np.ndarray], dtype: Any = np.float32) -> tuple[dict, dict]:
+        if assign is None:
+            return _make_windows(series, window, splits, stride, dtype=dtype)
+        return series_windows(series, window, assign, stride, MAX_TRAIN_WINDOWS, dtype)
+
     if scaling == "window":
         series = [pd.DataFrame(values).ffill().to_numpy() for values in raw]  # data units
-        parts, index = _make_windows(series, window, splits, stride, dtype=np.float64)
+        parts, index = cut(series, np.float64)
         stats = _scale_windows(parts, history)
         return _finish(
             path.stem, parts, index, limit, target_dim, list(value_cols),
@@ -576,18 +588,20 @@ def load_long_table(
             series_names=names, unistep_from=history,
         )
     used = [s for s in raw if len(s) >= window] or raw  # a series with no window: not seen
-    train_rows = np.concatenate([s[: _split_bounds(len(s), splits)[0]] for s in used])
+    train_rows = np.concatenate(
+        [s[: _split_bounds(len(s), splits)[0]] for s in used] if assign is None
+        else [raw[i] for i in assign["train"]]
+    )
     scaler = Scaler.fit(train_rows)
     series = []
     for values in raw:
         filled = pd.DataFrame(values).ffill().to_numpy()  # (L_i, F), past values only
         series.append(scaler.transform(np.where(np.isnan(filled), scaler.loc, filled)))
-    parts, index = _make_windows(series, window, splits, stride)
+    parts, index = cut(series)
     return _finish(
         path.stem, parts, index, limit, target_dim, list(value_cols), scaler, history, None,
         series_names=names,
     )
-
 
 
 def load_dataset(
@@ -610,7 +624,7 @@ def load_dataset(
     if is_table(name):
         if "window" not in options:
             raise ValueError(f"loading the table {name} needs a window length (window=...)")
-        return load_long_table(Path(name), limit=limit, **options)
+        return load_long_table(Path(name), limit=limit, seed=seed, **options)
     if name not in DATASETS:
         raise ValueError(
             f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or a .csv/.parquet path"

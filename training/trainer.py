@@ -1,10 +1,13 @@
-"""Offline training of the SMC Transformer: Adam on the genealogy loss, EM on covariances."""
+"""Offline training of the SMC Transformer: Adam on the genealogy loss, EM on covariances,
+early stopping on the validation NLL, and fine-tuning from a trained model's weights."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,7 @@ from timeseries.series import SeriesData
 from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
+from training.finetune import check_fits, open_init
 from training.objective import em_update
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,16 @@ def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
         head=cfg.head,  # type: ignore[arg-type]
         cov=cfg.cov,  # type: ignore[arg-type]
     )
+
+
+def initial_model(cfg: TrainConfig, data: SeriesData) -> SMCTransformer:
+    """Fresh weights (seeded by the caller), or `cfg.init`'s if it fits the data and options."""
+    shape = model_config_for(cfg, data)
+    if cfg.init is None:
+        return SMCTransformer(shape)
+    init = open_init(cfg.init)
+    check_fits(init, shape)
+    return init.model.train()
 
 
 @torch.no_grad()
@@ -83,87 +97,131 @@ def scaling_record(data: SeriesData) -> dict[str, Any]:
     }
 
 
-def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Checkpoint:
-    """Train on `data.train`, report the validation NLL each epoch; returns the checkpoint.
+@dataclass
+class EarlyStopping:
+    """Keeps the weights (and EM covariances) of the epoch with the lowest validation NLL;
+    `update` says when `patience` epochs in a row have not improved on it (never if 0)."""
 
-    With `cfg.distributed` (under torchrun) each rank trains on its shard of every epoch;
-    the global batch stays `cfg.batch_size`.
-    """
-    info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)  # same initial weights on every rank
-    device = (
-        torch.device(cfg.device, info.local_rank)
-        if cfg.device == "cuda"
-        else torch.device(cfg.device)
-    )
-    model = SMCTransformer(model_config_for(cfg, data)).to(device)
-    objective = distributed.wrap(
-        distributed.FilterObjective(model, cfg.particles, cfg.resampling, cfg.resample_threshold),
-        info,
-        device,
-    )
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed + 1000 * info.rank)
-    x_train = torch.as_tensor(data.train, dtype=torch.float32, device=device)
-    x_val = torch.as_tensor(data.val, dtype=torch.float32, device=device)
-    batch_size = max(1, cfg.batch_size // info.world)
-    history: list[dict[str, Any]] = []
-    step = 0
-    n_batches = max(1, math.ceil(math.ceil(len(x_train) / info.world) / batch_size))
-    bar = tqdm(
-        total=cfg.epochs * n_batches,
-        disable=not (progress and info.main),
-        desc="train",
-        unit="batch",
-    )
-    for epoch in range(1, cfg.epochs + 1):
+    patience: int
+    best: float = math.inf
+    epoch: int = 0
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
+    waited: int = 0
+
+    def update(self, epoch: int, val_nll: float, model: SMCTransformer) -> bool:
+        """Record an epoch's score; True when training should stop."""
+        if val_nll < self.best:
+            self.best, self.epoch, self.waited = val_nll, epoch, 0
+            if self.patience > 0:
+                self.state = copy.deepcopy(model.state_dict())
+        else:
+            self.waited += 1
+        return self.patience > 0 and self.waited >= self.patience
+
+
+class _Run:
+    """One training run's moving parts: model, objective, optimiser, data, schedule."""
+
+    def __init__(self, cfg: TrainConfig, data: SeriesData, info: distributed.Dist) -> None:
+        self.cfg, self.info = cfg, info
+        self.device = (
+            torch.device(cfg.device, info.local_rank)
+            if cfg.device == "cuda"
+            else torch.device(cfg.device)
+        )
+        torch.manual_seed(cfg.seed)  # same initial weights on every rank
+        self.model = initial_model(cfg, data).to(self.device)
+        self.objective = distributed.wrap(
+            distributed.FilterObjective(
+                self.model, cfg.particles, cfg.resampling, cfg.resample_threshold
+            ),
+            info,
+            self.device,
+        )
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed + 1000 * info.rank)
+        self.x_train = torch.as_tensor(data.train, dtype=torch.float32, device=self.device)
+        self.x_val = torch.as_tensor(data.val, dtype=torch.float32, device=self.device)
+        self.batch_size = max(1, cfg.batch_size // info.world)
+        shard = math.ceil(len(self.x_train) / info.world)
+        self.n_batches = max(1, math.ceil(shard / self.batch_size))
+        self.total_steps = cfg.epochs * self.n_batches
+        self.step = 0
+
+    def epoch(self, epoch: int, bar: Any) -> dict[str, Any]:
+        """One pass over the (shard of the) training windows; the epoch's record."""
+        cfg, model = self.cfg, self.model
         model.train()
         start, losses = time.perf_counter(), []
-        order = distributed.epoch_order(len(x_train), info, cfg.seed, epoch)
-        n_batches = max(1, -(-len(order) // batch_size))
+        order = distributed.epoch_order(len(self.x_train), self.info, cfg.seed, epoch)
+        n_batches = max(1, -(-len(order) // self.batch_size))
         for b in range(n_batches):
-            batch = x_train[order[b * batch_size : (b + 1) * batch_size]]
-            step += 1
-            for group in opt.param_groups:
-                group["lr"] = learning_rate(cfg, step)
-            loss, stats = objective(batch, gen)
-            opt.zero_grad(set_to_none=True)
+            batch = self.x_train[order[b * self.batch_size : (b + 1) * self.batch_size]]
+            self.step += 1
+            for group in self.opt.param_groups:
+                group["lr"] = learning_rate(cfg, self.step, self.total_steps)
+            loss, stats = self.objective(batch, self.gen)
+            self.opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            em_update(model, distributed.all_reduce_mean(stats, info.world), step, cfg.em_exponent)
+            self.opt.step()
+            stats = distributed.all_reduce_mean(stats, self.info.world)
+            em_update(model, stats, self.step, cfg.em_exponent)
             losses.append(loss.item())
             sigma = _sigma_obs(model)
-            sigma_obs = sum(sigma) / len(sigma) if sigma else 0.0
             bar.set_postfix(
-                epoch=epoch,
-                batch=f"{b + 1}/{n_batches}",
-                loss=f"{losses[-1]:.4f}",
-                sigma_obs=f"{sigma_obs:.4f}",
+                epoch=epoch, batch=f"{b + 1}/{n_batches}", loss=f"{losses[-1]:.4f}",
+                sigma_obs=f"{sum(sigma) / len(sigma) if sigma else 0.0:.4f}",
             )
             bar.update()
         seconds = time.perf_counter() - start
         model.eval()
-        record = {
+        return {
             "epoch": epoch,
             "loss": float(np.mean(losses)),
-            "val_nll": predictive_nll(model, x_val, cfg, seed=cfg.seed + 1),
+            "val_nll": predictive_nll(model, self.x_val, cfg, seed=cfg.seed + 1),
             "seconds": seconds,
-            "sequences_per_second": len(order) * info.world / seconds,
+            "sequences_per_second": len(order) * self.info.world / seconds,
             "sigma_obs": _sigma_obs(model),
+            "lr": learning_rate(cfg, self.step, self.total_steps),
         }
+
+
+def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Checkpoint:
+    """Train on `data.train`, score the validation NLL each epoch; returns the checkpoint.
+
+    With `cfg.patience` > 0, training stops once that many epochs in a row have not lowered
+    the validation NLL, and the checkpoint holds the best epoch's weights (`kept_epoch`);
+    with 0 it runs every epoch and keeps the last. With `cfg.init` the run starts from that
+    model's weights. With `cfg.distributed` (under torchrun) each rank trains on its shard of
+    every epoch; the global batch stays `cfg.batch_size`.
+    """
+    info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    run = _Run(cfg, data, info)
+    stopper = EarlyStopping(cfg.patience)
+    history: list[dict[str, Any]] = []
+    bar = tqdm(total=run.total_steps, disable=not (progress and info.main), desc="train",
+               unit="batch")
+    for epoch in range(1, cfg.epochs + 1):
+        record = run.epoch(epoch, bar)
         history.append(record)
+        stop = stopper.update(epoch, record["val_nll"], run.model)
         if info.main:
-            log.info(
-                "epoch %d loss %.4f val_nll %.4f (%.2fs)",
-                epoch,
-                record["loss"],
-                record["val_nll"],
-                seconds,
-            )
+            log.info("epoch %d loss %.4f val_nll %.4f (%.2fs)", epoch, record["loss"],
+                     record["val_nll"], record["seconds"])
+        if stop:
+            if info.main:
+                log.info("early stop: no better val_nll in %d epochs; keeping epoch %d (%.4f)",
+                         cfg.patience, stopper.epoch, stopper.best)
+            break
     bar.close()
+    kept = len(history)
+    if stopper.state:
+        run.model.load_state_dict(stopper.state)
+        kept = stopper.epoch
     return Checkpoint(
-        model=model.eval(), train_config=cfg, scaling=scaling_record(data), history=history
+        model=run.model.eval(), train_config=cfg, scaling=scaling_record(data), history=history,
+        kept_epoch=kept,
     )

@@ -99,7 +99,7 @@ def test_train_evaluate_export_forecast_on_a_table(tmp_path: Path) -> None:
         (["--seq-len", "16", "--lr", "-1"], "must be positive"),
         (["--seq-len", "16", "--d-model", "8", "--n-heads", "3"], "must be divisible"),
         (["--seq-len", "16", "--resampling", "foo"], "valid: multinomial"),
-        (["--seq-len", "16", "--schedule", "foo"], "valid: noam, constant"),
+        (["--seq-len", "16", "--schedule", "foo"], "valid: cosine, noam, constant"),
         (["--seq-len", "16", "--device", "tpu"], "valid: cpu, cuda"),
         (["--seq-len", "16", "--window", "50"], "hold 15 input steps"),
     ],

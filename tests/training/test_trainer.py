@@ -32,8 +32,8 @@ def test_training_lowers_the_validation_nll_and_round_trips(tmp_path: Path) -> N
 
 
 def test_noam_schedule_warms_up_then_decays() -> None:
-    cfg = TrainConfig(d_model=16, warmup=100)
-    rates = [learning_rate(cfg, s) for s in (1, 50, 100, 400)]
+    cfg = TrainConfig(d_model=16, schedule="noam", warmup=100)
+    rates = [learning_rate(cfg, s, 400) for s in (1, 50, 100, 400)]
     assert rates[0] < rates[1] < rates[2] > rates[3]
 
 

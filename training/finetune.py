@@ -1,0 +1,112 @@
+"""Fine-tuning: the model whose weights start a run (`smct train --init DIR`), how its training
+windows were scaled, and the checks that the new run can take its weights.
+
+DIR is an artifact (manifest.json, `smct export`) or a checkpoint (`smct train --out`). The new
+run keeps the init model's whole configuration; the data must give it the same input features
+and targets, scaled the same way (an artifact served per series was trained on windows scaled
+by their own history: `window`; a global one on data scaled by one scaler: `global`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.artifact import MANIFEST, Artifact, ArtifactError
+from model.checkpoint import MODEL_CONFIG, WEIGHTS, load_model
+from model.config import ModelConfig
+from model.smc_transformer import SMCTransformer
+
+#: the fields a run takes from its init model, and how a user names them
+SHAPE_FIELDS = {
+    "d_in": "input features per step",
+    "d_out": "targets",
+    "d_model": "--d-model",
+    "n_heads": "--n-heads",
+    "window": "--window (steps attended)",
+    "d_ff": "--d-ff",
+    "lags": "--lags",
+    "skip": "--skip",
+    "head": "head",
+    "cov": "cov",
+}
+#: the loader's scaling option that scales data as a model trained in each mode saw them
+_LOADER_SCALING = {"window": "window", "global": "global", "series": "county"}
+_FIXED_GLOBAL = ("air-quality", "stock")  # one global scaler, no --scaling option
+
+
+@dataclass(frozen=True)
+class InitModel:
+    """A trained model to start from: its weights and how its training windows were scaled
+    ("window", "global", or "series": each series by its own training part)."""
+
+    path: Path
+    model: SMCTransformer
+    scaling: str
+
+
+def open_init(path: Path | str) -> InitModel:
+    """The model of an artifact or checkpoint directory; ValueError if it is neither."""
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        try:
+            artifact = Artifact.open(path)
+            model = artifact.load_model()
+        except ArtifactError as err:
+            raise ValueError(str(err)) from None
+        mode = artifact.manifest["scaling"]["mode"]
+        return InitModel(path, model, "global" if mode == "global" else "window")
+    if (path / MODEL_CONFIG).is_file() and (path / WEIGHTS).is_file():
+        scaling_file = path / "scaling.json"
+        record = json.loads(scaling_file.read_text()) if scaling_file.is_file() else {}
+        return InitModel(path, load_model(path), str(record.get("mode", "global")))
+    raise ValueError(
+        f"{path} is neither an artifact ({MANIFEST}, `smct export`) nor a checkpoint "
+        f"({MODEL_CONFIG} and {WEIGHTS}, `smct train --out`)"
+    )
+
+
+def loader_scaling(init: InitModel, dataset: str, valid: tuple[str, ...]) -> str | None:
+    """The --scaling of `dataset` that scales its windows as `init`'s were (None: the data set
+    has one fixed, global scaling); ValueError if the data set cannot be scaled so.
+    `valid` are the data set's scaling options."""
+    if init.scaling == "global" and dataset in _FIXED_GLOBAL:
+        return None
+    option = _LOADER_SCALING.get(init.scaling)
+    if option is None or option not in valid or dataset in _FIXED_GLOBAL:
+        raise ValueError(
+            f"{init.path} was trained on {describe_scaling(init.scaling)}; {dataset} cannot be "
+            f"scaled that way (its scalings: {', '.join(valid) or 'one fixed global scaler'}): "
+            "train from scratch instead (leave --init out)"
+        )
+    return option
+
+
+def describe_scaling(mode: str) -> str:
+    return {
+        "window": "windows scaled by their own history (--scaling window)",
+        "global": "data scaled by one global scaler (--scaling global)",
+        "series": "series scaled one by one by their training part (covid's county scaling)",
+    }.get(mode, f"data scaled as {mode!r}")
+
+
+def shape_differences(init: ModelConfig, run: ModelConfig) -> list[str]:
+    """Where the init model's configuration and the one this run's data and options imply
+    differ, as "name: X there, Y here" (empty: the weights fit)."""
+    return [
+        f"{label}: {getattr(init, name)} there, {getattr(run, name)} here"
+        for name, label in SHAPE_FIELDS.items()
+        if getattr(init, name) != getattr(run, name)
+    ]
+
+
+def check_fits(init: InitModel, run: ModelConfig) -> None:
+    """ValueError naming every field in which `run` differs from the init model's config."""
+    differences = shape_differences(init.model.cfg, run)
+    if differences:
+        raise ValueError(
+            f"--init {init.path}: its model does not fit this run ({'; '.join(differences)}); "
+            "fine-tuning keeps the model's shape, so the data need the same features and "
+            "targets, and --d-model, --n-heads, --window, --d-ff must be left out or equal"
+        )
