@@ -402,7 +402,7 @@ class Runtime:
 
     def _step(self, *arrays: np.ndarray) -> StepOut:
         """The backend's update in chunks of `chunk` series: large enough to share the per-call
-        cost of the graph's ~165 nodes, small enough that the noise rows one call gathers
+        cost of the graph's ~173 nodes, small enough that the noise rows one call gathers
         (B, P, L, 2D) stay in cache (a batch of 64 series at P = 100 would gather 40 MB)."""
         b = len(arrays[0])
         if b <= self.chunk:

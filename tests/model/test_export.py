@@ -50,10 +50,10 @@ def test_loading_refuses_damaged_artifacts(artifact: Path, tmp_path: Path) -> No
         fh.seek(100)
         fh.write(bytes([byte[0] ^ 1]))
     missing = variant(artifact, tmp_path / "missing")
-    (missing / "noise.f32").unlink()
+    (missing / "weights.pt").unlink()  # (a missing noise table is regenerated: below)
     cases = {
         "checksum mismatch for forecast_step.onnx": tampered,
-        "file noise.f32 is missing": missing,
+        "file weights.pt is missing": missing,
         "artifact type is 'other'": variant(artifact, tmp_path / "type", type="other"),
         "format version 99 is not supported": variant(artifact, tmp_path / "v", format_version=99),
         "no manifest.json": tmp_path,
