@@ -26,8 +26,7 @@ form of lowest AIC, fitted on each series' history) and a seasonal naive with em
 intervals (the quantiles of its own past residuals). This page is written by
 
 ```bash
-make model                       # the default model, if artifacts/default is missing
-.venv/bin/smct quality           # the full suite, about a minute; --quick: CI's short one
+.venv/bin/smct quality           # the full suite, a few minutes; --quick: CI's short one
 ```
 
 (`--artifact PATH` measures another model, `--no-write` prints without writing.)
@@ -53,9 +52,8 @@ share of values inside the intervals issued before them (nominal 0.80 and 0.95).
 PICP80 covers the last {ROLLING} values; "MAE / last value's MAE" compares the median with the
 last observed value as a forecast. The geometric mean of the ratios keeps one series from
 dominating. The checks are the targets the model is held to; they measure, nothing is tuned
-to pass them. The runtime refuses a series whose first nonzero value follows a run of zeros
-(its level and scale become rounding noise, and the value is "millions of scales" away), so
-the covid series start at their first death.
+to pass them. The covid series start at their first death: the months of zeros before it say
+nothing of the epidemic, to any of the three.
 """
 
 

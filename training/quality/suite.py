@@ -93,8 +93,7 @@ def stock(data_dir: Path) -> list[Series]:
 def covid(data_dir: Path, counties: int = 10) -> list[Series]:
     """Deaths a day (differences of the cumulative counts, negatives clipped to 0) of the
     `counties` US counties with the most deaths at the end of the record, from each county's
-    first death on (the runtime refuses a first death after a run of zeros: see
-    docs/quality.md)."""
+    first death on (the months of zeros before it say nothing of the epidemic)."""
     frame = pd.read_csv(data_dir / "covid" / "time_series_covid19_deaths_US.csv")
     days = [c for c in frame.columns if c.count("/") == 2]
     frame = frame[frame["Admin2"].notna()].sort_values(days[-1], ascending=False)
