@@ -8,7 +8,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cli.common import data_options, is_table, load_data
+from cli.common import (
+    History,
+    IdCol,
+    SeqLen,
+    TargetDim,
+    TimeCol,
+    ValueCols,
+    data_options,
+    is_table,
+    load_data,
+)
 
 ALL_DATASETS = "synthetic-1,synthetic-2,covid,air-quality,stock"
 
@@ -33,24 +43,12 @@ def benchmark(
         bool, typer.Option(help="keep each trained model in OUT/<dataset>/models/<name>")
     ] = False,
     progress: bool = True,
-    seq_len: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="your table: length of the windows cut from each series"),
-    ] = None,
-    history: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="your table: steps a multistep forecast conditions on (seq-len / 2)"),
-    ] = None,
-    value_cols: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(help="your table: comma-separated value columns (default every numeric one)"),
-    ] = None,
-    target_dim: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="your table: how many value columns (the first) are targets"),
-    ] = None,
-    id_col: Annotated[str, typer.Option(help="your table: the series id column")] = "series_id",
-    time_col: Annotated[str, typer.Option(help="your table: the timestamp column")] = "timestamp",
+    seq_len: SeqLen = None,
+    history: History = None,
+    value_cols: ValueCols = None,
+    target_dim: TargetDim = None,
+    id_col: IdCol = "series_id",
+    time_col: TimeCol = "timestamp",
 ) -> None:
     """Train and evaluate every model on every data set; write tables, CSV and figures.
 

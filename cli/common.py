@@ -6,9 +6,32 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import typer
+
+# The options that read a user's table, shared by the commands that train on one.
+SeqLen = Annotated[
+    Optional[int],  # noqa: UP045 (typer)
+    typer.Option(
+        help="length of the windows cut from each series (needed for a table; the real sets "
+        "have their own default)"
+    ),
+]
+History = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(help="steps a multistep forecast conditions on (default seq-len / 2)"),
+]
+ValueCols = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(help="table: comma-separated value columns (default every numeric one)"),
+]
+TargetDim = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(help="table: how many value columns (the first) are targets (default all)"),
+]
+IdCol = Annotated[str, typer.Option(help="table: the series id column")]
+TimeCol = Annotated[str, typer.Option(help="table: the timestamp column")]
 
 
 def is_table(dataset: str) -> bool:

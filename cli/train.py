@@ -10,7 +10,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cli.common import data_options, is_table, load_data
+from cli.common import (
+    History,
+    IdCol,
+    SeqLen,
+    TargetDim,
+    TimeCol,
+    ValueCols,
+    data_options,
+    is_table,
+    load_data,
+)
 
 
 def train(
@@ -100,27 +110,12 @@ def train(
     ] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
-    seq_len: Annotated[
-        Optional[int],  # noqa: UP045 (typer)
-        typer.Option(
-            help="length of the training windows cut from each series (needed for a table; "
-            "the real sets have their own default)"
-        ),
-    ] = None,
-    history: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="steps a multistep evaluation conditions on (default seq-len / 2)"),
-    ] = None,
-    value_cols: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(help="table: comma-separated value columns (default every numeric one)"),
-    ] = None,
-    target_dim: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="table: how many value columns (the first) are targets (default all)"),
-    ] = None,
-    id_col: Annotated[str, typer.Option(help="table: the series id column")] = "series_id",
-    time_col: Annotated[str, typer.Option(help="table: the timestamp column")] = "timestamp",
+    seq_len: SeqLen = None,
+    history: History = None,
+    value_cols: ValueCols = None,
+    target_dim: TargetDim = None,
+    id_col: IdCol = "series_id",
+    time_col: TimeCol = "timestamp",
     scaling: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(

@@ -46,7 +46,7 @@ from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture, summarize_samples
 from model.smc_transformer import GaussianObservation
-from model.state import SeriesState, StateBatch, flat_scale, series_scaling
+from model.state import SeriesState, StateBatch, cover_arrays, flat_scale, series_scaling
 
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
@@ -427,10 +427,11 @@ class Runtime:
         if not len(rows) or not (self.adapt.spread or self.adapt.coverage):
             return
         y = ys[rows].astype(np.float64)
+        seen = law.take(rows)
         if self.adapt.coverage and sub.cover_levels.shape[1]:
             alpha = sub.cover_alpha[rows].astype(np.float64)  # (R, K)
             used = np.clip(alpha, ALPHA_MIN, ALPHA_MAX)
-            pit = law.take(rows).cdf(y[:, None])[:, 0]  # (R, O)
+            pit = seen.cdf(y[:, None])[:, 0]  # (R, O)
             half = used[:, :, None] / 2.0
             inside = ((pit[:, None] >= half) & (pit[:, None] <= 1.0 - half)).all(axis=2)
             nominal = 1.0 - sub.cover_levels[rows].astype(np.float64)
@@ -438,7 +439,7 @@ class Runtime:
             sub.cover_alpha[rows] = np.where(np.isnan(nominal), alpha, moved)
         if self.adapt.spread:
             s = sub.spread_factor[rows].astype(np.float64)
-            mean, mad = law.take(rows).mean_abs_dev()  # the scaled law's: s D
+            mean, mad = seen.mean_abs_dev()  # the scaled law's: s D
             stat = spread_statistic(mean, mad / s, y)
             factor, weight = update_spread(
                 sub.spread_factor[rows].astype(np.float64),
@@ -448,11 +449,14 @@ class Runtime:
             )
             sub.spread_factor[rows], sub.spread_weight[rows] = factor, weight
 
-    def _alphas(self, batch: StateBatch, levels: list[float]) -> np.ndarray:
+    def _alphas(self, batch: StateBatch | Sequence[SeriesState], levels: list[float]) -> np.ndarray:
         """Miscoverage to issue at each level (fractions) per series (B, Q)."""
         if not self.adapt.coverage:
-            return np.broadcast_to(1.0 - np.asarray(levels), (len(batch.t), len(levels)))
-        return effective_alphas(batch.cover_levels, batch.cover_alpha, levels)
+            return np.broadcast_to(1.0 - np.asarray(levels), (len(batch), len(levels)))
+        cover = (batch.cover_levels, batch.cover_alpha) if isinstance(batch, StateBatch) else (
+            cover_arrays(batch)
+        )
+        return effective_alphas(*cover, levels)
 
     def _score(
         self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
@@ -537,7 +541,7 @@ class Runtime:
             return []
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = _levels(levels)
-        alphas = self._alphas(StateBatch.of(states, self.target_dim), levels)
+        alphas = self._alphas(states, levels)
         alphas = horizon_alphas(alphas, levels, horizon)  # (B, H, Q)
         return self._summaries(samples, levels, alphas, _levels(quantiles), return_samples)
 
@@ -560,7 +564,7 @@ class Runtime:
         cov = self._path_inputs(states, horizon, n_samples, covariates)
         alphas = None
         if states:
-            one = self._alphas(StateBatch.of(states, self.target_dim), levels)
+            one = self._alphas(states, levels)
             alphas = horizon_alphas(one, levels, horizon)  # (B, H, Q)
         return (
             (

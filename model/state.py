@@ -282,14 +282,12 @@ class StateBatch:
     cover_levels: np.ndarray  # (B, K) float32, NaN: unused
     cover_alpha: np.ndarray  # (B, K) float32
 
+    def __len__(self) -> int:
+        return len(self.t)
+
     @classmethod
     def of(cls, states: Sequence[SeriesState], n_targets: int) -> StateBatch:
-        k = max((len(s.cover_levels) for s in states), default=0)
-        levels = np.full((len(states), k), np.nan, np.float32)
-        alpha = np.full((len(states), k), np.nan, np.float32)
-        for i, s in enumerate(states):
-            levels[i, : len(s.cover_levels)] = s.cover_levels
-            alpha[i, : len(s.cover_alpha)] = s.cover_alpha
+        levels, alpha = cover_arrays(states)
         return cls(
             seed=np.array([s.seed for s in states], dtype=np.uint64),
             t=np.array([s.t for s in states], dtype=np.int64),
@@ -348,6 +346,18 @@ class StateBatch:
             cover_levels=self.cover_levels[i][keep],
             cover_alpha=self.cover_alpha[i][keep],
         )
+
+
+def cover_arrays(states: Sequence[SeriesState]) -> tuple[np.ndarray, np.ndarray]:
+    """The monitored levels and their alpha_t of B states, (B, K) float32 each, padded with NaN
+    to the most any of them monitors."""
+    k = max((len(s.cover_levels) for s in states), default=0)
+    levels = np.full((len(states), k), np.nan, np.float32)
+    alpha = np.full((len(states), k), np.nan, np.float32)
+    for i, s in enumerate(states):
+        levels[i, : len(s.cover_levels)] = s.cover_levels
+        alpha[i, : len(s.cover_alpha)] = s.cover_alpha
+    return levels, alpha
 
 
 FLAT_FRACTION = 1e-2  # served scale of a feature that does not vary, a fraction of its level
