@@ -63,6 +63,15 @@ def train(
             "the paper): the model starts from a random walk",
         ),
     ] = False,
+    lag_inputs: Annotated[
+        bool,
+        typer.Option(
+            "--lag-inputs/--no-lag-inputs",
+            help="lagged values in the observation mean (beyond the paper): the last steps' "
+            "slope and the values one and two seasons back (each series' season length), "
+            "weighted by the model's state",
+        ),
+    ] = False,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
     schedule: Annotated[
@@ -238,7 +247,7 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
     shape = init.model.cfg
     differ = [
         f"--{name.replace('_', '-')} {p[name]} (the model's is {getattr(shape, name)})"
-        for name in ("d_model", "n_heads", "window", "d_ff", "lags", "skip")
+        for name in ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs")
         if _given(ctx, name) and p[name] != getattr(shape, name)
     ]
     if differ:
@@ -246,7 +255,9 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
             f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
             "options out", param_hint="--init",
         )
-    for name in ("d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip"):
+    for name in (
+        "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs"
+    ):
         p[name] = getattr(shape, name)
     dataset = p["dataset"]
     per_window = {"synthetic-mix": ("window",), "corpus": ("window",)}

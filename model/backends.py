@@ -28,7 +28,7 @@ from torch import Tensor
 
 from model import artifact as art
 from model.compact import materialize
-from model.export import FORECAST_INPUTS, UPDATE_INPUTS, ForecastGraph, UpdateGraph
+from model.export import SEASON, UPDATE_INPUTS, UpdateGraph, forecast_graph, forecast_io
 from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
 from model.resampling import get_resampler
 from model.smc_transformer import SMCTransformer
@@ -63,6 +63,7 @@ class Backend(Protocol):
         logw: np.ndarray,
         x: np.ndarray,
         observed: np.ndarray,
+        season: np.ndarray | None = None,
     ) -> StepOut: ...
 
     def start_paths(
@@ -73,6 +74,7 @@ class Backend(Protocol):
         lineage: np.ndarray,
         logw: np.ndarray,
         u: Tensor,
+        season: np.ndarray | None = None,
     ) -> Any: ...
 
     def forecast_step(
@@ -144,7 +146,7 @@ class LazyPaths:
         of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
         parts = self.particles
         mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
-        pred = mutate(model, mu, eps_z, self.last_inputs())  # (B, N, O)
+        pred = mutate(model, mu, eps_z, self.last_inputs(), parts.lagged(model))  # (B, N, O)
         x_t, x_in = draw_next(model, pred, eps_x, covariates)  # (B, N, O), (B, N, F)
         qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), eq. (3.1)
         return replace(self, qkv=qkv, x_prev=x_in), x_t
@@ -160,7 +162,7 @@ class TorchBackend:
         self.model = model.to(device).eval()
         self.noise = noise.to(device)
         self.graph = UpdateGraph(self.model, threshold)
-        self.forecast_graph = ForecastGraph(self.model)
+        self.forecast_graph = forecast_graph(self.model)
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)
@@ -175,9 +177,10 @@ class TorchBackend:
         logw: np.ndarray,
         x: np.ndarray,
         observed: np.ndarray,
+        season: np.ndarray | None = None,
     ) -> StepOut:
         args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
-        out = self.graph(self.noise, *args)
+        out = self.graph(self.noise, *args, _season(self.model, season, len(x), self._t))
         if self.device != "cpu":
             out = tuple(o.cpu() for o in out)
         return StepOut(*(o.numpy() for o in out))
@@ -191,8 +194,10 @@ class TorchBackend:
         lineage: np.ndarray,
         logw: np.ndarray,
         u: Tensor,
+        season: np.ndarray | None = None,
     ) -> LazyPaths:
-        state = CompactState(*(self._t(a) for a in (x_hist, valid, lineage, logw)))
+        x_h, v, lin, lw = (self._t(a) for a in (x_hist, valid, lineage, logw))
+        state = CompactState(x_h, v, lin, lw, _season(self.model, season, len(x_hist), self._t))
         return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
 
     @torch.inference_mode()
@@ -211,18 +216,13 @@ class TorchBackend:
                 moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
                 return moved, x.cpu().numpy()
             paths = paths.expand()
-        out = self.forecast_graph(
-            paths.window,
-            paths.query,
-            paths.x_prev,
-            paths.valid,
-            eps_z,
-            eps_x,
-            eps_qkv,
-            cov,
-        )
-        window, query, x_prev, valid, x_t = out
-        return FilterState(window, query, x_prev, valid, paths.logw), x_t.cpu().numpy()
+        lagged = () if paths.inputs is None else (paths.inputs, paths.season)
+        state = (paths.window, paths.query, paths.x_prev, paths.valid, *lagged)
+        out = self.forecast_graph(*state, eps_z, eps_x, eps_qkv, cov)
+        window, query, x_prev, valid, *inputs, x_t = out
+        held = inputs[0] if inputs else None
+        after = FilterState(window, query, x_prev, valid, paths.logw, held, paths.season)
+        return after, x_t.cpu().numpy()
 
 
 class OnnxBackend:
@@ -267,6 +267,7 @@ class OnnxBackend:
             str(artifact.file(art.FORECAST_GRAPH)), options, providers=providers
         )
         self.forecast_inputs = [i.name for i in self.forecast_session.get_inputs()]
+        self.update_inputs = [i.name for i in self.update_session.get_inputs()]
         self.outputs = [o.name for o in self.update_session.get_outputs()]
         ort_device = "cuda" if device == "cuda" else "cpu"
         self.noise_value = ort.OrtValue.ortvalue_from_numpy(self.noise.numpy(), ort_device, 0)
@@ -280,12 +281,15 @@ class OnnxBackend:
         logw: np.ndarray,
         x: np.ndarray,
         observed: np.ndarray,
+        season: np.ndarray | None = None,
     ) -> StepOut:
         feeds: dict[str, Any] = {UPDATE_INPUTS[0]: self.noise_value}
         for name, value in zip(
             UPDATE_INPUTS[1:], (base, x_hist, valid, lineage, logw, x, observed), strict=True
         ):
             feeds[name] = np.ascontiguousarray(value)
+        if SEASON in self.update_inputs:
+            feeds[SEASON] = _season_array(season, len(x))
         # run() with the table as a bound OrtValue: cheaper per call than an io_binding
         # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
         return StepOut(*self.update_session.run(self.outputs, feeds))
@@ -298,11 +302,17 @@ class OnnxBackend:
         lineage: np.ndarray,
         logw: np.ndarray,
         u: Tensor,
+        season: np.ndarray | None = None,
     ) -> list[np.ndarray]:
         with torch.inference_mode():
-            state = CompactState(*(torch.as_tensor(a) for a in (x_hist, valid, lineage, logw)))
+            x_h, v, lin, lw = (torch.as_tensor(a) for a in (x_hist, valid, lineage, logw))
+            season_t = _season(self.model, season, len(x_hist), torch.as_tensor)
+            state = CompactState(x_h, v, lin, lw, season_t)
             paths = start_paths(self.model, self.noise, torch.as_tensor(base), state, u)
-        return [t.numpy() for t in (paths.window, paths.query, paths.x_prev, paths.valid)]
+        held = [paths.window, paths.query, paths.x_prev, paths.valid]
+        if paths.inputs is not None and paths.season is not None:  # the graph takes N windows
+            held += [paths.inputs.expand(-1, paths.window.shape[1], -1, -1), paths.season]
+        return [t.numpy() for t in held]
 
     def forecast_step(
         self,
@@ -316,6 +326,18 @@ class OnnxBackend:
         if covariates is not None:
             values.append(covariates.numpy())
         feeds = dict(zip(self.forecast_inputs, values, strict=True))
-        assert set(feeds) <= set(FORECAST_INPUTS)
-        window, query, x_prev, valid, x_t = self.forecast_session.run(None, feeds)
-        return [window, query, x_prev, valid], x_t
+        assert set(feeds) <= set(forecast_io(self.model)[0])
+        *moved, x_t = self.forecast_session.run(None, feeds)
+        if SEASON in feeds:
+            moved.append(feeds[SEASON])  # the season stays
+        return moved, x_t
+
+
+def _season_array(season: np.ndarray | None, b: int) -> np.ndarray:
+    """Season lengths (B,) int64; none given: no season."""
+    return np.zeros(b, np.int64) if season is None else np.asarray(season, np.int64)
+
+
+def _season(model: SMCTransformer, season: np.ndarray | None, b: int, to: Any) -> Tensor | None:
+    """The season lengths (B,) a model with lag_inputs takes, as a tensor (None for others)."""
+    return to(_season_array(season, b)) if model.cfg.lag_inputs else None

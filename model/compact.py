@@ -100,7 +100,8 @@ def compact_step(
     eps_z = noise.eps_z(table, base[:, 0], own, p, hd)  # (B, P, D)
     selected, anc, resampled, ess_prev = select(state, u, resampler, threshold)
     mu = attend(model, table, base, selected, anc)  # (B, P, D)
-    pred = mutate(model, mu, eps_z, state.x_hist[:, :1])  # (B, P, O); X_{t-1} every particle's
+    x_prev = state.x_hist[:, :1]  # (B, 1, F): X_{t-1} is every particle's
+    pred = mutate(model, mu, eps_z, x_prev, state.lagged(model))  # (B, P, O)
     ll, logw = weight(model, selected.logw, x, pred, observed)  # (B, P) each
     x_in = impute(model, x, pred, selected.logw, observed)  # (B, F)
     new = absorb_inputs(selected, x_in, logw)
@@ -135,4 +136,5 @@ def materialize(
     query = mean[:, :, 0, 0] + sigma[0] * eps_q
     x_prev = x_hist[:, :1].expand(b, n, x_hist.shape[-1])
     logw = torch.zeros(b, n, dtype=x_hist.dtype, device=x_hist.device)
-    return FilterState(window=window, query=query, x_prev=x_prev, valid=state.valid, logw=logw)
+    inputs = x_hist.unsqueeze(1) if model.cfg.lag_inputs else None  # (B, 1, L, F) shared
+    return FilterState(window, query, x_prev, state.valid, logw, inputs, state.season)

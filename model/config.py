@@ -29,6 +29,13 @@ class ModelConfig:
     skip: a learned multiple of the last target value added to the observation mean, beyond
         the paper: G_obs(r) + a X_{t-1} (a random walk is a = 1, G_obs = 0); the layer norm
         of the paper's readout keeps the direction of X_{t-1}'s embedding, not its size.
+    lag_inputs: lagged targets in the observation mean, beyond the paper (DeepAR and Lag-Llama
+        feed the target at lags chosen from the frequency): the differences X_{t-l} - X_{t-1}
+        for l = 2 and L (a short and a long slope) and l = m and 2 m, one and two seasons of
+        the series' season length m back (where the window holds them), each weighted by a
+        coefficient read linearly from the particle's r(t), so that each particle says how much
+        of the season and of the trend to carry on; the seasonal-naive forecast is G = 0 with
+        the coefficient of lag m at 1. A series without a season (m = 0) gets the slopes only.
     """
 
     d_in: int = 1
@@ -45,14 +52,15 @@ class ModelConfig:
     sigma_obs_init: float = 0.5
     lags: bool = False
     skip: bool = False
+    lag_inputs: bool = False
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {self.window}")
-        if self.skip and self.obs != "gaussian":
-            raise ValueError("skip needs a gaussian observation model")
+        if (self.skip or self.lag_inputs) and self.obs != "gaussian":
+            raise ValueError("skip and lag_inputs need a gaussian observation model")
         if self.obs == "gaussian" and self.d_out > self.d_in:
             raise ValueError(f"d_out={self.d_out} targets cannot exceed d_in={self.d_in} inputs")
 

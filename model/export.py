@@ -65,6 +65,23 @@ UPDATE_OUTPUTS = (
 )
 FORECAST_INPUTS = ("window", "query", "x_prev", "valid", "eps_z", "eps_x", "eps_qkv", "covariates")
 FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
+# a model with ModelConfig.lag_inputs: each series' season length enters both steps, and the
+# forecast paths carry their input windows
+SEASON = "season"
+LAGGED_FORECAST_INPUTS = (*FORECAST_INPUTS[:4], "inputs", SEASON, *FORECAST_INPUTS[4:])
+LAGGED_FORECAST_OUTPUTS = (*FORECAST_OUTPUTS[:4], "inputs_out", "x_t")
+
+
+def update_inputs(model: SMCTransformer) -> tuple[str, ...]:
+    """Input names of the filter_step graph of `model`."""
+    return (*UPDATE_INPUTS, SEASON) if model.cfg.lag_inputs else UPDATE_INPUTS
+
+
+def forecast_io(model: SMCTransformer) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Input and output names of the forecast_step graph of `model` (covariates last)."""
+    if model.cfg.lag_inputs:
+        return LAGGED_FORECAST_INPUTS, LAGGED_FORECAST_OUTPUTS
+    return FORECAST_INPUTS, FORECAST_OUTPUTS
 
 
 class UpdateGraph(nn.Module):
@@ -85,12 +102,13 @@ class UpdateGraph(nn.Module):
         logw: Tensor,
         x: Tensor,
         observed: Tensor,
+        season: Tensor | None = None,
     ) -> tuple[Tensor, ...]:
         new, s = compact_step(
             self.model,
             noise,
             base,
-            CompactState(x_hist, valid, lineage, logw),
+            CompactState(x_hist, valid, lineage, logw, season),
             x,
             observed,
             get_resampler("systematic"),
@@ -132,6 +150,39 @@ class ForecastGraph(nn.Module):
         return new.window, new.query, new.x_prev, new.valid, x_t
 
 
+class LaggedForecastGraph(nn.Module):
+    """forecast_step of a model with lag_inputs: the paths' input windows (B, 1 or N, L, F)
+    and the series' season lengths (B,) go in, the windows after the step come out."""
+
+    def __init__(self, model: SMCTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        window: Tensor,
+        query: Tensor,
+        x_prev: Tensor,
+        valid: Tensor,
+        inputs: Tensor,
+        season: Tensor,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None = None,
+    ) -> tuple[Tensor, ...]:
+        logw = query[..., 0] * 0.0
+        paths = FilterState(window, query, x_prev, valid, logw, inputs, season)
+        new, x_t = forecast_step(self.model, paths, eps_z, eps_x, eps_qkv, covariates)
+        assert new.inputs is not None
+        return new.window, new.query, new.x_prev, new.valid, new.inputs, x_t
+
+
+def forecast_graph(model: SMCTransformer) -> nn.Module:
+    """The forecast_step module of `model`, as exported."""
+    return LaggedForecastGraph(model) if model.cfg.lag_inputs else ForecastGraph(model)
+
+
 @dataclass(frozen=True)
 class Example:
     """A realistic compact state (after a few filter steps) to trace and check the graphs."""
@@ -158,7 +209,8 @@ def example(
     )
     series = series.expand(b, steps + 2, f) + 0.1 * torch.randn(b, steps + 2, f, generator=gen)
     x_hist[:, 0] = series[:, 0]
-    state = CompactState(x_hist, valid, lineage, logw=torch.zeros(b, p))
+    season = torch.arange(b, dtype=torch.long) % 3 * 2 if cfg.lag_inputs else None  # 0, 2, 4
+    state = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season)
 
     def base(t: int) -> Tensor:
         step_nums = np.repeat(np.arange(t + 1, t - n_lag, -1)[None], b, axis=0)
@@ -175,16 +227,23 @@ def example(
         x = series[:, steps + 1].clone()
         x[~observed] = float("nan")
         flat = (state.x_hist, state.valid, state.lineage, state.logw)  # as UPDATE_INPUTS
-        update = (noise, base(steps + 1), *flat, x, observed)
+        update: tuple[Tensor, ...] = (noise, base(steps + 1), *flat, x, observed)
+        if season is not None:
+            update += (season,)
         anc = systematic(state.logw, torch.rand(b, n, generator=gen))  # (B, N)
         chosen = state.lineage.gather(1, anc.unsqueeze(-1).expand(b, n, n_lag))
         paths = materialize(model, noise, base(steps + 1), state, chosen)
     d, o = cfg.d_model, cfg.d_out
+    lagged: tuple[Tensor, ...] = ()
+    if season is not None:  # each path its own input window, as after a first step
+        assert paths.inputs is not None
+        lagged = (paths.inputs.expand(b, n, -1, -1).contiguous(), season)
     forecast: tuple[Tensor, ...] = (
         paths.window,
         paths.query,
         paths.x_prev,
         paths.valid,
+        *lagged,
         torch.randn(b, n, d, generator=gen),
         torch.randn(b, n, o, generator=gen),
         torch.randn(b, n, 3, d, generator=gen),
@@ -236,7 +295,7 @@ def export_graphs(model: SMCTransformer, noise: Tensor, out: Path, threshold: fl
     _export(
         UpdateGraph(model, threshold),
         ex.update,
-        UPDATE_INPUTS,
+        update_inputs(model),
         UPDATE_OUTPUTS,
         {
             "base": {0: batch},
@@ -246,21 +305,24 @@ def export_graphs(model: SMCTransformer, noise: Tensor, out: Path, threshold: fl
             "logw": {0: batch, 1: parts},
             "x": {0: batch},
             "observed": {0: batch},
+            SEASON: {0: batch},
         },
         out / art.FILTER_GRAPH,
     )
     bn = {0: batch, 1: paths}
-    names = FORECAST_INPUTS[: len(ex.forecast)]
+    names, outputs = forecast_io(model)
     _export(
-        ForecastGraph(model),
+        forecast_graph(model),
         ex.forecast,
-        names,
-        FORECAST_OUTPUTS,
+        names[: len(ex.forecast)],
+        outputs,
         {
             "window": bn,
             "query": bn,
             "x_prev": bn,
             "valid": {0: batch},
+            "inputs": bn,
+            SEASON: {0: batch},
             "eps_z": bn,
             "eps_x": bn,
             "eps_qkv": bn,
@@ -280,8 +342,8 @@ def check_graphs(
     ex = example(model, noise, b=4, p=7, n=9, steps=model.cfg.window + 2)
     report: dict[str, float] = {}
     graphs = (
-        (art.FILTER_GRAPH, UpdateGraph(model, threshold), ex.update, UPDATE_INPUTS),
-        (art.FORECAST_GRAPH, ForecastGraph(model), ex.forecast, FORECAST_INPUTS),
+        (art.FILTER_GRAPH, UpdateGraph(model, threshold), ex.update, update_inputs(model)),
+        (art.FORECAST_GRAPH, forecast_graph(model), ex.forecast, forecast_io(model)[0]),
     )
     for name, module, args, names in graphs:
         with torch.no_grad():
@@ -364,6 +426,8 @@ def export_artifact(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model = model.cpu().eval()
+    forecast_names, forecast_outputs = forecast_io(model)
+    covs = int(cfg.d_in > cfg.d_out)
     try:
         torch.save(model.state_dict(), tmp / art.WEIGHTS)
         table.astype("<f4").tofile(tmp / art.NOISE)
@@ -388,12 +452,12 @@ def export_artifact(
                 },
                 "graphs": {
                     art.FILTER_GRAPH: {
-                        "inputs": list(UPDATE_INPUTS),
+                        "inputs": list(update_inputs(model)),
                         "outputs": list(UPDATE_OUTPUTS),
                     },
                     art.FORECAST_GRAPH: {
-                        "inputs": list(FORECAST_INPUTS[: 7 + (cfg.d_in > cfg.d_out)]),
-                        "outputs": list(FORECAST_OUTPUTS),
+                        "inputs": list(forecast_names[: len(forecast_names) - 1 + covs]),
+                        "outputs": list(forecast_outputs),
                     },
                     "opset": OPSET,
                     "parity_max_abs": checks,

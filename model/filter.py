@@ -52,6 +52,10 @@ class FilterState:
     x_prev: Tensor  # (B, P, F) X_{t-1} as each particle saw it
     valid: Tensor  # (B, L) bool, which lags exist yet
     logw: Tensor  # (B, P) log-weights (unnormalised)
+    # with ModelConfig.lag_inputs: the inputs of the window, shared (1) or each path's own (N),
+    # and each series' season length (0: none)
+    inputs: Tensor | None = None  # (B, 1 or P, L, F) X_{t-s} at index s-1
+    season: Tensor | None = None  # (B,) int64
 
     def take(self, ancestors: Tensor, logw: Tensor) -> FilterState:
         """The particles `ancestors` (B, P): each takes its ancestor's window, query and last
@@ -62,7 +66,16 @@ class FilterState:
             x_prev=_select_input(self.x_prev, ancestors),
             valid=self.valid,
             logw=logw,
+            inputs=_select_inputs(self.inputs, ancestors),
+            season=self.season,
         )
+
+    def lagged(self, model: SMCTransformer) -> Tensor | None:
+        """The lagged targets of ModelConfig.lag_inputs (B, 1 or P, K, O), or None."""
+        if not model.cfg.lag_inputs:
+            return None
+        assert self.inputs is not None and self.season is not None
+        return model.lag_terms(self.inputs, self.valid, self.season)
 
 
 @dataclass(frozen=True)
@@ -75,11 +88,19 @@ class CompactState:
     valid: Tensor  # (B, L) bool, which lags exist yet
     lineage: Tensor  # (B, P, L) int64 ancestor index at each lag, lineage[:, m, 0] = m
     logw: Tensor  # (B, P) log-weights (unnormalised)
+    season: Tensor | None = None  # (B,) int64 season length, with ModelConfig.lag_inputs
 
     def take(self, ancestors: Tensor, logw: Tensor) -> CompactState:
         """The particles `ancestors` (B, P): only indices move (their lineages)."""
         lineage = self.lineage.gather(1, ancestors.unsqueeze(-1).expand_as(self.lineage))
-        return CompactState(self.x_hist, self.valid, lineage, logw)
+        return CompactState(self.x_hist, self.valid, lineage, logw, self.season)
+
+    def lagged(self, model: SMCTransformer) -> Tensor | None:
+        """The lagged targets of ModelConfig.lag_inputs (B, 1, K, O), or None."""
+        if not model.cfg.lag_inputs:
+            return None
+        assert self.season is not None, "a model with lag_inputs needs each series' season"
+        return model.lag_terms(self.x_hist.unsqueeze(1), self.valid, self.season)
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,13 @@ def select(
     return state.take(anc, logw), anc, do, ess_prev
 
 
+def _select_inputs(inputs: Tensor | None, anc: Tensor) -> Tensor | None:
+    """The input windows of the selected particles: shared ones (B, 1, L, F) stay shared."""
+    if inputs is None or inputs.shape[1] == 1:
+        return inputs
+    return _gather(inputs, anc)
+
+
 def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
     """The last input of each selected particle; an observed input is shared by all particles
     (an expanded view, stride 0 on the particle axis) and needs no gather."""
@@ -148,12 +176,15 @@ def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
 # ---------------------------------------------------------------- 2. mutation
 
 
-def mutate(model: SMCTransformer, mu: Tensor, eps_z: Tensor, x_prev: Tensor) -> Tensor:
+def mutate(
+    model: SMCTransformer, mu: Tensor, eps_z: Tensor, x_prev: Tensor, lagged: Tensor | None
+) -> Tensor:
     """Mutation phase, eq. (3): z_t = mu_t + Sigma_z^1/2 eps_z, and the prediction G(r_t),
     r_t = LN(z_t + W^e X_{t-1}). mu (B, P, D) the attention mean, eps_z (B, P, D), x_prev
-    (B, P or 1, F) -> (B, P, O)."""
+    (B, P or 1, F), lagged (B, P or 1, K, O) the lagged targets (ModelConfig.lag_inputs) or
+    None -> (B, P, O)."""
     z = mu + torch.sqrt(model.sigma_z) * eps_z  # (B, P, D)
-    return model.readout(z, x_prev)
+    return model.readout(z, x_prev, lagged)
 
 
 # ---------------------------------------------------------------- 3. weighting
@@ -214,14 +245,27 @@ def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor
 
 
 def enter(state: FilterState, qkv: Tensor, x: Tensor) -> FilterState:
-    """Absorption of q(t), k(t), v(t) already computed: qkv (B, P, 3, D), x X_t (B, P, F)."""
+    """Absorption of q(t), k(t), v(t) already computed: qkv (B, P, 3, D), x X_t (B, P, F)
+    (an expanded view when every particle has the same X_t)."""
     return FilterState(
         window=push(state.window, qkv[:, :, 1:], 2),
         query=qkv[:, :, 0],
         x_prev=x,
         valid=_one_more_lag(state.valid),
         logw=state.logw,
+        inputs=None if state.inputs is None else _push_inputs(state.inputs, x),
+        season=state.season,
     )
+
+
+def _push_inputs(inputs: Tensor, x: Tensor) -> Tensor:
+    """X_t (B, P, F) enters the input windows (B, 1 or P, L, F) at lag 1; windows shared by
+    every particle stay shared while X_t is (a stride-0 view on the particle axis)."""
+    if x.stride(1) == 0 or x.shape[1] == 1:
+        x = x[:, :1]
+    if inputs.shape[1] != x.shape[1]:
+        inputs = inputs.expand(-1, x.shape[1], -1, -1)
+    return push(inputs, x, 2)
 
 
 def absorb_inputs(state: CompactState, x: Tensor, logw: Tensor) -> CompactState:
@@ -235,26 +279,41 @@ def absorb_inputs(state: CompactState, x: Tensor, logw: Tensor) -> CompactState:
         valid=_one_more_lag(state.valid),
         lineage=push(state.lineage, own, 2),
         logw=logw,
+        season=state.season,
     )
 
 
 # ---------------------------------------------------------------- the steps
 
 
-def filter_init(model: SMCTransformer, x: Tensor, n_particles: int, eps_qkv: Tensor) -> FilterState:
-    """Particles after the first observation X_1 (B, F); eps_qkv (B, P, 3, D)."""
+def filter_init(
+    model: SMCTransformer,
+    x: Tensor,
+    n_particles: int,
+    eps_qkv: Tensor,
+    season: Tensor | None = None,
+) -> FilterState:
+    """Particles after the first observation X_1 (B, F); eps_qkv (B, P, 3, D); season (B,)
+    int64 the season lengths of a model with lag_inputs (default: none)."""
     b, d, n_lag = x.shape[0], model.cfg.d_model, model.cfg.window
     x_p = x.unsqueeze(1).expand(b, n_particles, x.shape[-1])  # (B, P, F)
     qkv = model.encode(x_p, eps_qkv)  # (B, P, 3, D)
     zeros = torch.zeros(b, n_particles, n_lag - 1, 2, d, dtype=x.dtype, device=x.device)
     valid = torch.zeros(b, n_lag, dtype=torch.bool, device=x.device)
     valid[:, 0] = True
+    inputs = season_ = None
+    if model.cfg.lag_inputs:
+        inputs = torch.zeros(b, 1, n_lag, x.shape[-1], dtype=x.dtype, device=x.device)
+        inputs[:, 0, 0] = x
+        season_ = season if season is not None else torch.zeros(b, dtype=torch.long)
     return FilterState(
         window=torch.cat([qkv[:, :, None, 1:], zeros], dim=2),
         query=qkv[:, :, 0],
         x_prev=x_p,
         valid=valid,
         logw=torch.zeros(b, n_particles, dtype=x.dtype, device=x.device),
+        inputs=inputs,
+        season=None if season_ is None else season_.to(x.device),
     )
 
 
@@ -271,7 +330,7 @@ def filter_step(
     None = every row observed, the training fast path)."""
     selected, anc, resampled, ess_prev = select(state, noise.u, resampler, threshold)
     mu = model.attend(selected.query, selected.window, selected.valid)  # (B, P, D), eq. (3)
-    pred = mutate(model, mu, noise.eps_z, selected.x_prev)  # (B, P, O)
+    pred = mutate(model, mu, noise.eps_z, selected.x_prev, selected.lagged(model))  # (B, P, O)
     ll, logw = weight(model, selected.logw, x, pred, observed)  # (B, P) each
     x_in = x if observed is None else impute(model, x, pred, selected.logw, observed)
     new = absorb(model, replace(selected, logw=logw), x_in.unsqueeze(1), noise.eps_qkv)
@@ -304,7 +363,7 @@ def forecast_step(
     its own sampled X_t back. eps_x (B, N, O); covariates (B, F-O) known future inputs.
     Returns the new state and the sampled targets (B, N, O) (class indices if categorical)."""
     mu = model.attend(state.query, state.window, state.valid)  # (B, N, D), eq. (3)
-    pred = mutate(model, mu, eps_z, state.x_prev)  # (B, N, O)
+    pred = mutate(model, mu, eps_z, state.x_prev, state.lagged(model))  # (B, N, O)
     x_t, x_in = draw_next(model, pred, eps_x, covariates)
     return absorb(model, state, x_in, eps_qkv), x_t
 
@@ -317,4 +376,6 @@ def expand_paths(state: FilterState, ancestors: Tensor) -> FilterState:
         x_prev=_gather(state.x_prev, ancestors),
         valid=state.valid,
         logw=torch.zeros(ancestors.shape, dtype=state.logw.dtype, device=state.logw.device),
+        inputs=_select_inputs(state.inputs, ancestors),
+        season=state.season,
     )

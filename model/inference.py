@@ -48,8 +48,10 @@ def run_filter(
     resampling: str | Resampler = "systematic",
     threshold: float = 1.0,
     generator: torch.Generator | None = None,
+    season: Tensor | None = None,
 ) -> FilterRun:
-    """Filter X_1..X_T (B, T, F); `observed` (B, T) bool marks missing steps (default: not NaN)."""
+    """Filter X_1..X_T (B, T, F); `observed` (B, T) bool marks missing steps (default: not NaN);
+    `season` (B,) int64 the season lengths a model with lag_inputs takes (default: none)."""
     resampler = get_resampler(resampling) if isinstance(resampling, str) else resampling
     b, t_len, _ = x.shape
     p, d = n_particles, model.cfg.d_model
@@ -60,7 +62,7 @@ def run_filter(
     u = torch.rand(t_len, b, p, generator=generator, device=dev)
     eps_z = torch.randn(t_len, b, p, d, generator=generator, device=dev)
     eps_qkv = torch.randn(t_len, b, p, 3, d, generator=generator, device=dev)
-    state = filter_init(model, torch.nan_to_num(x[:, 0]), p, eps_qkv[0])
+    state = filter_init(model, torch.nan_to_num(x[:, 0]), p, eps_qkv[0], season)
     steps: list[StepStats] = []
     for t in range(1, t_len):
         noise = StepNoise(u=u[t], eps_z=eps_z[t], eps_qkv=eps_qkv[t])

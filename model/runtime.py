@@ -208,11 +208,14 @@ class Runtime:
         *,
         seeds: Sequence[int] | None = None,
         levels: Sequence[float] = (),
+        seasons: Sequence[int] | None = None,
     ) -> list[SeriesState]:
         """Filter each history (T_i, F); `seeds` default to a hash of the model and the
         history, so the same history gives the same state. The series' adaptation
         (model/adaptation.py) learns from the history's one-step errors as it is filtered,
-        its coverage correction for `levels` (fractions).
+        its coverage correction for `levels` (fractions). `seasons` are the series' season
+        lengths in steps (0: none, the default), which a model with lag inputs reads
+        (model/config.py) and a state keeps.
 
         A history of up to `max_filter_steps` + 1 rows is filtered from its first row. A longer
         one is filtered over its last `max_filter_steps` rows only, so that one long history
@@ -226,6 +229,7 @@ class Runtime:
         rows = [self._rows(h, "history", self.min_history) for h in histories]
         if seeds is not None and len(seeds) != len(rows):
             raise InputError(f"got {len(seeds)} seeds for {len(rows)} histories")
+        season = check_seasons(seasons, len(rows))
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
         if b == 0:
             return []
@@ -259,6 +263,7 @@ class Runtime:
             spread_weight=np.full(b, PRIOR_WEIGHT, np.float32),
             cover_levels=np.zeros((b, 0), np.float32),
             cover_alpha=np.zeros((b, 0), np.float32),
+            season=season,
         )
         for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
@@ -328,7 +333,9 @@ class Runtime:
             valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
             steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
-            out = self._step(base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed)
+            out = self._step(
+                base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season
+            )
             law = self._law(sub, out)
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
@@ -588,11 +595,12 @@ class Runtime:
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
+        seasons: Sequence[int] | None = None,
     ) -> list[Forecast]:
         """Stateless: create states from the histories (their coverage correction at
-        `levels`), then forecast."""
+        `levels`, their season lengths `seasons`), then forecast."""
         return self.forecast(
-            self.create(histories, levels=levels),
+            self.create(histories, levels=levels, seasons=seasons),
             horizon,
             levels,
             n_samples,
@@ -627,7 +635,8 @@ class Runtime:
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
         base = self.layout.base_rows(batch.seed, steps, self.table_rows)
         paths = self.engine.start_paths(
-            base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True)
+            base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True),
+            batch.season,
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
@@ -763,6 +772,26 @@ def _resolved(
     floor = RESOLUTION * old_scale
     loc = np.where(np.abs(loc) < floor, 0.0, loc)
     return loc, np.where(spread < np.maximum(floor, RESOLUTION * np.abs(loc)), 0.0, spread)
+
+
+MAX_SEASON = (1 << 16) - 1
+
+
+def check_seasons(seasons: Sequence[int] | None, b: int) -> np.ndarray:
+    """Season lengths of b series as (B,) int64: 0 (none) or 2..MAX_SEASON steps."""
+    if seasons is None:
+        return np.zeros(b, np.int64)
+    if len(seasons) != b:
+        raise InputError(f"got {len(seasons)} season lengths for {b} series")
+    out = np.asarray(seasons, np.int64)
+    bad = (out < 0) | (out == 1) | (out > MAX_SEASON)
+    if bad.any():
+        raise InputError(
+            f"season_length must be 0 (none) or 2..{MAX_SEASON} steps, got "
+            f"{int(out[bad][0])}",
+            field="season_length",
+        )
+    return out
 
 
 def check_observed(history: np.ndarray, target_dim: int) -> None:

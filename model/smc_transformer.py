@@ -23,6 +23,8 @@ from torch import Tensor, nn
 from model.config import ModelConfig
 
 LOG_2PI = math.log(2 * math.pi)
+#: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
+N_LAG_TERMS = 4
 
 
 class FeedForwardHead(nn.Module):
@@ -127,6 +129,10 @@ class SMCTransformer(nn.Module):
             self.lag_bias = nn.Parameter(torch.zeros(cfg.n_heads, cfg.window))
         if cfg.skip:  # the last target value's weight in the observation mean
             self.skip = nn.Parameter(torch.ones(cfg.d_out))
+        if cfg.lag_inputs:  # coefficients of the lagged differences, zero: no lag terms
+            self.lag_coef = nn.Linear(d, N_LAG_TERMS * cfg.d_out)
+            nn.init.zeros_(self.lag_coef.weight)
+            nn.init.zeros_(self.lag_coef.bias)
         self.register_buffer("sigma_qkv", torch.full((3, d), cfg.sigma_init))
         self.register_buffer("sigma_z", torch.full((d,), cfg.sigma_init))
         self.sigma_qkv: Tensor
@@ -181,15 +187,37 @@ class SMCTransformer(nn.Module):
         values = self.lag_value[:n_lag].view(n_lag, hd, r).transpose(0, 1)  # (Hd, L, R)
         return (pi.unsqueeze(-2) @ values).squeeze(-2)
 
-    def readout(self, z: Tensor, x_prev: Tensor) -> Tensor:
+    def readout(self, z: Tensor, x_prev: Tensor, lagged: Tensor | None = None) -> Tensor:
         """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}), plus a X_{t-1} of the targets with
-        `skip`; z (B, P, D), x_prev (B, P, F) or (B, 1, F) when every particle has the same
-        X_{t-1}."""
+        `skip` and sum_j c_j(r(t)) lagged_j with `lag_inputs`; z (B, P, D), x_prev (B, P, F)
+        or (B, 1, F) when every particle has the same X_{t-1}; lagged (B, P or 1, K, O) from
+        `lag_terms`."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
         mean = self.obs(r)  # (B, P, O)
         if self.cfg.skip:
             mean = mean + self.skip * x_prev[..., : self.cfg.d_out]
+        if self.cfg.lag_inputs:
+            assert lagged is not None, "a model with lag_inputs needs the lagged targets"
+            coef = self.lag_coef(r).view(*r.shape[:-1], N_LAG_TERMS, self.cfg.d_out)
+            mean = mean + (coef * lagged).sum(-2)
         return mean
+
+    def lag_terms(self, inputs: Tensor, valid: Tensor, season: Tensor) -> Tensor:
+        """The lagged differences X_{t-l} - X_{t-1} of the targets for l = 2, L, m, 2 m (m the
+        series' season length), 0 where the window does not hold lag l or m = 0.
+
+        inputs (B, N or 1, L, F) X_{t-s} at index s - 1, valid (B, L) which lags are held,
+        season (B,) int64 -> (B, N or 1, K, O)."""
+        b, n, n_lag, _ = inputs.shape
+        o = self.cfg.d_out
+        m = season.view(b, 1)
+        lags = torch.cat([torch.full_like(m, 2), torch.full_like(m, n_lag), m, 2 * m], dim=1)
+        idx = (lags - 1).clamp(0, n_lag - 1)  # (B, K)
+        held = valid.gather(1, idx) & (lags <= n_lag) & (lags >= 2)  # (B, K)
+        targets = inputs[..., :o]  # (B, N, L, O)
+        at = targets.gather(2, idx.view(b, 1, -1, 1).expand(b, n, N_LAG_TERMS, o))
+        diff = at - targets[:, :, :1]  # (B, N, K, O)
+        return torch.where(held.view(b, 1, N_LAG_TERMS, 1), diff, torch.zeros_like(diff))
 
     def latent_log_prob(self, eps: Tensor, var: Tensor) -> Tensor:
         """log N(var^1/2 eps; 0, var) of reparameterised noise eps (..., K), var (K,) -> (...)."""

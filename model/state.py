@@ -7,18 +7,19 @@ key/value windows are rebuilt from these and the artifact's noise table, so the 
 kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
 update after a round trip through bytes gives bit for bit the result it gives on the original.
 
-Binary format, version 3, little-endian:
+Binary format, version 4, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
     the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
     lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
     O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
-    cover_alpha K x f32 | crc32 u32 of all that precedes.
+    cover_alpha K x f32 | season u16 | crc32 u32 of all that precedes.
 The block after logw is the series' online adaptation (model/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
-miscoverage alpha_t of each monitored level. Versions 1 (no observed mask: every valid lag
-counts as observed) and 2 (no adaptation) are still read.
+miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
+which a model with lag inputs reads (model/config.py). Versions 1 (no observed mask: every
+valid lag counts as observed), 2 (no adaptation) and 3 (no season) are still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -57,8 +58,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 class SeriesState:
     """Particles of one series after `t` observations (see the module docstring)."""
 
-    FORMAT_VERSION: ClassVar[int] = 3
-    READS: ClassVar[tuple[int, ...]] = (1, 2, 3)
+    FORMAT_VERSION: ClassVar[int] = 4
+    READS: ClassVar[tuple[int, ...]] = (1, 2, 3, 4)
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -76,6 +77,7 @@ class SeriesState:
     spread_weight: float = PRIOR_WEIGHT
     cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    season: int = 0  # the series' season length in steps, 0: none
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -103,6 +105,8 @@ class SeriesState:
             )
         if len(self.spread_factor) > 255 or len(self.cover_levels) > 255:
             raise ValueError("at most 255 targets and 255 monitored levels")
+        if not 0 <= self.season < 1 << 16:
+            raise ValueError(f"season must be in 0..65535, got {self.season}")
         p, n_lag = self.lineage.shape
         mask_shape = np.asarray(self.observed).shape
         if (
@@ -137,8 +141,8 @@ class SeriesState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SeriesState):
             return NotImplemented
-        same = (self.model_id, self.seed, self.t, self.spread_weight) == (
-            other.model_id, other.seed, other.t, other.spread_weight
+        same = (self.model_id, self.seed, self.t, self.spread_weight, self.season) == (
+            other.model_id, other.seed, other.t, other.spread_weight, other.season
         )
         return same and all(
             np.array_equal(getattr(self, f), getattr(other, f))
@@ -180,6 +184,7 @@ class SeriesState:
                 struct.pack("<fB", self.spread_weight, len(self.cover_levels)),
                 self.cover_levels.astype("<f4").tobytes(),
                 self.cover_alpha.astype("<f4").tobytes(),
+                struct.pack("<H", self.season),
             )
         )
         return body + struct.pack("<I", zlib.crc32(body))
@@ -206,6 +211,7 @@ class SeriesState:
         sizes = (8 * f, 8 * f, 4 * n * f, mask, width * p * (n - 1), 4 * p)
         fixed = _HEAD.size + sum(sizes)
         adapt = _adaptation_size(data, fixed) if version >= 3 else 0
+        adapt += 2 if version >= 4 else 0  # the season
         if len(data) != fixed + adapt + 4:
             raise StateFormatError(
                 f"series state has {len(data)} bytes, its header implies {fixed + adapt + 4}"
@@ -242,6 +248,8 @@ class SeriesState:
                 "cover_levels": np.frombuffer(data, "<f4", k, at),
                 "cover_alpha": np.frombuffer(data, "<f4", k, at + 4 * k),
             }
+            if version >= 4:
+                (extra["season"],) = struct.unpack_from("<H", data, at + 8 * k)
         return cls(
             model_id=model_id.hex(),
             seed=int(seed),
@@ -281,6 +289,7 @@ class StateBatch:
     spread_weight: np.ndarray  # (B,) float32
     cover_levels: np.ndarray  # (B, K) float32, NaN: unused
     cover_alpha: np.ndarray  # (B, K) float32
+    season: np.ndarray  # (B,) int64
 
     def __len__(self) -> int:
         return len(self.t)
@@ -304,6 +313,7 @@ class StateBatch:
             spread_weight=np.array([s.spread_weight for s in states], np.float32),
             cover_levels=levels,
             cover_alpha=alpha,
+            season=np.array([s.season for s in states], np.int64),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -345,6 +355,7 @@ class StateBatch:
             spread_weight=float(self.spread_weight[i]),
             cover_levels=self.cover_levels[i][keep],
             cover_alpha=self.cover_alpha[i][keep],
+            season=int(self.season[i]),
         )
 
 

@@ -251,9 +251,12 @@ class StatelessRuntime:
 
     # ------------------------------------------------------------------ the API
 
-    def create(self, histories: Sequence[np.ndarray]) -> list[History]:
+    def create(
+        self, histories: Sequence[np.ndarray], seasons: Sequence[int] | None = None
+    ) -> list[History]:
         """Check, fill and scale each history (T_i, F); keep its last context_length rows,
-        scaled by the artifact's global map or by their own mean and standard deviation."""
+        scaled by the artifact's global map or by their own mean and standard deviation. A
+        baseline reads no season length (`seasons` is accepted as the runtime's is)."""
         out = []
         for h in histories:
             rows = self._rows(h)
@@ -282,6 +285,7 @@ class StatelessRuntime:
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
+        seasons: Sequence[int] | None = None,
     ) -> list[Forecast]:
         """Sample n_samples paths over `horizon` steps after each history and summarise them.
         The draws are seeded by the history (the same history, the same answer), or by

@@ -37,6 +37,7 @@ from service.schemas import (
     StreamStep,
 )
 from service.settings import Settings, level_label
+from timeseries.seasons import detect_season, season_of_freq
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class NewState:
     ess: float
     particles: int
     adaptation: dict[str, Any] | None = None  # schemas.SeriesAdaptation as a dict
+    season: int = 0  # the series' season length
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,32 @@ class Engine:
                                field=field)
         return x
 
+    def season(
+        self, history: np.ndarray, season_length: int | None, freq: str | None, field: str
+    ) -> int:
+        """A series' season length: `season_length` as given (1 is none, as 0), else the one
+        of `freq`, else detected from the history's first target (timeseries/seasons.py);
+        InvalidInput names a field that cannot be used."""
+        if season_length is not None and freq is not None:
+            raise InvalidInput(
+                f"{field}: send season_length or freq, not both", field=f"{field}season_length"
+            )
+        if season_length is not None:
+            return 0 if season_length == 1 else season_length
+        if freq is not None:
+            try:
+                return season_of_freq(freq)
+            except ValueError as exc:
+                raise InvalidInput(f"{field}freq: {exc}", field=f"{field}freq") from exc
+        return detect_season(history[:, 0], self.max_season)
+
+    @property
+    def max_season(self) -> int:
+        """The longest season the model reads (its window), 0 for a model without lag inputs."""
+        cfg = getattr(self.runtime, "artifact", None)
+        config = getattr(cfg, "config", None)
+        return int(config.window) if config is not None and config.lag_inputs else 0
+
     def matrix(
         self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,
         what: str = "",
@@ -270,8 +298,10 @@ class Engine:
 
     # ------------------------------------------------------------------ batched calls
 
-    async def create(self, history: np.ndarray) -> NewState:
-        result: NewState = await self._batcher.submit("create", self._create_batch, history)
+    async def create(self, history: np.ndarray, season: int = 0) -> NewState:
+        result: NewState = await self._batcher.submit(
+            "create", self._create_batch, (history, season)
+        )
         return result
 
     async def update(
@@ -299,23 +329,25 @@ class Engine:
 
     async def forecast_history(
         self, series_id: str, history: np.ndarray, params: ForecastParams,
-        covariates: np.ndarray | None = None,
+        covariates: np.ndarray | None = None, season: int = 0,
     ) -> SeriesForecast:
         result: SeriesForecast = await self._batcher.submit(
             ("history", params), lambda items: self._history_batch(params, items),
-            (series_id, history, covariates),
+            (series_id, history, covariates, season),
         )
         return result
 
     # ------------------------------------------------------------------ streaming
 
-    async def start_stream(self, histories: Sequence[np.ndarray]) -> list[Any]:
+    async def start_stream(
+        self, histories: Sequence[np.ndarray], seasons: Sequence[int] | None = None
+    ) -> list[Any]:
         """Filter the histories (before the stream starts, so bad input is still a 422): the
         runtime's series states (a baseline's: its scaled histories)."""
         loop = asyncio.get_running_loop()
         try:
             states: list[Any] = await loop.run_in_executor(
-                self._executor, self.runtime.create, histories
+                self._executor, lambda: self.runtime.create(histories, seasons=seasons)
             )
             return states
         except InputError as exc:
@@ -403,15 +435,17 @@ class Engine:
     def _new_state(self, state: SeriesState) -> NewState:
         return NewState(
             state.to_bytes(), state.t, float(state.ess), state.n_particles,
-            adaptation_of(state, self._filter.adapt).model_dump(),
+            adaptation_of(state, self._filter.adapt).model_dump(), state.season,
         )
 
-    def _create_batch(self, histories: Sequence[np.ndarray]) -> list[Any]:
+    def _create_batch(self, histories: Sequence[tuple[np.ndarray, int]]) -> list[Any]:
         fractions = [level / 100.0 for level in self.monitor_levels]
 
-        def run(items: Sequence[np.ndarray]) -> list[NewState]:
+        def run(items: Sequence[tuple[np.ndarray, int]]) -> list[NewState]:
             states = self._timed(
-                "update", len(items), lambda: self._filter.create(list(items), levels=fractions)
+                "update", len(items), lambda: self._filter.create(
+                    [h for h, _ in items], levels=fractions, seasons=[s for _, s in items]
+                ),
             )
             return [self._new_state(s) for s in states]
 
@@ -476,15 +510,16 @@ class Engine:
         def run(batch: Sequence[Any]) -> list[SeriesForecast]:
             extra: dict[str, Any] = {}
             if self.n_covariates:
-                extra["covariates"] = [c for _, _, c in batch]
+                extra["covariates"] = [c for _, _, c, _ in batch]
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self.runtime.forecast_history(
-                    [h for _, h, _ in batch], params.horizon, params.fractions, params.n_samples,
-                    return_samples=params.return_samples, **extra,
+                    [h for _, h, _, _ in batch], params.horizon, params.fractions,
+                    params.n_samples, return_samples=params.return_samples,
+                    seasons=[s for _, _, _, s in batch], **extra,
                 ),
             )
-            ids = [series_id for series_id, _, _ in batch]
+            ids = [series_id for series_id, _, _, _ in batch]
             return [self._forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)

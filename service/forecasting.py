@@ -28,7 +28,7 @@ class ForecastService:
 
     def _prepare(
         self, req: ForecastRequest, stream: bool = False
-    ) -> tuple[ForecastParams, list[Any], list[Any]]:
+    ) -> tuple[ForecastParams, list[Any], list[Any], list[int]]:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
             return_samples=req.return_samples, n_series=len(req.series), stream=stream,
@@ -36,13 +36,17 @@ class ForecastService:
         histories = [
             self.engine.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
         ]
+        seasons = [
+            self.engine.season(h, s.season_length, s.freq, f"series[{i}].")
+            for i, (s, h) in enumerate(zip(req.series, histories, strict=True))
+        ]
         covariates = []
         for i, s in enumerate(req.series):
             field = f"series[{i}].covariates"
             future = self.engine.future(s.covariates, params.horizon, field)
             self.engine.need_future(future, params.horizon, field)
             covariates.append(future)
-        return params, histories, covariates
+        return params, histories, covariates, seasons
 
     def _response(
         self, params: ForecastParams, forecasts: list[SeriesForecast]
@@ -54,19 +58,25 @@ class ForecastService:
         )
 
     async def forecast(self, req: ForecastRequest) -> ForecastResponse:
-        params, histories, covariates = self._prepare(req)
+        params, histories, covariates, seasons = self._prepare(req)
 
-        async def one(i: int, series_id: str, history: Any, future: Any) -> SeriesForecast:
+        async def one(
+            i: int, series_id: str, history: Any, future: Any, season: int
+        ) -> SeriesForecast:
             try:
-                return await self.engine.forecast_history(series_id, history, params, future)
+                return await self.engine.forecast_history(
+                    series_id, history, params, future, season
+                )
             except InvalidInput as exc:  # the runtime names no series: say which one
                 field = f"series[{i}]" + (f".{exc.field}" if exc.field else "")
                 raise InvalidInput(f"series[{i}]: {exc.message}", field=field) from exc
 
         forecasts = await asyncio.gather(
             *(
-                one(i, s.id, h, c)
-                for i, (s, h, c) in enumerate(zip(req.series, histories, covariates, strict=True))
+                one(i, s.id, h, c, m)
+                for i, (s, h, c, m) in enumerate(
+                    zip(req.series, histories, covariates, seasons, strict=True)
+                )
             )
         )
         return self._response(params, list(forecasts))
@@ -74,11 +84,11 @@ class ForecastService:
     async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
         """SSE events: one `step` per horizon step, then `done` with the whole forecast.
         Input is checked and the histories filtered before the first event."""
-        params, histories, covariates = self._prepare(req, stream=True)
+        params, histories, covariates, seasons = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
         future = covariates if self.engine.n_covariates else None
         try:
-            states = await self.engine.start_stream(histories)
+            states = await self.engine.start_stream(histories, seasons)
             steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input
         except InvalidInput as exc:
             raise await self._named(exc, params, histories, future) from exc

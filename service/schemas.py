@@ -136,6 +136,16 @@ class SeriesHistory(_Request):
     covariates: Covariates | None = Field(
         None, description="a model with covariates: their values over the forecast horizon"
     )
+    season_length: int | None = Field(
+        None, ge=0, le=65535,
+        description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
+        "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
+    )
+    freq: str | None = Field(
+        None, max_length=32, examples=["h"],
+        description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
+        "gives the season length when `season_length` is not sent",
+    )
 
 
 class ForecastRequest(_Request):
@@ -251,6 +261,16 @@ class SeriesCreate(_Request):
     )
 
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
+    season_length: int | None = Field(
+        None, ge=0, le=65535,
+        description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
+        "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
+    )
+    freq: str | None = Field(
+        None, max_length=32, examples=["h"],
+        description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
+        "gives the season length when `season_length` is not sent",
+    )
 
 
 class Observation(_Request):
@@ -452,6 +472,10 @@ class SeriesInfo(BaseModel):
     updated_at: datetime
     adaptation: SeriesAdaptation | None = Field(
         default=None, description="null for a series stored before adaptation existed"
+    )
+    season_length: int | None = Field(
+        default=None, description="steps per season the model reads (0: none); null for a "
+        "series stored before seasons existed"
     )
 
 

@@ -130,6 +130,7 @@ def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         updated_at=datetime.fromtimestamp(meta.updated_at, UTC),
         adaptation=None if meta.adaptation is None else SeriesAdaptation(**meta.adaptation),
+        season_length=meta.season_length,
     )
 
 
@@ -150,10 +151,15 @@ class SeriesService:
 
     # ------------------------------------------------------------------ create, read, delete
 
-    async def put(self, series_id: str, values: Sequence[Any]) -> tuple[SeriesInfo, bool]:
-        """Create or replace a series from its history (values 0..t-1); -> (its metadata,
-        whether it was created)."""
-        new = await self.engine.create(self.engine.history(values, "values"))
+    async def put(
+        self, series_id: str, values: Sequence[Any], season_length: int | None = None,
+        freq: str | None = None,
+    ) -> tuple[SeriesInfo, bool]:
+        """Create or replace a series from its history (values 0..t-1) and its season
+        (Engine.season); -> (its metadata, whether it was created)."""
+        history = self.engine.history(values, "values")
+        season = self.engine.season(history, season_length, freq, "")
+        new = await self.engine.create(history, season)
         for _ in range(self.settings.commit_retries):
             old = await self.store.meta(series_id)
             # versions go on after a deleted series of that name, so that a follower resuming
@@ -164,7 +170,7 @@ class SeriesService:
                 version=(old.version if old else base) + 1, seq=new.seq, ess=new.ess,
                 particles=new.particles, model_version=self.engine.model_version,
                 state_bytes=len(new.state), created_at=old.created_at if old else now,
-                updated_at=now, adaptation=new.adaptation,
+                updated_at=now, adaptation=new.adaptation, season_length=new.season,
             )
             event = SeriesEvent(
                 type="replaced" if old else "created", id=series_id, version=meta.version,

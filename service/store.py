@@ -45,6 +45,7 @@ class SeriesMeta:
     created_at: float  # unix seconds
     updated_at: float
     adaptation: dict[str, Any] | None = None  # schemas.SeriesAdaptation as a dict
+    season_length: int | None = None  # the series' season length (0: none)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

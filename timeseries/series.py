@@ -172,6 +172,14 @@ class SeriesData:
     window_loc: dict[str, np.ndarray] | None = None
     window_scale: dict[str, np.ndarray] | None = None
     unistep_from: int = 1
+    series_seasons: np.ndarray | None = None  # (n_series,) int64 season lengths, 0: none
+
+    def seasons(self, split: str) -> np.ndarray:
+        """Season length of every window of `split` (S,) int64: its series' (0: none)."""
+        n = len(getattr(self, split))
+        if self.series_seasons is None:
+            return np.zeros(n, np.int64)
+        return np.asarray(self.series_seasons, np.int64)[self.window_index[split][:, 0]]
 
     def __post_init__(self) -> None:
         if not 1 <= self.unistep_from < self.train.shape[1]:

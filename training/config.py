@@ -28,6 +28,7 @@ class TrainConfig:
     d_ff: int = 32
     lags: bool = False  # relative-lag embeddings in the attention (model.config.ModelConfig)
     skip: bool = False  # the last value's multiple in the observation mean (ModelConfig)
+    lag_inputs: bool = False  # lagged targets, seasonal and trend, in the mean (ModelConfig)
     head: str = "ffn"
     cov: str = "diag"
     # filter

@@ -16,7 +16,10 @@ purpose; TimesFM sums trends, sines, ARMA and step changes):
 - intermittent counts: Poisson draws from a positive rate, zero most of the time.
 
 A series is the sum of its parts, or, for one in five, the exponential of a sum (multiplicative
-seasons and growth). `corpus_series` is deterministic in its seed.
+seasons and growth). `corpus_series` is deterministic in its seed. `corpus_seasons` gives each
+series' season length as a user would declare it: the period of its main seasonal part, or, for
+half of the series without one, a period such series are often given (their timestamps'
+frequency implies it), so that a model learns to use a declared season only where it holds.
 """
 
 from __future__ import annotations
@@ -33,29 +36,45 @@ KIND_WEIGHTS = (0.75, 0.15, 0.10)
 
 def corpus_series(n: int, length: int, seed: int = 0) -> tuple[list[str], list[np.ndarray]]:
     """n series of `length` steps -> names ("c0", ...) and (length, 1) float64 arrays."""
-    rng = np.random.default_rng(seed)
-    names, series = [], []
-    for i in range(n):
-        kind = KINDS[rng.choice(len(KINDS), p=KIND_WEIGHTS)]
-        values = _counts(rng, length) if kind == "counts" else _composed(rng, length, kind)
-        names.append(f"c{i}")
-        series.append(values[:, None])
+    names, series, _ = corpus_seasons(n, length, seed)
     return names, series
 
 
-def _composed(rng: np.random.Generator, length: int, kind: str) -> np.ndarray:
+def corpus_seasons(
+    n: int, length: int, seed: int = 0
+) -> tuple[list[str], list[np.ndarray], np.ndarray]:
+    """`corpus_series` with each series' declared season length (n,) int64 (0: none)."""
+    rng = np.random.default_rng(seed)
+    declare = np.random.default_rng([seed, 1])  # apart, so that the series stay the same
+    names, series, seasons = [], [], np.zeros(n, np.int64)
+    for i in range(n):
+        kind = KINDS[rng.choice(len(KINDS), p=KIND_WEIGHTS)]
+        values, period = (
+            _counts(rng, length) if kind == "counts" else _composed(rng, length, kind)
+        )
+        if period == 0 and declare.random() < 0.5:
+            period = PERIODS[declare.choice(len(PERIODS), p=PERIOD_WEIGHTS)]
+        names.append(f"c{i}")
+        series.append(values[:, None])
+        seasons[i] = period
+    return names, series, seasons
+
+
+def _composed(rng: np.random.Generator, length: int, kind: str) -> tuple[np.ndarray, int]:
     t = np.arange(length, dtype=np.float64)
     noise_sd = rng.uniform(0.05, 1.0)
     y = _trend(rng, t) + _noise_part(rng, length, noise_sd)
+    period = 0
     if rng.random() < 0.7:
-        y += _seasonal(rng, t, rng.uniform(0.5, 4.0) * max(noise_sd, 0.2))
+        part, period = _seasonal(rng, t, rng.uniform(0.5, 4.0) * max(noise_sd, 0.2))
+        y += part
     if rng.random() < 0.2:
         y += _shifts(rng, length, 2.0 * noise_sd)
     y += _observation_noise(rng, y, noise_sd)
     if kind == "multiplicative":
         y = np.exp(0.25 * (y - y.mean()) / max(y.std(), 1e-9))
     level, scale = rng.normal(0.0, 50.0), 10.0 ** rng.uniform(-1.0, 3.0)
-    return level + scale * y if kind == "additive" else scale * y
+    return (level + scale * y if kind == "additive" else scale * y), period
 
 
 def _trend(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
@@ -74,11 +93,13 @@ def _trend(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
     return np.cumsum(slopes[np.searchsorted(knots, t)])
 
 
-def _seasonal(rng: np.random.Generator, t: np.ndarray, amplitude: float) -> np.ndarray:
-    """One or two periodic parts, random Fourier series of up to 4 harmonics."""
-    out = np.zeros_like(t)
+def _seasonal(rng: np.random.Generator, t: np.ndarray, amplitude: float) -> tuple[np.ndarray, int]:
+    """One or two periodic parts, random Fourier series of up to 4 harmonics; the period of
+    the first (the larger)."""
+    out, first = np.zeros_like(t), 0
     for _ in range(1 + int(rng.random() < 0.3)):
         period = PERIODS[rng.choice(len(PERIODS), p=PERIOD_WEIGHTS)]
+        first = first or int(period)
         harmonics = int(rng.integers(1, min(4, period // 2) + 1))
         shape = np.zeros_like(t)
         for k in range(1, harmonics + 1):
@@ -89,7 +110,7 @@ def _seasonal(rng: np.random.Generator, t: np.ndarray, amplitude: float) -> np.n
         drift = 1.0 + (rng.normal(0.0, 0.3) * t / len(t) if rng.random() < 0.3 else 0.0)
         out += amplitude * drift * shape
         amplitude *= rng.uniform(0.2, 0.7)
-    return out
+    return out, first
 
 
 def _noise_part(rng: np.random.Generator, length: int, sd: float) -> np.ndarray:
@@ -139,15 +160,16 @@ def _observation_noise(rng: np.random.Generator, y: np.ndarray, sd: float) -> np
     return scale * draws
 
 
-def _counts(rng: np.random.Generator, length: int) -> np.ndarray:
+def _counts(rng: np.random.Generator, length: int) -> tuple[np.ndarray, int]:
     """Intermittent or low counts: Poisson draws from a rate that is zero most of the time,
     or a small seasonal rate."""
     t = np.arange(length, dtype=np.float64)
+    period = 0
     if rng.random() < 0.5:
         active = rng.random(length) < rng.uniform(0.05, 0.5)
         rate = active * rng.uniform(0.5, 5.0)
     else:
-        period = PERIODS[rng.choice(len(PERIODS), p=PERIOD_WEIGHTS)]
+        period = int(PERIODS[rng.choice(len(PERIODS), p=PERIOD_WEIGHTS)])
         base = rng.uniform(0.5, 20.0)
         rate = base * np.exp(rng.uniform(0.0, 0.8) * np.sin(2 * math.pi * t / period))
-    return rng.poisson(rate).astype(np.float64)
+    return rng.poisson(rate).astype(np.float64), period

@@ -31,7 +31,7 @@ import pandas as pd
 from model.state import series_scaling
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from timeseries.tables import check_rows, is_table, numeric_values, read_dates
-from training.corpus import corpus_series
+from training.corpus import corpus_seasons
 from training.splits import SPLIT_MODES, no_window_message, series_parts, series_windows
 
 log = logging.getLogger(__name__)
@@ -175,12 +175,12 @@ def _load_corpus(
     its first `history` steps (the runtime's per-series rule): the training data of the
     pretrained default model."""
     _check_scaling(scaling, ("window",), "corpus")
-    names, series = corpus_series(n_series, length, seed=seed)
+    names, series, seasons = corpus_seasons(n_series, length, seed=seed)
     parts, index = _make_windows(series, window, PAPER_SPLITS, None, dtype=np.float64)
     stats = _scale_windows(parts, history)
     return _finish(
         "corpus", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
-        window_stats=stats, series_names=names, unistep_from=history,
+        window_stats=stats, series_names=names, unistep_from=history, series_seasons=seasons,
     )
 
 

@@ -70,7 +70,7 @@ class FilterObjective(nn.Module):
         self.particles, self.resampling, self.threshold = particles, resampling, threshold
 
     def forward(
-        self, batch: Tensor, generator: torch.Generator
+        self, batch: Tensor, generator: torch.Generator, season: Tensor | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         run = run_filter(
             self.model,
@@ -79,6 +79,7 @@ class FilterObjective(nn.Module):
             resampling=self.resampling,
             threshold=self.threshold,
             generator=generator,
+            season=season,
         )
         return genealogy_objective(self.model, run, batch)
 

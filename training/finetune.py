@@ -28,6 +28,7 @@ SHAPE_FIELDS = {
     "d_ff": "--d-ff",
     "lags": "--lags",
     "skip": "--skip",
+    "lag_inputs": "--lag-inputs",
     "head": "head",
     "cov": "cov",
 }

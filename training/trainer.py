@@ -38,6 +38,7 @@ def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
         d_ff=cfg.d_ff,
         lags=cfg.lags,
         skip=cfg.skip,
+        lag_inputs=cfg.lag_inputs,
         head=cfg.head,  # type: ignore[arg-type]
         cov=cfg.cov,  # type: ignore[arg-type]
     )
@@ -54,8 +55,15 @@ def initial_model(cfg: TrainConfig, data: SeriesData) -> SMCTransformer:
 
 
 @torch.no_grad()
-def predictive_nll(model: SMCTransformer, x: torch.Tensor, cfg: TrainConfig, seed: int) -> float:
-    """Mean negative log predictive density per step and target, -log p_hat(X_t | X_{1:t-1})."""
+def predictive_nll(
+    model: SMCTransformer,
+    x: torch.Tensor,
+    cfg: TrainConfig,
+    seed: int,
+    season: torch.Tensor | None = None,
+) -> float:
+    """Mean negative log predictive density per step and target, -log p_hat(X_t | X_{1:t-1});
+    season (S,) the windows' season lengths (model/config.py lag_inputs)."""
     gen = torch.Generator(device=x.device).manual_seed(seed)
     total, count = 0.0, 0
     for i in range(0, x.shape[0], 256):
@@ -66,6 +74,7 @@ def predictive_nll(model: SMCTransformer, x: torch.Tensor, cfg: TrainConfig, see
             resampling=cfg.resampling,
             threshold=cfg.resample_threshold,
             generator=gen,
+            season=None if season is None else season[i : i + 256],
         )
         total += -run.log_evidence.sum().item()
         count += run.log_evidence.numel()
@@ -142,6 +151,8 @@ class _Run:
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed + 1000 * info.rank)
         self.x_train = torch.as_tensor(data.train, dtype=torch.float32, device=self.device)
         self.x_val = torch.as_tensor(data.val, dtype=torch.float32, device=self.device)
+        self.s_train = torch.as_tensor(data.seasons("train"), device=self.device)
+        self.s_val = torch.as_tensor(data.seasons("val"), device=self.device)
         self.batch_size = max(1, cfg.batch_size // info.world)
         shard = math.ceil(len(self.x_train) / info.world)
         self.n_batches = max(1, math.ceil(shard / self.batch_size))
@@ -156,11 +167,12 @@ class _Run:
         order = distributed.epoch_order(len(self.x_train), self.info, cfg.seed, epoch)
         n_batches = max(1, -(-len(order) // self.batch_size))
         for b in range(n_batches):
-            batch = self.x_train[order[b * self.batch_size : (b + 1) * self.batch_size]]
+            rows = order[b * self.batch_size : (b + 1) * self.batch_size]
+            batch, season = self.x_train[rows], self.s_train[rows]
             self.step += 1
             for group in self.opt.param_groups:
                 group["lr"] = learning_rate(cfg, self.step, self.total_steps)
-            loss, stats = self.objective(batch, self.gen)
+            loss, stats = self.objective(batch, self.gen, season)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -179,7 +191,7 @@ class _Run:
         return {
             "epoch": epoch,
             "loss": float(np.mean(losses)),
-            "val_nll": predictive_nll(model, self.x_val, cfg, seed=cfg.seed + 1),
+            "val_nll": predictive_nll(model, self.x_val, cfg, cfg.seed + 1, self.s_val),
             "seconds": seconds,
             "sequences_per_second": len(order) * self.info.world / seconds,
             "sigma_obs": _sigma_obs(model),

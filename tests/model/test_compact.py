@@ -17,6 +17,9 @@ CONFIGS = {
     "univariate": ModelConfig(d_model=16, window=5, d_ff=8),
     "multivariate-2-heads": ModelConfig(d_in=3, d_out=2, d_model=16, n_heads=2, window=4, d_ff=8),
     "lags-2-heads": ModelConfig(d_model=16, n_heads=2, window=5, d_ff=8, lags=True, skip=True),
+    "lag-inputs": ModelConfig(
+        d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True, lag_inputs=True
+    ),
 }
 
 
@@ -49,16 +52,18 @@ def test_compact_step_equals_filter_step(name: str, threshold: float) -> None:
         step_nums = np.repeat(np.arange(t + 1, t - n_lag, -1)[None], b, axis=0)
         return torch.from_numpy(layout.base_rows(seeds, step_nums, noise.shape[0]))
 
+    season = torch.tensor([0, 2, 3]) if cfg.lag_inputs else None  # none, both lags, one
     with torch.no_grad():
         hd = cfg.n_heads
-        state = filter_init(model, x[:, 0], p, step_noise(noise, base(0)[:, 0], p, hd).eps_qkv)
+        eps_qkv = step_noise(noise, base(0)[:, 0], p, hd).eps_qkv
+        state = filter_init(model, x[:, 0], p, eps_qkv, season)
         x_hist = torch.zeros(b, n_lag, cfg.d_in)
         x_hist[:, 0] = x[:, 0]
         valid = torch.zeros(b, n_lag, dtype=torch.bool)
         valid[:, 0] = True
         lineage = torch.zeros(b, p, n_lag, dtype=torch.long)
         lineage[:, :, 0] = torch.arange(p)
-        compact = CompactState(x_hist, valid, lineage, torch.zeros(b, p))
+        compact = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season)
         for t in range(1, steps):
             rebuilt = materialize(model, noise, base(t), compact)
             lags = compact.valid[:, None, :, None, None]

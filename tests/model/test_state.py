@@ -34,8 +34,9 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     (state,) = rt.create(ar_series(1, 40))
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
-    # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level), crc
-    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 4
+    # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level),
+    # season, crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 4
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
     assert (back.model_id, back.t, back.n_particles, back.ess) == (
@@ -51,7 +52,7 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
-    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 4
+    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 4
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
@@ -100,7 +101,8 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
 
 
 def _older(state: SeriesState, version: int) -> SeriesState:
-    """`state` written in an older format: 2 has no adaptation block, 1 no observed mask."""
+    """`state` written in an older format: 3 has no season, 2 no adaptation block either, 1 no
+    observed mask either."""
     import zlib
 
     from model.state import _HEAD
@@ -108,12 +110,19 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
     adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
-    body = bytearray(blob[: -4 - adaptation])
+    body = bytearray(blob[: -4 - 2 - (adaptation if version < 3 else 0)])
     struct.pack_into("<H", body, 4, version)
     if version == 1:
         cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
         body = body[:cut] + body[cut + (n * f + 7) // 8 :]
     return SeriesState.from_bytes(bytes(body) + struct.pack("<I", zlib.crc32(body)))
+
+
+def test_older_states_are_still_read_version_3(rt_torch: Runtime, ar_series: Any) -> None:
+    """A version 3 state (no season) reads as the same state with no season."""
+    (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8], seasons=[12])
+    assert state.season == 12 and SeriesState.from_bytes(state.to_bytes()) == state
+    assert _older(state, 3) == dataclasses.replace(state, season=0)
 
 
 @pytest.mark.parametrize("version", [1, 2])

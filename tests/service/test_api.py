@@ -124,6 +124,35 @@ def test_put_get_replace_delete(client: TestClient, runtime: Any) -> None:
     assert r.status_code == 201 and r.json()["version"] == 4
 
 
+def test_a_series_season_is_given_implied_by_its_frequency_or_none(
+    client: TestClient, runtime: Any
+) -> None:
+    """season_length as given (1 is none), or the frequency's; the state and the metadata keep
+    it; both at once, or a frequency that is none, are refused naming the field, and nothing is
+    created. The test model reads no season, so none is detected from the values."""
+    values = history(runtime, 40)
+    for body, season in (
+        ({"season_length": 12}, 12), ({"season_length": 1}, 0), ({"freq": "h"}, 24),
+        ({"freq": "QS"}, 4), ({}, 0),
+    ):
+        r = client.put("/v1/series/seasonal", json={"values": values, **body})
+        assert r.status_code in (200, 201) and r.json()["season_length"] == season, body
+        assert client.get("/v1/series/seasonal").json()["season_length"] == season
+    client.delete("/v1/series/seasonal")
+    for body, field in (
+        ({"season_length": 12, "freq": "MS"}, "season_length"), ({"freq": "weekly-ish"}, "freq"),
+    ):
+        r = client.put("/v1/series/refused", json={"values": values, **body})
+        assert r.status_code == 422 and r.json()["fields"][0]["field"] == field, r.json()
+        assert client.get("/v1/series/refused").status_code == 404
+    r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": values, "freq": "x"}]})
+    assert r.status_code == 422 and r.json()["fields"][0]["field"] == "series[0].freq"
+    r = client.post(
+        "/v1/forecast", json={"series": [{"id": "a", "values": values, "season_length": 7}]}
+    )
+    assert r.status_code == 200
+
+
 def test_a_long_history_is_accepted_and_numbered_whole(client: TestClient, runtime: Any) -> None:
     """5,000 values: the filter runs on the last SMCT_MAX_FILTER_STEPS of them (a bounded
     model time; it used to hold the model thread for a step per value), and the series still

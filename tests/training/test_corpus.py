@@ -23,16 +23,38 @@ def test_corpus_parts() -> None:
     scales span orders of magnitude."""
     rng = np.random.default_rng(0)
     t = np.arange(240.0)
-    season = corpus._seasonal(rng, t, 1.0)
+    season, period = corpus._seasonal(rng, t, 1.0)
     spectrum = np.abs(np.fft.rfft(season))
     assert spectrum.max() > 10 * np.median(spectrum)  # a few sharp lines: periodic parts
-    counts = corpus._counts(rng, 500)
+    assert period in corpus.PERIODS
+    counts, _ = corpus._counts(rng, 500)
     assert (counts >= 0).all() and np.array_equal(counts, np.round(counts))
     _, series = corpus.corpus_series(300, 100, seed=0)
     spread = np.array([s.std() for s in series])
     assert spread.max() / np.maximum(spread.min(), 1e-12) > 1e3
     zeros = np.array([(s == 0).mean() for s in series])
     assert (zeros > 0.5).sum() >= 5  # intermittent counts are there
+
+
+def test_declared_seasons_are_the_series_periods() -> None:
+    """A series declared seasonal with period m (and long enough) repeats itself at lag m more
+    than at lags nearby, on most of the series with a seasonal part; the series themselves do
+    not depend on the declarations."""
+    names, series, seasons = corpus.corpus_seasons(200, 240, seed=0)
+    plain = corpus.corpus_series(200, 240)[1]
+    assert all(np.array_equal(a, b) for a, b in zip(series, plain, strict=True))
+    assert set(seasons.tolist()) <= {0, *corpus.PERIODS} and (seasons == 0).mean() > 0.05
+
+    def closeness(y: np.ndarray, lag: int) -> float:  # mean |y_t - y_{t-lag}|, differenced
+        d = np.diff(y[:, 0])
+        return float(np.abs(d[lag:] - d[:-lag]).mean())
+
+    wins = [
+        closeness(y, m) < closeness(y, m + 1)
+        for y, m in zip(series, seasons, strict=True)
+        if 4 <= m <= 52
+    ]
+    assert np.mean(wins) > 0.6
 
 
 def test_corpus_data_set() -> None:

@@ -50,7 +50,8 @@ def model(
     `series.horizon` steps from each of `origins` (absolute indices, increasing)."""
     y, start, h = series.values, series.eval_start, series.horizon
     history = y[max(0, start - runtime.max_filter_steps - 1) : start, None]  # (T0, 1)
-    (state,) = runtime.create([history])
+    season = series.season if series.season > 1 else 0  # a season length of 1 is none
+    (state,) = runtime.create([history], seasons=[season])
     results: list[UpdateResult] = []
     paths = []
     at = start
