@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cli.charts import fan_chart
-from cli.tables import read_histories
+from cli.tables import read_histories, table_seasons
 
 
 def forecast(
@@ -49,6 +49,17 @@ def forecast(
             "in the --input's format (CSV with the covariate columns and the id column if "
             "there are several series, or JSON)"
         ),
+    ] = None,
+    season_length: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            min=0, help="steps per season of every series (0 or 1: none); default: from --freq, "
+            "else from the CSV's timestamps, else detected from the values"
+        ),
+    ] = None,
+    freq: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="the series' frequency as a pandas alias (h, 30min, D, W, MS, QS)"),
     ] = None,
 ) -> None:
     """Forecast series from their history with an artifact (the SMC Transformer's or a
@@ -102,6 +113,11 @@ def forecast(
                 "this model takes no covariates; leave --covariates out", param_hint="--covariates"
             )
         future: dict[str, Any] = {}
+        seasons = _seasons(
+            runtime, input, ids, histories, season_length, freq,
+            id_col=id_col or table.get("id_col", "series_id"),
+            time_col=time_col or table.get("time_col", "timestamp"),
+        )
         if covariates is not None:
             cov_ids, futures = read_histories(
                 covariates, names_in[-n_cov:], n_cov,
@@ -111,7 +127,7 @@ def forecast(
             future["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
         try:
             forecasts = runtime.forecast_history(
-                histories, horizon, fractions, samples, seed=seed, **future
+                histories, horizon, fractions, samples, seed=seed, seasons=seasons, **future
             )
         except ValueError as err:  # InputError: say which series, if there are several
             raise ValueError(
@@ -153,6 +169,29 @@ def forecast(
     if plot is not None:
         fan_chart(plot, ids, histories, forecasts, names[0])
         typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _seasons(
+    runtime: Any, path: Path, ids: list[str], histories: list, season_length: int | None,
+    freq: str | None, *, id_col: str, time_col: str,
+) -> list[int]:
+    """Each series' season length: --season-length, --freq, its timestamps' or detected."""
+    from timeseries.seasons import detect_season, season_of_freq
+
+    if season_length is not None and freq is not None:
+        raise typer.BadParameter("give --season-length or --freq, not both", param_hint="--freq")
+    if season_length is not None:
+        return [0 if season_length == 1 else season_length] * len(ids)
+    if freq is not None:
+        try:
+            return [season_of_freq(freq)] * len(ids)
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--freq") from None
+    stamps = table_seasons(path, id_col=id_col, time_col=time_col)
+    return [
+        stamps.get(i) or detect_season(h[:, 0], runtime.max_season)
+        for i, h in zip(ids, histories, strict=True)
+    ]
 
 
 def _which_series(

@@ -50,6 +50,32 @@ def read_histories(
     return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
 
 
+def table_seasons(
+    path: Path, *, id_col: str = "series_id", time_col: str = "timestamp"
+) -> dict[str, int]:
+    """The season length each series' timestamps imply (timeseries/seasons.py), by series id,
+    for a CSV with a time column of dates; empty for JSON or a table without dates."""
+    import pandas as pd
+
+    from timeseries.seasons import season_of_timestamps
+
+    if path.suffix.lower() == ".json":
+        return {}
+    frame = pd.read_csv(path)
+    ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
+    times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
+    if times is None or pd.api.types.is_numeric_dtype(frame[times]):
+        return {}
+    from timeseries.tables import read_dates
+
+    try:
+        frame[times] = read_dates(frame[times])
+    except (ValueError, TypeError):
+        return {}
+    groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
+    return {str(k): season_of_timestamps(g[times].sort_values()) for k, g in groups}
+
+
 def read_json_histories(path: Path) -> tuple[list[str], list]:
     """{"series": [{"id": .., "values": [...]}, ...]} or a plain list of values."""
     import numpy as np

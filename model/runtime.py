@@ -144,6 +144,8 @@ class Runtime:
         self.window: int = cfg.window
         self.n_particles = particles
         self.min_history: int = MIN_HISTORY
+        # the longest season the model reads (its window; 0 for a model without lag inputs)
+        self.max_season: int = cfg.window if cfg.lag_inputs else 0
         self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows

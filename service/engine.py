@@ -246,14 +246,7 @@ class Engine:
                 return season_of_freq(freq)
             except ValueError as exc:
                 raise InvalidInput(f"{field}freq: {exc}", field=f"{field}freq") from exc
-        return detect_season(history[:, 0], self.max_season)
-
-    @property
-    def max_season(self) -> int:
-        """The longest season the model reads (its window), 0 for a model without lag inputs."""
-        cfg = getattr(self.runtime, "artifact", None)
-        config = getattr(cfg, "config", None)
-        return int(config.window) if config is not None and config.lag_inputs else 0
+        return detect_season(history[:, 0], self.runtime.max_season)
 
     def matrix(
         self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,

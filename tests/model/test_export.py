@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
+import typer
 from typer.testing import CliRunner
 
 from cli.app import app
@@ -200,3 +202,33 @@ def test_forecast_command(artifact: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert lines[0] == "id,step,target,mean,median,lo_80,hi_80,lo_95,hi_95" and len(lines) == 11
+
+
+def test_forecast_command_seasons(tmp_path: Path) -> None:
+    """Each series' season: --season-length or --freq for all, else its CSV timestamps', else
+    detected from its values; both options at once, or a frequency that is none, are refused."""
+    from cli.forecast import _seasons
+
+    x = 50 + 10 * np.sin(2 * np.pi * np.arange(120) / 12)
+    hourly, steps = tmp_path / "hourly.csv", tmp_path / "steps.csv"
+    for path, stamps in ((hourly, pd.date_range("2024-01-01", periods=120, freq="h")),
+                         (steps, range(120))):
+        rows = (f"{sid},{t},{v:.4f}\n" for sid in "ab" for t, v in zip(stamps, x, strict=True))
+        path.write_text("series_id,timestamp,x\n" + "".join(rows))
+
+    class Model:  # a runtime that reads seasons up to 24
+        max_season = 24
+
+    def seasons(
+        length: int | None = None, freq: str | None = None, table: Path = hourly
+    ) -> list[int]:
+        return _seasons(Model(), table, ["a", "b"], [x[:, None]] * 2, length, freq,
+                        id_col="series_id", time_col="timestamp")
+
+    assert seasons(length=7) == [7, 7] and seasons(length=1) == [0, 0]
+    assert seasons(freq="QS") == [4, 4]
+    assert seasons() == [24, 24]  # hourly stamps
+    assert seasons(table=steps) == [12, 12]  # step numbers: the cycle of 12 in the values
+    for length, freq in ((7, "D"), (None, "often")):
+        with pytest.raises(typer.BadParameter):
+            seasons(length, freq)
