@@ -51,6 +51,7 @@ def data_options(
     time_col: str = "timestamp",
     scaling: str | None = None,
     split: str = "time",
+    season_length: int | None = None,
 ) -> dict[str, Any]:
     """The loader options (training.data.load_dataset) of the train command's flags."""
     options: dict[str, Any] = {}
@@ -79,7 +80,10 @@ def data_options(
     if history is not None:
         options["history"] = history
     if not is_table(dataset):
-        table_only = {"--value-cols": value_cols, "--target-dim": target_dim}
+        table_only = {
+            "--value-cols": value_cols, "--target-dim": target_dim,
+            "--season-length": season_length,
+        }
         given = [flag for flag, value in table_only.items() if value is not None]
         if given or id_col != "series_id" or time_col != "timestamp":
             raise typer.BadParameter(
@@ -108,6 +112,8 @@ def data_options(
         options["value_cols"] = [c.strip() for c in value_cols.split(",") if c.strip()]
     if target_dim is not None:
         options["target_dim"] = target_dim
+    if season_length is not None:
+        options["season_length"] = season_length
     options["id_col"], options["time_col"] = id_col, time_col
     return options
 

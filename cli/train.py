@@ -72,6 +72,13 @@ def train(
             "weighted by the model's state",
         ),
     ] = False,
+    season_length: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            min=0, help="a table: steps per season of every series, for --lag-inputs (0 or 1: "
+            "none; default: from each series' timestamps, else detected from its values)",
+        ),
+    ] = None,
     resampling: str = "systematic",
     resample_threshold: float = 1.0,
     schedule: Annotated[
@@ -169,6 +176,7 @@ def train(
         time_col=time_col,
         scaling=params["scaling"],
         split=split,
+        season_length=season_length,
     )
     cfg = TrainConfig(
         **{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params},

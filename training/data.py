@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from model.state import series_scaling
+from timeseries.seasons import detect_season, season_of_timestamps
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from timeseries.tables import check_rows, is_table, numeric_values, read_dates
 from training.corpus import corpus_seasons
@@ -499,6 +500,7 @@ def load_long_table(
     scaling: str = "global",
     split: str = "time",
     seed: int = 0,
+    season_length: int | None = None,
 ) -> SeriesData:
     """A user table in long format (CSV or Parquet): one row per (series id, timestamp).
 
@@ -514,6 +516,8 @@ def load_long_table(
     (:func:`window_scaling` with the runtime's rule; leading gaps become the window's mean),
     which is how a per-series artifact scales a series at serving time. ``split="series"``
     sends whole series to train / val / test instead (training.splits, shuffled by ``seed``).
+    Each series' season length (what a model with lag inputs reads) is ``season_length`` (1:
+    none), else its timestamps' (timeseries/seasons.py), else detected from its values.
     """
     _check_scaling(scaling, ("global", "window"), str(path))
     if split not in SPLIT_MODES:
@@ -571,6 +575,7 @@ def load_long_table(
         )
     names = [str(key) for key, _ in groups]
     lengths = [len(r) for r in raw]
+    seasons = _table_seasons(groups, raw, time_col, window, season_length)
     assign = series_parts(lengths, window, splits, seed) if split == "series" else None
 
     def cut(series: list[np.ndarray], dtype: Any = np.float32) -> tuple[dict, dict]:
@@ -585,7 +590,7 @@ def load_long_table(
         return _finish(
             path.stem, parts, index, limit, target_dim, list(value_cols),
             Scaler.identity(len(value_cols)), history, None, window_stats=stats,
-            series_names=names, unistep_from=history,
+            series_names=names, unistep_from=history, series_seasons=seasons,
         )
     used = [s for s in raw if len(s) >= window] or raw  # a series with no window: not seen
     train_rows = np.concatenate(
@@ -600,8 +605,26 @@ def load_long_table(
     parts, index = cut(series)
     return _finish(
         path.stem, parts, index, limit, target_dim, list(value_cols), scaler, history, None,
-        series_names=names,
+        series_names=names, series_seasons=seasons,
     )
+
+
+def _table_seasons(
+    groups: list[tuple[Any, pd.DataFrame]],
+    raw: list[np.ndarray],
+    time_col: str,
+    window: int,
+    season_length: int | None,
+) -> np.ndarray:
+    """Season length per series (n,) int64: given, its dated timestamps', or detected."""
+    if season_length is not None:
+        return np.full(len(raw), 0 if season_length == 1 else season_length, np.int64)
+    dated = pd.api.types.is_datetime64_any_dtype(groups[0][1][time_col]) if groups else False
+    out = np.zeros(len(raw), np.int64)
+    for i, ((_, g), values) in enumerate(zip(groups, raw, strict=True)):
+        found = season_of_timestamps(g[time_col]) if dated else 0
+        out[i] = found or detect_season(values[:, 0], window - 1)
+    return out
 
 
 def load_dataset(

@@ -50,9 +50,13 @@ def unistep(
     gen: torch.Generator,
     resampling: str,
     threshold: float,
+    season: torch.Tensor | None = None,
 ) -> tuple[int, dict[str, Any]]:
     o = model.cfg.d_out
-    run = run_filter(model, x, particles, resampling=resampling, threshold=threshold, generator=gen)
+    run = run_filter(
+        model, x, particles, resampling=resampling, threshold=threshold, generator=gen,
+        season=season,
+    )
     samples = unistep_samples(model, run, n_samples, gen)  # (S, T-1, N, O)
     mean = (torch.softmax(run.logw_pred, -1).unsqueeze(-1) * run.pred).sum(2)  # (S, T-1, O)
     k, steps = data.unistep_from, data.unistep_steps  # scored targets: rows k..T-1
@@ -79,10 +83,12 @@ def multistep(
     gen: torch.Generator,
     resampling: str,
     threshold: float,
+    season: torch.Tensor | None = None,
 ) -> tuple[int, dict[str, Any], np.ndarray]:
     o, hist = model.cfg.d_out, data.history
     run = run_filter(
-        model, x[:, :hist], particles, resampling=resampling, threshold=threshold, generator=gen
+        model, x[:, :hist], particles, resampling=resampling, threshold=threshold, generator=gen,
+        season=season,
     )
     cov = x[:, hist:, o:] if x.shape[-1] > o else None
     samples = forecast_paths(
@@ -112,12 +118,14 @@ def evaluate(
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     x_all = torch.as_tensor(data.split(split), dtype=torch.float32, device=device)
+    s_all = torch.as_tensor(data.seasons(split), device=device)
     uni, multi = [], []
     steps: list[np.ndarray] = []
     for i in range(0, len(x_all), chunk):
-        x = x_all[i : i + chunk]
-        uni.append(unistep(model, data, x, particles, n_samples, gen, resampling, threshold))
-        n, m, s = multistep(model, data, x, particles, n_samples, gen, resampling, threshold)
+        x, season = x_all[i : i + chunk], s_all[i : i + chunk]
+        fixed = (particles, n_samples, gen, resampling, threshold, season)
+        uni.append(unistep(model, data, x, *fixed))
+        n, m, s = multistep(model, data, x, *fixed)
         multi.append((n, m))
         if per_step:
             y = x[:, data.history :, : model.cfg.d_out].cpu().numpy()

@@ -39,6 +39,29 @@ def _run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def test_lag_inputs_train_evaluate_and_forecast_with_the_tables_seasons(tmp_path: Path) -> None:
+    """--lag-inputs on a table: each series' season comes from its daily timestamps (7) and
+    enters training, evaluation and the exported model's forecasts."""
+    table = _table(tmp_path / "mine.csv")
+    run, art = tmp_path / "run", tmp_path / "art"
+    code, out = _run(
+        "train", "--dataset", str(table), "--seq-len", "16", "--scaling", "window",
+        "--lag-inputs", "--out", str(run), *SMALL,
+    )
+    assert code == 0, out
+    assert Checkpoint.load(run).model.cfg.lag_inputs
+    code, out = _run("evaluate", "--checkpoint", str(run), "--json", "--samples", "50")
+    assert code == 0 and np.isfinite(json.loads(out)["unistep"]["crps"]), out
+    code, out = _run("export", "--checkpoint", str(run), "--out", str(art))
+    assert code == 0, out
+    code, out = _run(
+        "forecast", "--artifact", str(art), "--input", str(table), "--horizon", "9",
+        "--levels", "80", "--backend", "onnx",
+    )
+    assert code == 0, out
+    assert len(json.loads(out)["forecasts"]) == 3
+
+
 def test_train_evaluate_export_forecast_on_a_table(tmp_path: Path) -> None:
     table = _table(tmp_path / "mine.csv")
     run = tmp_path / "run"

@@ -295,6 +295,23 @@ def test_long_table(tmp_path: Path, suffix: str) -> None:
     assert b_first[0, 1] == 0.0  # b, hour 0, leading gap -> training mean
     via_dispatch = load_dataset(str(path), window=5, target_dim=1, limit=20)
     assert via_dispatch.train.shape[0] == 20
+    # hourly stamps: a season of 24 for every window; as given with season_length
+    assert (data.seasons("train") == 24).all() and len(data.seasons("val")) == 12
+    given = load_long_table(path, window=5, target_dim=1, season_length=7)
+    assert (given.seasons("test") == 7).all()
+
+
+def test_long_table_seasons_without_dates_are_detected(tmp_path: Path) -> None:
+    """Step numbers for time: a series with a cycle of 12 gets 12, a random walk none."""
+    t = np.arange(120)
+    walk = np.cumsum(np.random.default_rng(0).normal(size=120))
+    frame = pd.DataFrame(
+        {"series_id": np.repeat(["cycle", "walk"], 120), "timestamp": np.tile(t, 2),
+         "y": np.r_[10 * np.sin(2 * np.pi * t / 12), walk]}
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    data = load_long_table(tmp_path / "t.csv", window=30)
+    assert data.series_seasons is not None and data.series_seasons.tolist() == [12, 0]
 
 
 def test_long_table_errors(tmp_path: Path) -> None:
