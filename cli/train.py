@@ -72,6 +72,14 @@ def train(
             "weighted by the model's state",
         ),
     ] = False,
+    obs_scale: Annotated[
+        bool,
+        typer.Option(
+            "--obs-scale/--no-obs-scale",
+            help="observation noise that follows the series (beyond the paper): each "
+            "particle's own scale, read from its state",
+        ),
+    ] = False,
     season_length: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option(
@@ -255,7 +263,9 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
     shape = init.model.cfg
     differ = [
         f"--{name.replace('_', '-')} {p[name]} (the model's is {getattr(shape, name)})"
-        for name in ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs")
+        for name in (
+            "d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs", "obs_scale"
+        )
         if _given(ctx, name) and p[name] != getattr(shape, name)
     ]
     if differ:
@@ -264,7 +274,8 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
             "options out", param_hint="--init",
         )
     for name in (
-        "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs"
+        "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs",
+        "obs_scale",
     ):
         p[name] = getattr(shape, name)
     dataset = p["dataset"]

@@ -36,6 +36,10 @@ class ModelConfig:
         coefficient read linearly from the particle's r(t), so that each particle says how much
         of the season and of the trend to carry on; the seasonal-naive forecast is G = 0 with
         the coefficient of lag m at 1. A series without a season (m = 0) gets the slopes only.
+    obs_scale: observation noise that follows the series, beyond the paper: each particle's
+        variance is Sigma_obs exp(2 s(r(t))), s linear in the particle's r(t) (bounded to
+        +-OBS_SCALE_BOUND), so that the predictive mixture narrows where the particles see a
+        smooth stretch and widens where they see a volatile one.
     """
 
     d_in: int = 1
@@ -53,14 +57,15 @@ class ModelConfig:
     lags: bool = False
     skip: bool = False
     lag_inputs: bool = False
+    obs_scale: bool = False
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {self.window}")
-        if (self.skip or self.lag_inputs) and self.obs != "gaussian":
-            raise ValueError("skip and lag_inputs need a gaussian observation model")
+        if (self.skip or self.lag_inputs or self.obs_scale) and self.obs != "gaussian":
+            raise ValueError("skip, lag_inputs and obs_scale need a gaussian observation model")
         if self.obs == "gaussian" and self.d_out > self.d_in:
             raise ValueError(f"d_out={self.d_out} targets cannot exceed d_in={self.d_in} inputs")
 

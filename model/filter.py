@@ -111,7 +111,8 @@ class StepStats:
     resampled: Tensor  # (B,) bool
     ess: Tensor  # (B,) ESS of the weights before selection
     logw_pred: Tensor  # (B, P) normalised log-weights of the predictive mixture
-    pred: Tensor  # (B, P, O) G(r_t): mixture component means (or logits)
+    pred: Tensor  # (B, P, O) G(r_t): mixture component means (or logits); (B, P, 2 O) with
+    # ModelConfig.obs_scale: the means and each one's log-scale (GaussianObservation)
     loglik: Tensor  # (B, P) log p(X_t | particle), 0 where X_t is missing
 
     @property
@@ -214,7 +215,7 @@ def impute(
     mean) for covariates that are missing too. x (B, F) may hold NaN; returns (B, F)."""
     if model.cfg.obs != "gaussian":
         return x
-    mean = (torch.softmax(logw_pred, -1).unsqueeze(-1) * pred).sum(1)  # (B, O)
+    mean = (torch.softmax(logw_pred, -1).unsqueeze(-1) * model.obs.mean(pred)).sum(1)  # (B, O)
     o = mean.shape[-1]
     filled = torch.cat([mean, torch.zeros_like(x[:, o:])], dim=-1)  # (B, F)
     fill = torch.where(torch.isnan(x), filled, x)

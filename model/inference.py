@@ -102,14 +102,15 @@ def unistep_samples(
 ) -> Tensor:
     """Samples of X_t | X_{1:t-1} for t = 2..T (section 3.3): a particle index drawn BY THE
     WEIGHTS of the predictive mixture, then X ~ N(G(r), Sigma_obs). -> (B, T-1, N, O)."""
-    b, steps, p, o = run.pred.shape
+    b, steps, p, k = run.pred.shape  # k = O, or 2 O with obs_scale
+    o = model.cfg.d_out
     logw = run.logw_pred.reshape(b * steps, p)
     dev = run.pred.device
     u = torch.rand(b * steps, n_samples, generator=generator, device=dev)
     idx = get_resampler("multinomial")(logw, u)  # (B*(T-1), N)
-    means = run.pred.reshape(b * steps, p, o).gather(1, idx.unsqueeze(-1).expand(-1, -1, o))
-    eps = torch.randn(means.shape, generator=generator, device=dev)
-    return model.obs.sample(means, eps).view(b, steps, n_samples, o)
+    preds = run.pred.reshape(b * steps, p, k).gather(1, idx.unsqueeze(-1).expand(-1, -1, k))
+    eps = torch.randn((b * steps, n_samples, o), generator=generator, device=dev)
+    return model.obs.sample(preds, eps).view(b, steps, n_samples, o)
 
 
 def forecast_paths(

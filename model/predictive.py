@@ -1,10 +1,11 @@
 """Predictive laws: the one-step Gaussian mixture, and summaries of forecast samples.
 
 One-step (what an update issues and scores): the filter's predictive law of X_t is the mixture
-    p(X_t | X_{1:t-1}) = sum_m w_m N(X_t; G(r_t^m), Sigma_obs)          (paper eq. (5), 3.3)
-with w the normalised selected weights. Its marginal CDF, density, equal-tailed quantiles and
-CRPS are computed exactly here (quantiles by safeguarded Newton on the CDF, to QUANTILE_TOL
-in probability), in float64 numpy.
+    p(X_t | X_{1:t-1}) = sum_m w_m N(X_t; G(r_t^m), Sigma_obs^m)          (paper eq. (5), 3.3)
+with w the normalised selected weights, and Sigma_obs^m = Sigma_obs for the paper's model, or
+each particle's own with ModelConfig.obs_scale. Its marginal CDF, density, equal-tailed
+quantiles and CRPS are computed exactly here (quantiles by safeguarded Newton on the CDF, to
+QUANTILE_TOL in probability), in float64 numpy.
 
 Multistep (forecasts): intervals, quantiles, mean and median are derived from sample paths in
 one place, `summarize_samples`; quantiles are numpy's default (linear) sample quantiles, the
@@ -27,25 +28,26 @@ QUANTILE_TOL = 1e-10
 MAX_NEWTON = 100
 GRID = 33
 CRPS_MAX_COMPONENTS = 64
-_SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 @dataclass(frozen=True)
 class Mixture:
-    """sum_m w_m N(mu_m, diag(sd^2)), marginally per target: w (B, P), mu (B, P, O), sd (B, O)
-    (given as (O,), shared by the batch), float64 numpy arrays (the arrays are small; numpy's
-    per-call cost is a fraction of torch's, which is what a one-series update pays)."""
+    """sum_m w_m N(mu_m, diag(sd_m^2)), marginally per target: w (B, P), mu (B, P, O), sd
+    (B, P, O) (given as (O,) shared by every component, or (B, O) per mixture), float64 numpy
+    arrays (the arrays are small; numpy's per-call cost is a fraction of torch's, which is what
+    a one-series update pays)."""
 
     w: np.ndarray
     mu: np.ndarray
     sd: np.ndarray
 
     def __post_init__(self) -> None:
-        b, _, o = self.mu.shape
-        object.__setattr__(
-            self, "sd", np.broadcast_to(np.asarray(self.sd, dtype=np.float64), (b, o))
-        )
+        b, p, o = self.mu.shape
+        sd = np.asarray(self.sd, dtype=np.float64)
+        if sd.ndim == 2:  # (B, O): every component of a mixture alike
+            sd = sd[:, None]
+        object.__setattr__(self, "sd", np.broadcast_to(sd, (b, p, o)))
 
     def take(self, rows: np.ndarray) -> Mixture:
         """The mixtures of the series `rows`."""
@@ -55,8 +57,8 @@ class Mixture:
     def from_filter(
         cls, logw_pred: np.ndarray, pred: np.ndarray, sigma_obs: np.ndarray
     ) -> Mixture:
-        """From a step's normalised log-weights (B, P), means (B, P, O), variances (O,) or
-        (B, O)."""
+        """From a step's normalised log-weights (B, P), means (B, P, O), variances (O,), (B, O)
+        or (B, P, O)."""
         logw = np.asarray(logw_pred, dtype=np.float64)
         return cls(
             w=np.exp(logw - _logsumexp(logw, keepdims=True)),
@@ -67,24 +69,24 @@ class Mixture:
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance per target, (B, O) each."""
         mean = np.einsum("bp,bpo->bo", self.w, self.mu)
-        spread = np.einsum("bp,bpo->bo", self.w, (self.mu - mean[:, None]) ** 2)
-        return mean, spread + self.sd**2
+        spread = np.einsum("bp,bpo->bo", self.w, (self.mu - mean[:, None]) ** 2 + self.sd**2)
+        return mean, spread
 
     def mean_abs_dev(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean m and mean absolute deviation E|Y - m| per target, (B, O) each: sum_m w_m
         A(mu_m - m, sd) with A(d, s) = E|d + s eps| (as in the CRPS)."""
         mean = np.einsum("bp,bpo->bo", self.w, self.mu)
-        dev = _a(self.mu - mean[:, None], self.sd[:, None])  # (B, P, O)
+        dev = _a(self.mu - mean[:, None], self.sd)  # (B, P, O)
         return mean, np.einsum("bp,bpo->bo", self.w, dev)
 
     def scaled(self, factor: np.ndarray) -> Mixture:
         """The law of m + factor (Y - m), Y of this law and m its mean; factor (B, O)."""
         mean = np.einsum("bp,bpo->bo", self.w, self.mu)[:, None]
         f = np.asarray(factor, dtype=np.float64)
-        return Mixture(self.w, mean + f[:, None] * (self.mu - mean), self.sd * f)
+        return Mixture(self.w, mean + f[:, None] * (self.mu - mean), self.sd * f[:, None])
 
     def _z(self, y: np.ndarray) -> np.ndarray:  # y (B, K, O) -> (B, K, P, O)
-        return (y[:, :, None] - self.mu[:, None]) / self.sd[:, None, None]
+        return (y[:, :, None] - self.mu[:, None]) / self.sd[:, None]
 
     def cdf(self, y: np.ndarray) -> np.ndarray:
         """Marginal CDF at y (B, K, O) -> (B, K, O)."""
@@ -93,15 +95,14 @@ class Mixture:
     def cdf_pdf(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Marginal CDF and density at y (B, K, O) -> two (B, K, O)."""
         z = self._z(y)
-        pdf = np.einsum("bp,bkpo->bko", self.w, np.exp(-0.5 * z * z))
-        pdf = pdf * (_INV_SQRT_2PI / self.sd[:, None])
+        pdf = np.einsum("bp,bkpo->bko", self.w, np.exp(-0.5 * z * z) / self.sd[:, None])
+        pdf = pdf * _INV_SQRT_2PI
         return np.einsum("bp,bkpo->bko", self.w, ndtr(z)), pdf
 
     def log_density(self, y: np.ndarray) -> np.ndarray:
         """Joint log density of y (B, O) under the mixture (diagonal components) -> (B,)."""
-        sd = self.sd[:, None]  # (B, 1, O)
-        z = (y[:, None] - self.mu) / sd  # (B, P, O)
-        comp = (-0.5 * z * z - np.log(sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
+        z = (y[:, None] - self.mu) / self.sd  # (B, P, O)
+        comp = (-0.5 * z * z - np.log(self.sd) - 0.5 * math.log(2 * math.pi)).sum(-1)
         with np.errstate(divide="ignore"):  # a zero weight is a component that is not there
             return _logsumexp(np.log(self.w) + comp)
 
@@ -109,7 +110,7 @@ class Mixture:
         """Marginal quantiles at probs (Q,), or per mixture (B, Q), in (0, 1) -> (B, Q, O).
 
         Each component's quantile bounds the mixture's: the answer lies in
-        [min_m mu_m + sd z_q, max_m mu_m + sd z_q]. The CDF on GRID points of that range gives
+        [min_m mu_m + sd_m z_q, max_m mu_m + sd_m z_q]. The CDF on GRID points of that range gives
         a tight bracket and a first guess by linear interpolation; then Newton steps, replaced
         by bisection when they leave the bracket or do not halve the previous step (Numerical
         Recipes' rtsafe), until |F(x) - q| < QUANTILE_TOL.
@@ -117,8 +118,8 @@ class Mixture:
         q = np.asarray(probs, dtype=np.float64)
         q = q.reshape(len(q), -1, 1) if q.ndim == 2 else q.reshape(1, -1, 1)  # (1 or B, Q, 1)
         zq = ndtri(q)
-        low = self.mu.min(1) + self.sd * zq.min()  # (B, O)
-        high = self.mu.max(1) + self.sd * zq.max()
+        low = (self.mu + self.sd * zq.min()).min(1)  # (B, O)
+        high = (self.mu + self.sd * zq.max()).max(1)
         frac = np.linspace(0.0, 1.0, GRID).reshape(1, -1, 1)
         grid = low[:, None] + (high - low)[:, None] * frac  # (B, G, O)
         cdf_grid = self.cdf(grid)  # (B, G, O), non-decreasing along G
@@ -151,29 +152,37 @@ class Mixture:
 
     def crps(self, y: np.ndarray) -> np.ndarray:
         """Marginal CRPS of y (B, O) -> (B, O), closed form for Gaussian mixtures (Grimit et
-        al. 2006): sum_m w_m A(y - mu_m, s) - 1/2 sum_mn w_m w_n A(mu_m - mu_n, s sqrt 2),
-        A(d, s) = d (2 Phi(d / s) - 1) + 2 s phi(d / s). The double sum costs P^2: above
-        CRPS_MAX_COMPONENTS components it runs on that many, neighbouring components (in the
-        order of their means) pooled into bins of about equal weight, each at its weighted mean
-        (an error of second order in the bins' spread; tests/model/test_predictive.py bounds
-        it at 0.5 %)."""
-        first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd[:, None]))
+        al. 2006): sum_m w_m A(y - mu_m, s_m) - 1/2 sum_mn w_m w_n A(mu_m - mu_n, s_mn),
+        s_mn = sqrt(s_m^2 + s_n^2), A(d, s) = d (2 Phi(d / s) - 1) + 2 s phi(d / s). The double
+        sum costs P^2: above CRPS_MAX_COMPONENTS components it runs on that many, neighbouring
+        components (in the order of their means) pooled into bins of about equal weight, each at
+        its weighted mean and mean variance (an error of second order in the bins' spread;
+        tests/model/test_predictive.py bounds it at 0.5 %, 1 % when the components' scales
+        differ)."""
+        first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd))
         mu = np.swapaxes(self.mu, 1, 2)  # (B, O, P)
+        var = np.swapaxes(self.sd, 1, 2) ** 2  # (B, O, P)
         w = np.broadcast_to(self.w[:, None], mu.shape)  # (B, O, P)
         if mu.shape[-1] > CRPS_MAX_COMPONENTS:  # pool neighbours: n bins of about equal weight
             n = CRPS_MAX_COMPONENTS
             order = np.argsort(mu, axis=-1, kind="stable")
             mu = np.take_along_axis(mu, order, axis=-1)
+            var = np.take_along_axis(var, order, axis=-1)
             w = np.take_along_axis(w, order, axis=-1)
             mid = np.cumsum(w, axis=-1) - 0.5 * w  # (B, O, P) weight CDF at each component
             bins = (mid * n).astype(np.int64).clip(0, n - 1)
             flat = (np.arange(bins.shape[0] * bins.shape[1]) * n).reshape(bins.shape[:2] + (1,))
             weight = np.bincount((bins + flat).ravel(), w.ravel(), minlength=flat.size * n)
             mean = np.bincount((bins + flat).ravel(), (w * mu).ravel(), minlength=flat.size * n)
+            pooled = np.bincount((bins + flat).ravel(), (w * var).ravel(), minlength=flat.size * n)
             weight = weight.reshape(mu.shape[:2] + (n,))
-            mu, w = mean.reshape(weight.shape) / np.maximum(weight, 1e-300), weight
+            safe = np.maximum(weight, 1e-300)
+            mu, var = mean.reshape(weight.shape) / safe, pooled.reshape(weight.shape) / safe
+            var = np.where(weight > 0, var, 1.0)  # an empty bin weighs nothing
+            w = weight
         pair = w[..., :, None] * w[..., None, :]  # (B, O, P, P)
-        spread = pair * _a(mu[..., :, None] - mu[..., None, :], self.sd[..., None, None] * _SQRT2)
+        scale = np.sqrt(var[..., :, None] + var[..., None, :])  # (B, O, P, P)
+        spread = pair * _a(mu[..., :, None] - mu[..., None, :], scale)
         return np.asarray(first - 0.5 * spread.sum((-1, -2)))
 
 

@@ -425,7 +425,11 @@ class Runtime:
     def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
         """The one-step law a step issued (scaled units): the filter's, scaled about its mean
         by each series' adapted spread."""
-        law = Mixture.from_filter(out.logw_pred, out.pred, self.sigma_obs)
+        o = self.target_dim
+        variance = self.sigma_obs  # (O,); each particle's own with obs_scale (SMCTransformer)
+        if out.pred.shape[-1] > o:
+            variance = self.sigma_obs * np.exp(2.0 * out.pred[..., o:].astype(np.float64))
+        law = Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
         return law.scaled(sub.spread_factor) if self.adapt.spread else law
 
     def _adapt(self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture) -> None:

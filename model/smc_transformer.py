@@ -25,6 +25,9 @@ from model.config import ModelConfig
 LOG_2PI = math.log(2 * math.pi)
 #: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
 N_LAG_TERMS = 4
+#: bound of the log-scale s of ModelConfig.obs_scale: a particle's sd is within e^+-3 of
+#: Sigma_obs^1/2 (s = 3 tanh(a / 3) of the linear output a)
+OBS_SCALE_BOUND = 3.0
 
 
 class FeedForwardHead(nn.Module):
@@ -41,7 +44,11 @@ class FeedForwardHead(nn.Module):
 
 
 class GaussianObservation(nn.Module):
-    """X_t = G(r_t) + eps_t, eps_t ~ N(0, diag(sigma_obs)); sigma_obs holds variances."""
+    """X_t = G(r_t) + eps_t, eps_t ~ N(0, diag(sigma_obs)); sigma_obs holds variances.
+
+    With ModelConfig.obs_scale each particle's variance is sigma_obs exp(2 s(r_t)): a
+    prediction `pred` (what the readout gives, the filter weighs and the paths sample) is then
+    the mean and s side by side, (..., 2 O); `mean` and `variance` read it either way."""
 
     kind = "gaussian"
 
@@ -53,23 +60,40 @@ class GaussianObservation(nn.Module):
             self.head = FeedForwardHead(cfg.d_model, cfg.d_ff, cfg.d_out)
         else:
             self.head = nn.Linear(cfg.d_model, cfg.d_out)
+        self.scaled = cfg.obs_scale
+        if cfg.obs_scale:  # the log-scale s(r), zero: Sigma_obs for every particle
+            self.log_scale = nn.Linear(cfg.d_model, cfg.d_out)
+            nn.init.zeros_(self.log_scale.weight)
+            nn.init.zeros_(self.log_scale.bias)
         self.register_buffer("sigma_obs", torch.full((cfg.d_out,), cfg.sigma_obs_init))
         self.sigma_obs: Tensor
 
     def forward(self, r: Tensor) -> Tensor:  # (B, P, D) -> mean (B, P, O)
         return self.head(r)
 
+    def scale_of(self, r: Tensor) -> Tensor:  # (B, P, D) -> s (B, P, O), |s| < OBS_SCALE_BOUND
+        return OBS_SCALE_BOUND * torch.tanh(self.log_scale(r) / OBS_SCALE_BOUND)
+
     def target(self, x: Tensor) -> Tensor:  # (..., F) -> (..., O)
         return x[..., : self.d_out]
 
-    def log_prob(self, y: Tensor, mean: Tensor) -> Tensor:
-        """Eq. (5): log N(y; mean, Sigma_obs); y (B, O), mean (B, P, O) -> (B, P)."""
-        var = self.sigma_obs
-        sq = (y.unsqueeze(1) - mean) ** 2 / var  # (B, P, O)
+    def mean(self, pred: Tensor) -> Tensor:  # (..., O or 2 O) -> (..., O)
+        return pred[..., : self.d_out]
+
+    def variance(self, pred: Tensor) -> Tensor:
+        """Each component's variance (..., O) (Sigma_obs (O,) for every one without obs_scale)."""
+        if not self.scaled:
+            return self.sigma_obs
+        return self.sigma_obs * torch.exp(2.0 * pred[..., self.d_out :])
+
+    def log_prob(self, y: Tensor, pred: Tensor) -> Tensor:
+        """Eq. (5): log N(y; mean, Sigma_obs^m); y (B, O), pred (B, P, O or 2 O) -> (B, P)."""
+        var = self.variance(pred)
+        sq = (y.unsqueeze(1) - self.mean(pred)) ** 2 / var  # (B, P, O)
         return -0.5 * (sq + torch.log(var) + LOG_2PI).sum(-1)
 
-    def sample(self, mean: Tensor, eps: Tensor) -> Tensor:  # (B, P, O), eps (B, P, O)
-        return mean + torch.sqrt(self.sigma_obs) * eps
+    def sample(self, pred: Tensor, eps: Tensor) -> Tensor:  # (B, P, O or 2 O), eps (B, P, O)
+        return self.mean(pred) + torch.sqrt(self.variance(pred)) * eps
 
     def as_input(self, y: Tensor) -> Tensor:  # sampled targets (B, P, O) -> input part
         return y
@@ -90,6 +114,9 @@ class CategoricalObservation(nn.Module):
 
     def forward(self, r: Tensor) -> Tensor:  # (B, P, D) -> logits (B, P, O)
         return self.head(r)
+
+    def mean(self, pred: Tensor) -> Tensor:  # the logits are the prediction
+        return pred
 
     def target(self, x: Tensor) -> Tensor:  # one-hot (..., O) -> class index (...)
         return x.argmax(-1)
@@ -191,7 +218,8 @@ class SMCTransformer(nn.Module):
         """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}), plus a X_{t-1} of the targets with
         `skip` and sum_j c_j(r(t)) lagged_j with `lag_inputs`; z (B, P, D), x_prev (B, P, F)
         or (B, 1, F) when every particle has the same X_{t-1}; lagged (B, P or 1, K, O) from
-        `lag_terms`."""
+        `lag_terms`. With `obs_scale`, the mean and each particle's log-scale s(r(t)) side by
+        side (B, P, 2 O) (GaussianObservation)."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
         mean = self.obs(r)  # (B, P, O)
         if self.cfg.skip:
@@ -200,6 +228,10 @@ class SMCTransformer(nn.Module):
             assert lagged is not None, "a model with lag_inputs needs the lagged targets"
             coef = self.lag_coef(r).view(*r.shape[:-1], N_LAG_TERMS, self.cfg.d_out)
             mean = mean + (coef * lagged).sum(-2)
+        if self.cfg.obs_scale:
+            assert isinstance(self.obs, GaussianObservation)
+            scale = self.obs.scale_of(r).expand_as(mean)
+            return torch.cat([mean, scale], dim=-1)
         return mean
 
     def lag_terms(self, inputs: Tensor, valid: Tensor, season: Tensor) -> Tensor:

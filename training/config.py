@@ -29,6 +29,7 @@ class TrainConfig:
     lags: bool = False  # relative-lag embeddings in the attention (model.config.ModelConfig)
     skip: bool = False  # the last value's multiple in the observation mean (ModelConfig)
     lag_inputs: bool = False  # lagged targets, seasonal and trend, in the mean (ModelConfig)
+    obs_scale: bool = False  # each particle's own observation scale (ModelConfig)
     head: str = "ffn"
     cov: str = "diag"
     # filter

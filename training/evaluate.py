@@ -58,7 +58,8 @@ def unistep(
         season=season,
     )
     samples = unistep_samples(model, run, n_samples, gen)  # (S, T-1, N, O)
-    mean = (torch.softmax(run.logw_pred, -1).unsqueeze(-1) * run.pred).sum(2)  # (S, T-1, O)
+    means = model.obs.mean(run.pred)  # (S, T-1, P, O)
+    mean = (torch.softmax(run.logw_pred, -1).unsqueeze(-1) * means).sum(2)  # (S, T-1, O)
     k, steps = data.unistep_from, data.unistep_steps  # scored targets: rows k..T-1
     samples, mean = samples[:, steps], mean[:, steps]  # (S, T-k, N, O), (S, T-k, O)
     y = x[:, k:, :o].cpu().numpy()  # X_t, the same step as the samples

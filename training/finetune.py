@@ -29,6 +29,7 @@ SHAPE_FIELDS = {
     "lags": "--lags",
     "skip": "--skip",
     "lag_inputs": "--lag-inputs",
+    "obs_scale": "--obs-scale",
     "head": "head",
     "cov": "cov",
 }

@@ -58,8 +58,11 @@ def genealogy_objective(
         stats["sigma_qkv"] = weighted(sq).view(3, -1)
         if model.cfg.obs == "gaussian":
             y = model.obs.target(x[:, 1:]).unsqueeze(2)  # (B, T-1, 1, O)
-            pred = _along(run.pred, idx[:, 1:])  # (B, T-1, P, O)
-            stats["obs.sigma_obs"] = weighted((y - pred.detach()) ** 2)
+            pred = _along(run.pred, idx[:, 1:]).detach()  # (B, T-1, P, O or 2 O)
+            sq = (y - model.obs.mean(pred)) ** 2  # (B, T-1, P, O)
+            if model.cfg.obs_scale:  # Sigma_obs^m = Sigma_obs e^{2 s_m}: the M-step of Sigma_obs
+                sq = sq * torch.exp(-2.0 * pred[..., model.cfg.d_out :])
+            stats["obs.sigma_obs"] = weighted(sq)
     return loss, stats
 
 

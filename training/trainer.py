@@ -39,6 +39,7 @@ def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
         lags=cfg.lags,
         skip=cfg.skip,
         lag_inputs=cfg.lag_inputs,
+        obs_scale=cfg.obs_scale,
         head=cfg.head,  # type: ignore[arg-type]
         cov=cfg.cov,  # type: ignore[arg-type]
     )

@@ -20,6 +20,10 @@ CONFIGS = {
     "lag-inputs": ModelConfig(
         d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True, lag_inputs=True
     ),
+    "obs-scale": ModelConfig(
+        d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True, lag_inputs=True,
+        obs_scale=True,
+    ),
 }
 
 

@@ -87,3 +87,29 @@ def test_loss_and_em_follow_the_genealogy_of_the_final_particles() -> None:
     # EM: residuals on the genealogy, (1.5 - 1)^2 at time 1, (3 - pred_2[m])^2 at time 2
     em = sum(float(w[m]) * ((1.5 - 1.0) ** 2 + (3.0 - [2.0, 4.0][m]) ** 2) for m in range(2)) / 2
     assert stats["obs.sigma_obs"].item() == pytest.approx(em, rel=1e-6)
+
+
+def test_a_particles_own_scale_enters_the_weights_and_the_em_step() -> None:
+    """obs_scale with the log-scale s fixed at log 2 (its bias; the weights zero): every
+    particle's variance is 4 Sigma_obs, so the weights of eq. (5) are those of N(mean, 4
+    Sigma_obs), and the EM statistic of Sigma_obs is the residual variance over 4 (the M-step of
+    Sigma_obs given s), with deterministic latents as in the test above."""
+    import math
+
+    from model.smc_transformer import OBS_SCALE_BOUND
+
+    model = _model(sigma_init=1e-12, skip=True, obs_scale=True)
+    with torch.no_grad():  # s = 3 tanh(b / 3) = log 2
+        model.obs.log_scale.bias.fill_(OBS_SCALE_BOUND * math.atanh(math.log(2) / OBS_SCALE_BOUND))
+    x = torch.randn(4, 10, 1)
+    with torch.no_grad():
+        run = run_filter(model, x, 5, generator=torch.Generator().manual_seed(0))
+        _, stats = genealogy_objective(model, run, x)
+    mean, s = run.pred[..., 0], run.pred[..., 1]  # (4, 9, 5)
+    torch.testing.assert_close(s, torch.full_like(s, math.log(2)))
+    var = 4.0 * model.obs.sigma_obs
+    y = x[:, 1:, :1]  # (4, 9, 1)
+    expected = -0.5 * ((y - mean) ** 2 / var + torch.log(var) + math.log(2 * math.pi))
+    torch.testing.assert_close(run.loglik, expected, rtol=1e-5, atol=1e-5)
+    resid = ((x[:, 1:, 0] - mean[:, :, 0]) ** 2).mean()
+    assert stats["obs.sigma_obs"].item() == pytest.approx(resid.item() / 4.0, rel=1e-4)
