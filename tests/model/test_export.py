@@ -169,6 +169,39 @@ def test_a_model_with_lags_and_skip_exports_and_serves(
     assert gap.max() < PARITY
 
 
+def test_a_seasonal_naive_model_repeats_the_season_it_is_told(tmp_path: Path) -> None:
+    """Known answer: the network's own output zero, the last value's weight 1 and the
+    coefficient of one season back 1 make the model the seasonal naive, X_t = X_{t-m} (up to a
+    tiny Sigma_obs): served through the runtime (torch and onnx), a series of period 6 told its
+    season is forecast as its last period repeated, two periods ahead; told none, as its last
+    value."""
+    from model.config import ModelConfig
+    from model.export import export_artifact
+    from model.smc_transformer import SMCTransformer
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,
+                      lag_inputs=True, sigma_init=1e-6, sigma_obs_init=1e-8)
+    model = SMCTransformer(cfg).eval()
+    with torch.no_grad():
+        model.obs.head.out.weight.zero_()
+        model.obs.head.out.bias.zero_()
+        model.lag_coef.bias[2] = 1.0  # X_{t-m} - X_{t-1}, added to the last value
+    out = tmp_path / "snaive"
+    export_artifact(
+        model, out, particles=10, scaling={"mode": "per_series"},
+        features={"inputs": ["x"], "targets": ["x"]}, metrics={}, training={},
+    )
+    pattern = np.array([3.0, 5.0, 4.0, 8.0, 6.0, 1.0])
+    history = np.tile(pattern, 5)[:, None]  # 30 values, the last one 1.0
+    for backend in ("torch", "onnx"):
+        rt = Runtime.load(out, backend=backend)
+        seasonal, flat = rt.create([history, history], seasons=[6, 0])
+        fc_s, fc_f = rt.forecast([seasonal, flat], 12, [0.8], 50, seed=0)
+        np.testing.assert_allclose(fc_s.median[:, 0], np.tile(pattern, 2), atol=1e-3)
+        np.testing.assert_allclose(fc_f.median[:, 0], np.full(12, 1.0), atol=1e-3)
+
+
 def test_forecast_command(artifact: Path, tmp_path: Path) -> None:
     x = np.cumsum(np.random.default_rng(0).normal(size=40))
     table = tmp_path / "history.csv"
