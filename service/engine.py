@@ -50,7 +50,8 @@ BatchObserver = Callable[[str, int, float], None]
 def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
     """What a series' adaptation says (model/adaptation.py), as the API shows it."""
     levels = {
-        level_label(round(float(lv) * 100.0, 6)): round(
+        # a monitored level is stored in float32: its label is the shortest that float32 holds
+        level_label(float(str(np.float32(lv) * np.float32(100.0)))): round(
             100.0 * (1.0 - min(max(float(a), ALPHA_MIN), ALPHA_MAX)), 4
         )
         for lv, a in sorted(zip(state.cover_levels, state.cover_alpha, strict=True))

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PlainValidator,
     SerializerFunctionWrapHandler,
+    StrictBool,
     WithJsonSchema,
     field_validator,
     model_serializer,
@@ -110,7 +111,10 @@ Covariates = Annotated[
     ),
 ]
 SeriesId = Annotated[str, Field(pattern=SERIES_ID_PATTERN, examples=["store-42"])]
-Level = Annotated[float, Field(gt=0, lt=100, description="percent in (0, 100)")]
+Level = Annotated[
+    float, Field(gt=0, lt=100, allow_inf_nan=False, description="percent in (0, 100)")
+]
+MAX_LEVELS = 16  # levels one request may ask for
 # the upper bounds are the configured ones (service.series.forecast_params): a schema bound
 # would answer first, with a maximum that is not the service's
 Horizon = Annotated[int, Field(ge=1, description="steps ahead (<= SMCT_MAX_HORIZON)")]
@@ -168,11 +172,11 @@ class ForecastRequest(_Request):
 
     series: Annotated[list[SeriesHistory], Field(min_length=1, max_length=MAX_SERIES)]
     horizon: Horizon | None = Field(None, description="default SMCT_DEFAULT_HORIZON")
-    levels: Annotated[list[Level], Field(min_length=1, max_length=16)] | None = Field(
+    levels: Annotated[list[Level], Field(min_length=1, max_length=MAX_LEVELS)] | None = Field(
         None, description="interval levels in percent; default SMCT_LEVELS"
     )
     num_samples: NumSamples | None = Field(None, description="default SMCT_DEFAULT_SAMPLES")
-    return_samples: bool = False
+    return_samples: StrictBool = False
 
     _levels = field_validator("levels")(_unique_levels)
 
@@ -192,7 +196,7 @@ class ForecastQuery(_Request):
     horizon: Horizon | None = None
     levels: list[str] | None = Field(None, examples=[["80", "95"]])
     num_samples: NumSamples | None = None
-    return_samples: bool = False
+    return_samples: bool = Field(False, description="true or false")
 
     @model_validator(mode="before")
     @classmethod
@@ -219,10 +223,22 @@ class ForecastQuery(_Request):
                     raise ValueError(
                         f"level {part!r} is not a number; use e.g. levels=80,95"
                     ) from None
-                if not 0 < level < 100:
-                    raise ValueError(f"level {level:g} is outside (0, 100); use e.g. levels=80,95")
+                if not math.isfinite(level) or not 0 < level < 100:
+                    raise ValueError(
+                        f"level {part.strip()} is outside (0, 100); use e.g. levels=80,95"
+                    )
                 out.add(level)
-        return [f"{level:g}" for level in sorted(out)]
+        if len(out) > MAX_LEVELS:
+            raise ValueError(f"{len(out)} levels; ask for at most {MAX_LEVELS}")
+        return [repr(level) for level in sorted(out)]
+
+    @field_validator("return_samples", mode="before")
+    @classmethod
+    def _true_or_false(cls, raw: Any) -> Any:
+        """A query flag is the text true or false (not 1, yes or on)."""
+        if raw in ("true", "false") or isinstance(raw, bool):
+            return raw == "true" if isinstance(raw, str) else raw
+        raise ValueError(f"return_samples must be true or false, got {raw!r}")
 
     def level_values(self) -> list[float] | None:
         return None if self.levels is None else [float(x) for x in self.levels]
@@ -243,11 +259,11 @@ class SeriesForecastRequest(_Request):
     )
 
     horizon: Horizon | None = Field(None, description="default SMCT_DEFAULT_HORIZON")
-    levels: Annotated[list[Level], Field(min_length=1, max_length=16)] | None = Field(
+    levels: Annotated[list[Level], Field(min_length=1, max_length=MAX_LEVELS)] | None = Field(
         None, description="interval levels in percent; default SMCT_LEVELS"
     )
     num_samples: NumSamples | None = Field(None, description="default SMCT_DEFAULT_SAMPLES")
-    return_samples: bool = False
+    return_samples: StrictBool = False
     covariates: Covariates | None = None
 
     _levels = field_validator("levels")(_unique_levels)

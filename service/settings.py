@@ -151,5 +151,6 @@ def parse_levels(text: str) -> tuple[float, ...]:
 
 
 def level_label(level: float) -> str:
-    """The label of a level in percent: 80.0 -> "80", 99.5 -> "99.5"."""
-    return f"{level:g}"
+    """The label of a level in percent: 80.0 -> "80", 99.5 -> "99.5", 12.3456789 -> "12.3456789"
+    (12 significant digits: every level a request can tell apart keeps its own label)."""
+    return f"{level:.12g}"

@@ -28,7 +28,11 @@ router = APIRouter(prefix="/v1", tags=["series"])  # + the API key check (servic
 
 
 @router.put(
-    "/series/{series_id}", response_model=SeriesInfo, responses=errors(400, 401, 413, 422, 503),
+    "/series/{series_id}", response_model=SeriesInfo,
+    responses={
+        201: {"model": SeriesInfo, "description": "the series was created"},
+        **errors(400, 401, 413, 422, 503),
+    },
     summary="Create or replace a series from its history",
     status_code=status.HTTP_200_OK,
 )

@@ -141,6 +141,43 @@ def test_levels_outside_0_100(app_client: TestClient, runtime: Any) -> None:
     assert_422(r, "query.levels", "not a number")
 
 
+def test_levels_keep_their_digits_and_are_limited(app_client: TestClient, runtime: Any) -> None:
+    """A level keeps the digits it was asked with, in the GET's query and the POST's body (not
+    rounded to 6 digits: 99.99999 is not 100, 12.3456789 not 12.3457); NaN is refused as not
+    finite; a GET asks for at most 16 levels, as a body does."""
+    r = forecast(app_client, runtime, levels=[12.3456789, 99.99999], horizon=2, num_samples=50)
+    assert r.status_code == 200, r.text
+    assert set(r.json()["forecasts"][0]["intervals"]) == {"12.3456789", "99.99999"}
+    put(app_client, runtime)
+    r = app_client.get("/v1/series/s1/forecast?levels=99.99999,12.3456789&horizon=2")
+    assert r.status_code == 200, r.text
+    assert set(r.json()["intervals"]) == {"12.3456789", "99.99999"}
+    assert_422(app_client.get("/v1/series/s1/forecast?levels=nan"), "query.levels", "outside")
+    r = app_client.post(
+        "/v1/forecast", content=b'{"series": [{"id": "a", "values": [1, 2, 3]}], "levels": [NaN]}',
+        headers=JSON,
+    )
+    assert r.status_code == 422 and "finite" in r.text, r.text
+    many = ",".join(str(10 + i) for i in range(17))
+    assert_422(app_client.get(f"/v1/series/s1/forecast?levels={many}"), "query.levels", "16")
+
+
+def test_return_samples_takes_booleans_only(app_client: TestClient, runtime: Any) -> None:
+    for flag in (0, 1, "1", "yes", "true"):
+        assert_422(forecast(app_client, runtime, return_samples=flag), "return_samples")
+    put(app_client, runtime)
+    for flag in ("1", "yes", "on", "True"):
+        r = app_client.get(f"/v1/series/s1/forecast?horizon=1&return_samples={flag}")
+        assert_422(r, "query.return_samples", "true or false")
+    r = app_client.get("/v1/series/s1/forecast?horizon=1&num_samples=5&return_samples=true")
+    assert r.status_code == 200 and len(r.json()["samples"]) == 5, r.text
+
+
+def test_the_openapi_document_lists_201_on_create(app_client: TestClient) -> None:
+    put_op = app_client.get("/openapi.json").json()["paths"]["/v1/series/{series_id}"]["put"]
+    assert {"200", "201"} <= set(put_op["responses"])
+
+
 def test_unknown_fields_and_bad_json(app_client: TestClient, runtime: Any) -> None:
     assert_422(forecast(app_client, runtime, horizn=3), "horizn", "remove this field")
     r = app_client.post("/v1/forecast", content=b"{not json", headers=JSON)
