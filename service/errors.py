@@ -7,6 +7,7 @@ an unreachable state store a 503 with Retry-After; a 500 only ever means a bug.
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any, ClassVar
 
@@ -55,6 +56,20 @@ class Unauthorized(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def key_refusal(authorization: str | None, keys: frozenset[str]) -> str | None:
+    """Why an `Authorization` header does not open an API with these bearer keys, or None
+    when it does (no keys: an open API)."""
+    if not keys:
+        return None
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return "this API needs a key: send the header 'Authorization: Bearer <key>'"
+    given = token.strip().encode()
+    if not any(hmac.compare_digest(given, key.encode()) for key in keys):
+        return "the API key is not valid; send one of the configured keys"
+    return None
 
 
 class SeriesNotFound(ServiceError):

@@ -20,7 +20,7 @@ from service.engine import Engine
 from service.errors import install_error_handlers
 from service.forecasting import ForecastService
 from service.metrics import MULTIPROC_ENV, Metrics, multiprocess
-from service.middleware import BodyLimit, RequestMetrics
+from service.middleware import ApiKeyGate, BodyLimit, RequestMetrics
 from service.redis_store import RedisStore
 from service.routes import forecast, ops, series
 from service.series import SeriesService
@@ -118,6 +118,8 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
     app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.api_key_set:  # before the body is read (and parsed) for an anonymous client
+        app.add_middleware(ApiKeyGate, keys=settings.api_key_set)
     app.add_middleware(RequestMetrics, metrics=metrics)
     # the key check only exists when keys are set: an open API pays nothing for it
     auth = [ApiKey] if settings.api_key_set else []

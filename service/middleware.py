@@ -1,4 +1,4 @@
-"""ASGI middleware: request metrics, and the body size limit (413).
+"""ASGI middleware: request metrics, the API key check (401) and the body size limit (413).
 
 Both are plain ASGI (no BaseHTTPMiddleware), so streaming responses pass through untouched.
 """
@@ -10,7 +10,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import BodyTooLarge
+from service.errors import BodyTooLarge, ServiceError, Unauthorized, key_refusal
 from service.metrics import Metrics
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -49,6 +49,40 @@ class RequestMetrics:
             await self.app(scope, receive, send_recorded)
         finally:
             record(500)  # only if no response started
+
+
+class ApiKeyGate:
+    """Answers 401 to a /v1 request without one of `keys` before anything reads its body, so
+    that an anonymous client learns that it needs a key, not what its body lacks."""
+
+    def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1"):
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization")
+        refusal = key_refusal(None if header is None else header.decode("latin-1"), self.keys)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        await send_error(send, Unauthorized(refusal))
+
+
+async def send_error(send: Send, error: ServiceError, close: bool = False) -> None:
+    """The JSON error body of `error`, sent from a middleware."""
+    body = json.dumps(error.body()).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
@@ -97,15 +131,4 @@ class BodyLimit:
             f"the request body is over {self.max_bytes} bytes (SMCT_MAX_BODY_BYTES); "
             "send fewer values per request"
         )
-        body = json.dumps(error.body()).encode()
-        await send(
-            {
-                "type": "http.response.start", "status": error.status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, error, close=True)

@@ -234,6 +234,16 @@ def test_api_keys(make_client: AppFactory, runtime: Any) -> None:
     assert client.get("/v1/models").status_code == 401
     for open_path in ("/health/live", "/health/ready", "/metrics"):
         assert client.get(open_path).status_code == 200
+    # the key is checked before the body is read: an anonymous client's malformed or invalid
+    # body is a 401 that asks for a key, not a 422 with the parser's details
+    for raw in (b'{"series": [', b'{"values": "' + b"x" * 100 + b'"}'):
+        for method, path in (("POST", "/v1/forecast"), ("PUT", "/v1/series/a")):
+            r = client.request(method, path, content=raw, headers=JSON)
+            assert r.status_code == 401 and r.json()["error"] == "unauthorized", r.text
+            assert r.headers["WWW-Authenticate"] == "Bearer"
+    keyed = {**JSON, "Authorization": "Bearer k1"}
+    r = client.post("/v1/forecast", content=b'{"series": [', headers=keyed)
+    assert r.status_code == 422
 
 
 def test_unknown_route_and_method(app_client: TestClient) -> None:
