@@ -91,7 +91,8 @@ async def series_forecast_post(
     "/series/{series_id}/events", response_class=EventSourceResponse,
     responses={
         200: {
-            "description": "events `created`, `replaced`, `update`, `deleted`; id = version",
+            "description": "events `created`, `replaced`, `update`, `deleted`; id = version; "
+            "`missed` (no id) before the first event of a resume that skips events",
             "content": {"text/event-stream": {"example": 'event: update\nid: 7\ndata: {...}\n\n'}},
         },
         **errors(400, 401, 404, 422, 503),
@@ -106,13 +107,23 @@ async def series_events(
     the deletion, default 7 days; a state store that loses its data starts again at 1).
     Without Last-Event-ID the stream starts now; with one ahead of the series it replays the
     events still retained. Only the last SMCT_EVENTS_MAXLEN events are retained: a follower
-    that resumes from further back gets those, from the first retained id on (compare it with
-    its Last-Event-ID to see what it missed)."""
-    return EventSourceResponse(_sse(await series.events(series_id, last_event_id)), ping=15)
+    that resumes from further back gets a `missed` event first (data `{"type": "missed",
+    "first": .., "last": .., "resumes_at": ..}`: the versions it will not see), then the
+    retained events."""
+    events = await series.events(series_id, last_event_id)
+    return EventSourceResponse(_sse(events, last_event_id), ping=15)
 
 
-async def _sse(events: AsyncIterator[StoredEvent]) -> AsyncIterator[dict[str, str]]:
+async def _sse(
+    events: AsyncIterator[StoredEvent], last_event_id: int | None = None
+) -> AsyncIterator[dict[str, str]]:
+    expected = None if last_event_id is None else last_event_id + 1
     async for event in events:
+        if expected is not None and event.version > expected:  # the follower fell behind
+            gap = {"type": "missed", "first": expected, "last": event.version - 1,
+                   "resumes_at": event.version}
+            yield {"event": "missed", "data": json.dumps(gap, separators=(",", ":"))}
+        expected = None
         kind = json.loads(event.data).get("type", "update")
         yield {"id": str(event.version), "event": kind, "data": event.data}
 

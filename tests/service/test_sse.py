@@ -199,6 +199,36 @@ def test_series_events_follow_updates_and_resume(server: ThreadServer, runtime: 
         missing.close()
 
 
+def test_a_follower_that_fell_behind_is_told_what_it_missed(
+    runtime: Any, store_url: str | None
+) -> None:
+    """With 3 events retained, a follower resuming after version 1 of a series at version 6
+    gets a `missed` event naming versions 2 and 3 (and no id, so its Last-Event-ID does not
+    move), then the retained 4, 5, 6; one resuming within the retained events gets no such
+    event."""
+    settings = Settings(redis_url=store_url, events_maxlen=3, batch_max_wait_ms=1.0,
+                        default_samples=TEST_SAMPLES)
+    with ThreadServer(create_app(settings, runtime=runtime)) as srv, httpx.Client(
+        base_url=srv.url, timeout=30
+    ) as c:
+        c.put("/v1/series/s1", json={"values": history(runtime)})
+        t = c.get("/v1/series/s1").json()["seq"]
+        for i in range(5):
+            c.post("/v1/series/s1/observations",
+                   json={"observations": [{"seq": t + i, "value": 0.1 * i}]})
+        behind = Listener(f"{srv.url}/v1/series/s1/events", {"Last-Event-ID": "1"})
+        missed = behind.next()
+        assert missed.event == "missed" and missed.id is None, missed
+        assert missed.data == {"type": "missed", "first": 2, "last": 3, "resumes_at": 4}
+        assert [behind.next().id for _ in range(3)] == ["4", "5", "6"]
+        behind.close()
+        within = Listener(f"{srv.url}/v1/series/s1/events", {"Last-Event-ID": "4"})
+        assert [(e.event, e.id) for e in (within.next(), within.next())] == [
+            ("update", "5"), ("update", "6")
+        ]
+        within.close()
+
+
 def test_series_events_reach_subscribers_of_another_worker(
     runtime: Any, redis_url: str
 ) -> None:
