@@ -150,15 +150,11 @@ class ForecastGraph(nn.Module):
         return new.window, new.query, new.x_prev, new.valid, x_t
 
 
-class LaggedForecastGraph(nn.Module):
+class LaggedForecastGraph(ForecastGraph):
     """forecast_step of a model with lag_inputs: the paths' input windows (B, 1 or N, L, F)
     and the series' season lengths (B,) go in, the windows after the step come out."""
 
-    def __init__(self, model: SMCTransformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
+    def forward(  # type: ignore[override]
         self,
         window: Tensor,
         query: Tensor,

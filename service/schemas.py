@@ -123,6 +123,24 @@ NumSamples = Annotated[
 ]
 
 
+SeasonLength = Annotated[
+    int | None,
+    Field(
+        ge=0, le=65535,
+        description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
+        "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
+    ),
+]
+Freq = Annotated[
+    str | None,
+    Field(
+        max_length=32, examples=["h"],
+        description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
+        "gives the season length when `season_length` is not sent",
+    ),
+]
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -140,16 +158,8 @@ class SeriesHistory(_Request):
     covariates: Covariates | None = Field(
         None, description="a model with covariates: their values over the forecast horizon"
     )
-    season_length: int | None = Field(
-        None, ge=0, le=65535,
-        description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
-        "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
-    )
-    freq: str | None = Field(
-        None, max_length=32, examples=["h"],
-        description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
-        "gives the season length when `season_length` is not sent",
-    )
+    season_length: SeasonLength = None
+    freq: Freq = None
 
 
 class ForecastRequest(_Request):
@@ -277,16 +287,8 @@ class SeriesCreate(_Request):
     )
 
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
-    season_length: int | None = Field(
-        None, ge=0, le=65535,
-        description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
-        "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
-    )
-    freq: str | None = Field(
-        None, max_length=32, examples=["h"],
-        description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
-        "gives the season length when `season_length` is not sent",
-    )
+    season_length: SeasonLength = None
+    freq: Freq = None
 
 
 class Observation(_Request):
