@@ -30,9 +30,9 @@ tools:
 ## generated corpus (training/corpus.py) with lags in the attention and a skip of the last value
 model: venv
 	OMP_NUM_THREADS=1 .venv/bin/smct train --dataset corpus --seq-len 40 --history 16 \
-		--window 24 --lags --skip --n-heads 2 --d-model 16 --particles 10 --epochs 6 \
-		--batch-size 64 --schedule constant --lr 0.003 --patience 0 --threads 1 --seed 0 \
-		--out runs/default --no-progress --no-evaluate
+		--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
+		--particles 10 --epochs 12 --batch-size 64 --schedule cosine --lr 0.003 --patience 0 \
+		--threads 1 --seed 0 --out runs/default --no-progress --no-evaluate
 	.venv/bin/smct export --checkpoint runs/default --out $(ARTIFACT) --scaling per-series --force
 $(ARTIFACT)/manifest.json:
 	$(MAKE) model

@@ -38,5 +38,8 @@ def test_make_model_trains_the_committed_configuration() -> None:
     assert int(flags["d-model"]) == cfg["d_model"] and int(flags["window"]) == cfg["window"]
     assert int(flags["n-heads"]) == cfg["n_heads"] and cfg["lags"] is True
     assert "--lags" in recipe and flags["scaling"] == "per-series"
+    for option in ("lags", "skip", "lag_inputs", "obs_scale"):  # the options beyond the paper
+        assert cfg[option] is (f"--{option.replace('_', '-')} " in recipe), option
+    assert int(flags["epochs"]) == training["epochs"] and flags["schedule"] == training["schedule"]
     ignored = (REPO / ".gitignore").read_text()
     assert "/artifacts/default/noise.f32" in ignored and "!/artifacts/default/" in ignored

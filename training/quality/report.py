@@ -38,8 +38,9 @@ quarterly real GDP, CPI and unemployment (season 4) and two generated series,
 50 + 10 sin(2 pi t / p) + N(0, 1) for p = 12 and 24, whose true 80 % interval is
 {ORACLE_WIDTH80:.3f} wide. Each series is evaluated on its last {cfg.eval_frac:.0%} (at most
 {cfg.eval_cap} points). The model is created from the history before that (its last
-{filter_steps + 1} values at most, what the runtime filters) and then updated one observation
-at a time through `Runtime.update`, as the service does. ETS keeps the parameters fitted on the
+{filter_steps + 1} values at most, what the runtime filters), told the series' season as a
+user would declare it (`season_length`, none for GE), and then updated one observation at a
+time through `Runtime.update`, as the service does. ETS keeps the parameters fitted on the
 history (its last {cfg.ets_history} values at most) and runs its state space through the same
 points. Multistep forecasts (horizon 12, 48 for hourly data) start from up to {cfg.origins}
 origins spread over the evaluation part: the model's from {cfg.samples} sample paths of
