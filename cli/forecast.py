@@ -176,12 +176,12 @@ def _seasons(
     freq: str | None, *, id_col: str, time_col: str,
 ) -> list[int]:
     """Each series' season length: --season-length, --freq, its timestamps' or detected."""
-    from timeseries.seasons import detect_season, season_of_freq
+    from timeseries.seasons import declared, detect_season, season_of_freq
 
     if season_length is not None and freq is not None:
         raise typer.BadParameter("give --season-length or --freq, not both", param_hint="--freq")
     if season_length is not None:
-        return [0 if season_length == 1 else season_length] * len(ids)
+        return [declared(season_length)] * len(ids)
     if freq is not None:
         try:
             return [season_of_freq(freq)] * len(ids)

@@ -37,7 +37,7 @@ from service.schemas import (
     StreamStep,
 )
 from service.settings import Settings, level_label
-from timeseries.seasons import detect_season, season_of_freq
+from timeseries.seasons import declared, detect_season, season_of_freq
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class Engine:
                 f"{field}: send season_length or freq, not both", field=f"{field}season_length"
             )
         if season_length is not None:
-            return 0 if season_length == 1 else season_length
+            return declared(season_length)
         if freq is not None:
             try:
                 return season_of_freq(freq)

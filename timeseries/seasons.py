@@ -57,6 +57,11 @@ def season_of_freq(freq: str) -> int:
     return base // n if base % n == 0 and n < base else 0
 
 
+def declared(season_length: int) -> int:
+    """A season length as a user gives it: 0 or 1 is none (statsforecast's 1), as 0."""
+    return 0 if season_length == 1 else season_length
+
+
 def season_of_timestamps(stamps: Sequence[object]) -> int:
     """The season length implied by regular timestamps (0 where no frequency is found)."""
     index = pd.DatetimeIndex(pd.to_datetime(list(stamps)))

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from model.state import series_scaling
-from timeseries.seasons import detect_season, season_of_timestamps
+from timeseries.seasons import declared, detect_season, season_of_timestamps
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from timeseries.tables import check_rows, is_table, numeric_values, read_dates
 from training.corpus import corpus_seasons
@@ -618,7 +618,7 @@ def _table_seasons(
 ) -> np.ndarray:
     """Season length per series (n,) int64: given, its dated timestamps', or detected."""
     if season_length is not None:
-        return np.full(len(raw), 0 if season_length == 1 else season_length, np.int64)
+        return np.full(len(raw), declared(season_length), np.int64)
     dated = pd.api.types.is_datetime64_any_dtype(groups[0][1][time_col]) if groups else False
     out = np.zeros(len(raw), np.int64)
     for i, ((_, g), values) in enumerate(zip(groups, raw, strict=True)):
