@@ -1,7 +1,8 @@
 """What the per-series online adaptation (model/adaptation.py) adds to an online update.
 
 One series of the default model, created from 60 values of a random walk, then fed 200
-observations one `update` call at a time, with the adaptation off and on (twice each,
+observations one `update` call at a time, with the adaptation off, with the spread and the
+coverage only, and with all three corrections (twice each,
 alternating, so that a busy machine shows in both); prints the median and minimum per update.
 
     python bench/bench_adaptation.py [--artifact artifacts/default] [--backend onnx]
@@ -40,9 +41,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{args.backend}, one series, {args.steps} updates of one observation (us)")
-    for name, adapt in (("off", OFF), ("on", AdaptConfig())) * 2:
+    configs = (("off", OFF), ("spread, coverage", AdaptConfig(mean=False)), ("all", AdaptConfig()))
+    for name, adapt in configs * 2:
         t = np.array(run(args.artifact, args.backend, adapt, args.steps)) * 1e6
-        print(f"  adaptation {name:3s}: median {np.median(t):7.0f}  min {t.min():7.0f}")
+        print(f"  adaptation {name:16s}: median {np.median(t):7.0f}  min {t.min():7.0f}")
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def rotating(calls: list[Callable[[], object]]) -> Callable[[], object]:
 
 def step_call(rt: Runtime, states: list[SeriesState]) -> Callable[[], object]:
     """The backend's filter update on a prepared batch (what `update` calls once per step)."""
-    batch = StateBatch.of(states, rt.target_dim)
+    batch = StateBatch.of(states, rt.target_dim, rt.n_mean)
     x = ((np.full((len(states), 1), 52.0) - batch.loc) / batch.scale).astype(np.float32)
     observed = np.ones(len(states), bool)
     valid = np.arange(rt.window)[None, :] < batch.t[:, None]

@@ -28,10 +28,17 @@ from torch import Tensor
 
 from model import artifact as art
 from model.compact import materialize
-from model.export import SEASON, UPDATE_INPUTS, UpdateGraph, forecast_graph, forecast_io
+from model.export import (
+    MEAN_COEF,
+    SEASON,
+    UPDATE_INPUTS,
+    UpdateGraph,
+    forecast_graph,
+    forecast_io,
+)
 from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
 from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 
 
 class StepOut(NamedTuple):
@@ -53,6 +60,7 @@ class StepOut(NamedTuple):
 class Backend(Protocol):
     name: str
     device: str
+    corrects_mean: bool  # takes each series' correction of the mean (model/adaptation.py)
 
     def update(
         self,
@@ -64,6 +72,7 @@ class Backend(Protocol):
         x: np.ndarray,
         observed: np.ndarray,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> StepOut: ...
 
     def start_paths(
@@ -75,11 +84,21 @@ class Backend(Protocol):
         logw: np.ndarray,
         u: Tensor,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> Any: ...
 
     def forecast_step(
-        self, paths: Any, eps_z: Tensor, eps_x: Tensor, eps_qkv: Tensor, covariates: Tensor | None
-    ) -> tuple[Any, np.ndarray]: ...
+        self,
+        paths: Any,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
+    ) -> tuple[Any, np.ndarray]:
+        """One step of the paths; `mean_coef` (B, J, O): the correction of the mean at this
+        step (None: the one they started with)."""
+        ...
 
 
 def draw_paths(logw: Tensor, u: Tensor) -> Tensor:
@@ -146,7 +165,9 @@ class LazyPaths:
         of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
         parts = self.particles
         mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
-        pred = mutate(model, mu, eps_z, self.last_inputs(), parts.lagged(model))  # (B, N, O)
+        pred = mutate(
+            model, mu, eps_z, self.last_inputs(), parts.lagged(model), parts.mean_coef
+        )  # (B, N, O)
         x_t, x_in = draw_next(model, pred, eps_x, covariates)  # (B, N, O), (B, N, F)
         qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), eq. (3.1)
         return replace(self, qkv=qkv, x_prev=x_in), x_t
@@ -160,6 +181,7 @@ class TorchBackend:
     def __init__(self, model: SMCTransformer, noise: Tensor, device: str, threshold: float) -> None:
         self.device = device
         self.model = model.to(device).eval()
+        self.corrects_mean = model.cfg.lag_inputs
         self.noise = noise.to(device)
         self.graph = UpdateGraph(self.model, threshold)
         self.forecast_graph = forecast_graph(self.model)
@@ -178,9 +200,11 @@ class TorchBackend:
         x: np.ndarray,
         observed: np.ndarray,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> StepOut:
         args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
-        out = self.graph(self.noise, *args, _season(self.model, season, len(x), self._t))
+        lagged = _lagged(self.model, season, mean_coef, len(x), self._t)
+        out = self.graph(self.noise, *args, *lagged)
         if self.device != "cpu":
             out = tuple(o.cpu() for o in out)
         return StepOut(*(o.numpy() for o in out))
@@ -195,9 +219,12 @@ class TorchBackend:
         logw: np.ndarray,
         u: Tensor,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> LazyPaths:
         x_h, v, lin, lw = (self._t(a) for a in (x_hist, valid, lineage, logw))
-        state = CompactState(x_h, v, lin, lw, _season(self.model, season, len(x_hist), self._t))
+        state = CompactState(
+            x_h, v, lin, lw, *_lagged(self.model, season, mean_coef, len(x_hist), self._t)
+        )
         return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
 
     @torch.inference_mode()
@@ -208,20 +235,29 @@ class TorchBackend:
         eps_x: Tensor,
         eps_qkv: Tensor,
         covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
     ) -> tuple[FilterState | LazyPaths, np.ndarray]:
         cov = None if covariates is None else self._t(covariates)
         eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
+        if mean_coef is not None and self.corrects_mean:
+            coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
+            if isinstance(paths, LazyPaths):
+                paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
+            else:
+                paths = replace(paths, mean_coef=coef)
         if isinstance(paths, LazyPaths):
             if paths.qkv is None:
                 moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
                 return moved, x.cpu().numpy()
             paths = paths.expand()
-        lagged = () if paths.inputs is None else (paths.inputs, paths.season)
+        lagged = () if paths.inputs is None else (paths.inputs, paths.season, paths.mean_coef)
         state = (paths.window, paths.query, paths.x_prev, paths.valid, *lagged)
         out = self.forecast_graph(*state, eps_z, eps_x, eps_qkv, cov)
         window, query, x_prev, valid, *inputs, x_t = out
         held = inputs[0] if inputs else None
-        after = FilterState(window, query, x_prev, valid, paths.logw, held, paths.season)
+        after = FilterState(
+            window, query, x_prev, valid, paths.logw, held, paths.season, paths.mean_coef
+        )
         return after, x_t.cpu().numpy()
 
 
@@ -269,6 +305,8 @@ class OnnxBackend:
         self.forecast_inputs = [i.name for i in self.forecast_session.get_inputs()]
         self.update_inputs = [i.name for i in self.update_session.get_inputs()]
         self.outputs = [o.name for o in self.update_session.get_outputs()]
+        # graphs exported before the correction of the mean do not take it
+        self.corrects_mean = MEAN_COEF in self.update_inputs and MEAN_COEF in self.forecast_inputs
         ort_device = "cuda" if device == "cuda" else "cpu"
         self.noise_value = ort.OrtValue.ortvalue_from_numpy(self.noise.numpy(), ort_device, 0)
 
@@ -282,6 +320,7 @@ class OnnxBackend:
         x: np.ndarray,
         observed: np.ndarray,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> StepOut:
         feeds: dict[str, Any] = {UPDATE_INPUTS[0]: self.noise_value}
         for name, value in zip(
@@ -290,6 +329,8 @@ class OnnxBackend:
             feeds[name] = np.ascontiguousarray(value)
         if SEASON in self.update_inputs:
             feeds[SEASON] = _season_array(season, len(x))
+        if MEAN_COEF in self.update_inputs:
+            feeds[MEAN_COEF] = _mean_coef_array(self.model, mean_coef, len(x))
         # run() with the table as a bound OrtValue: cheaper per call than an io_binding
         # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
         return StepOut(*self.update_session.run(self.outputs, feeds))
@@ -303,15 +344,19 @@ class OnnxBackend:
         logw: np.ndarray,
         u: Tensor,
         season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
     ) -> list[np.ndarray]:
         with torch.inference_mode():
             x_h, v, lin, lw = (torch.as_tensor(a) for a in (x_hist, valid, lineage, logw))
-            season_t = _season(self.model, season, len(x_hist), torch.as_tensor)
-            state = CompactState(x_h, v, lin, lw, season_t)
+            lagged = _lagged(self.model, season, mean_coef, len(x_hist), torch.as_tensor)
+            state = CompactState(x_h, v, lin, lw, *lagged)
             paths = start_paths(self.model, self.noise, torch.as_tensor(base), state, u)
         held = [paths.window, paths.query, paths.x_prev, paths.valid]
         if paths.inputs is not None and paths.season is not None:  # the graph takes N windows
             held += [paths.inputs.expand(-1, paths.window.shape[1], -1, -1), paths.season]
+            if MEAN_COEF in self.forecast_inputs:
+                assert paths.mean_coef is not None
+                held.append(paths.mean_coef)
         return [t.numpy() for t in held]
 
     def forecast_step(
@@ -321,7 +366,13 @@ class OnnxBackend:
         eps_x: Tensor,
         eps_qkv: Tensor,
         covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
     ) -> tuple[list[np.ndarray], np.ndarray]:
+        if mean_coef is not None and self.corrects_mean:
+            paths = list(paths)
+            paths[self.forecast_inputs.index(MEAN_COEF)] = np.ascontiguousarray(
+                mean_coef, np.float32
+            )
         values = [*paths, eps_z.numpy(), eps_x.numpy(), eps_qkv.numpy()]
         if covariates is not None:
             values.append(covariates.numpy())
@@ -329,7 +380,9 @@ class OnnxBackend:
         assert set(feeds) <= set(forecast_io(self.model)[0])
         *moved, x_t = self.forecast_session.run(None, feeds)
         if SEASON in feeds:
-            moved.append(feeds[SEASON])  # the season stays
+            moved.append(feeds[SEASON])  # the season and the mean correction stay
+        if MEAN_COEF in feeds:
+            moved.append(feeds[MEAN_COEF])
         return moved, x_t
 
 
@@ -338,6 +391,22 @@ def _season_array(season: np.ndarray | None, b: int) -> np.ndarray:
     return np.zeros(b, np.int64) if season is None else np.asarray(season, np.int64)
 
 
-def _season(model: SMCTransformer, season: np.ndarray | None, b: int, to: Any) -> Tensor | None:
-    """The season lengths (B,) a model with lag_inputs takes, as a tensor (None for others)."""
-    return to(_season_array(season, b)) if model.cfg.lag_inputs else None
+def _mean_coef_array(model: SMCTransformer, mean_coef: np.ndarray | None, b: int) -> np.ndarray:
+    """A series' correction of the mean (B, K + 1, O) float32; none given: zeros, none."""
+    if mean_coef is None:
+        return np.zeros((b, N_MEAN_TERMS, model.cfg.target_dim), np.float32)
+    return np.ascontiguousarray(mean_coef, np.float32)
+
+
+def _lagged(
+    model: SMCTransformer,
+    season: np.ndarray | None,
+    mean_coef: np.ndarray | None,
+    b: int,
+    to: Any,
+) -> tuple[Tensor | None, Tensor | None]:
+    """The season lengths (B,) and the mean corrections (B, K + 1, O) a model with lag_inputs
+    takes, as tensors (None for others)."""
+    if not model.cfg.lag_inputs:
+        return None, None
+    return to(_season_array(season, b)), to(_mean_coef_array(model, mean_coef, b))

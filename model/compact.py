@@ -101,7 +101,7 @@ def compact_step(
     selected, anc, resampled, ess_prev = select(state, u, resampler, threshold)
     mu = attend(model, table, base, selected, anc)  # (B, P, D)
     x_prev = state.x_hist[:, :1]  # (B, 1, F): X_{t-1} is every particle's
-    pred = mutate(model, mu, eps_z, x_prev, state.lagged(model))  # (B, P, O)
+    pred = mutate(model, mu, eps_z, x_prev, state.lagged(model), state.mean_coef)  # (B, P, O)
     ll, logw = weight(model, selected.logw, x, pred, observed)  # (B, P) each
     x_in = impute(model, x, pred, selected.logw, observed)  # (B, F)
     new = absorb_inputs(selected, x_in, logw)
@@ -137,4 +137,6 @@ def materialize(
     x_prev = x_hist[:, :1].expand(b, n, x_hist.shape[-1])
     logw = torch.zeros(b, n, dtype=x_hist.dtype, device=x_hist.device)
     inputs = x_hist.unsqueeze(1) if model.cfg.lag_inputs else None  # (B, 1, L, F) shared
-    return FilterState(window, query, x_prev, state.valid, logw, inputs, state.season)
+    return FilterState(
+        window, query, x_prev, state.valid, logw, inputs, state.season, state.mean_coef
+    )

@@ -44,7 +44,7 @@ from model.noise import (
     table_size_for,
 )
 from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +68,17 @@ FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
 # a model with ModelConfig.lag_inputs: each series' season length enters both steps, and the
 # forecast paths carry their input windows
 SEASON = "season"
-LAGGED_FORECAST_INPUTS = (*FORECAST_INPUTS[:4], "inputs", SEASON, *FORECAST_INPUTS[4:])
+# and each series' own correction of the mean (model/adaptation.py), zeros for none
+MEAN_COEF = "mean_coef"
+LAGGED_FORECAST_INPUTS = (
+    *FORECAST_INPUTS[:4], "inputs", SEASON, MEAN_COEF, *FORECAST_INPUTS[4:]
+)
 LAGGED_FORECAST_OUTPUTS = (*FORECAST_OUTPUTS[:4], "inputs_out", "x_t")
 
 
 def update_inputs(model: SMCTransformer) -> tuple[str, ...]:
     """Input names of the filter_step graph of `model`."""
-    return (*UPDATE_INPUTS, SEASON) if model.cfg.lag_inputs else UPDATE_INPUTS
+    return (*UPDATE_INPUTS, SEASON, MEAN_COEF) if model.cfg.lag_inputs else UPDATE_INPUTS
 
 
 def forecast_io(model: SMCTransformer) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -103,12 +107,13 @@ class UpdateGraph(nn.Module):
         x: Tensor,
         observed: Tensor,
         season: Tensor | None = None,
+        mean_coef: Tensor | None = None,
     ) -> tuple[Tensor, ...]:
         new, s = compact_step(
             self.model,
             noise,
             base,
-            CompactState(x_hist, valid, lineage, logw, season),
+            CompactState(x_hist, valid, lineage, logw, season, mean_coef),
             x,
             observed,
             get_resampler("systematic"),
@@ -151,8 +156,9 @@ class ForecastGraph(nn.Module):
 
 
 class LaggedForecastGraph(ForecastGraph):
-    """forecast_step of a model with lag_inputs: the paths' input windows (B, 1 or N, L, F)
-    and the series' season lengths (B,) go in, the windows after the step come out."""
+    """forecast_step of a model with lag_inputs: the paths' input windows (B, 1 or N, L, F),
+    the series' season lengths (B,) and mean corrections (B, K + 1, O) go in, the windows
+    after the step come out."""
 
     def forward(  # type: ignore[override]
         self,
@@ -162,13 +168,14 @@ class LaggedForecastGraph(ForecastGraph):
         valid: Tensor,
         inputs: Tensor,
         season: Tensor,
+        mean_coef: Tensor,
         eps_z: Tensor,
         eps_x: Tensor,
         eps_qkv: Tensor,
         covariates: Tensor | None = None,
     ) -> tuple[Tensor, ...]:
         logw = query[..., 0] * 0.0
-        paths = FilterState(window, query, x_prev, valid, logw, inputs, season)
+        paths = FilterState(window, query, x_prev, valid, logw, inputs, season, mean_coef)
         new, x_t = forecast_step(self.model, paths, eps_z, eps_x, eps_qkv, covariates)
         assert new.inputs is not None
         return new.window, new.query, new.x_prev, new.valid, new.inputs, x_t
@@ -205,8 +212,11 @@ def example(
     )
     series = series.expand(b, steps + 2, f) + 0.1 * torch.randn(b, steps + 2, f, generator=gen)
     x_hist[:, 0] = series[:, 0]
-    season = torch.arange(b, dtype=torch.long) % 3 * 2 if cfg.lag_inputs else None  # 0, 2, 4
-    state = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season)
+    season = mean_coef = None
+    if cfg.lag_inputs:  # seasons 0, 2, 4; a small correction of the mean
+        season = torch.arange(b, dtype=torch.long) % 3 * 2
+        mean_coef = 0.1 * torch.randn(b, N_MEAN_TERMS, cfg.target_dim, generator=gen)
+    state = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season, mean_coef)
 
     def base(t: int) -> Tensor:
         step_nums = np.repeat(np.arange(t + 1, t - n_lag, -1)[None], b, axis=0)
@@ -224,16 +234,16 @@ def example(
         x[~observed] = float("nan")
         flat = (state.x_hist, state.valid, state.lineage, state.logw)  # as UPDATE_INPUTS
         update: tuple[Tensor, ...] = (noise, base(steps + 1), *flat, x, observed)
-        if season is not None:
-            update += (season,)
+        if season is not None and mean_coef is not None:
+            update += (season, mean_coef)
         anc = systematic(state.logw, torch.rand(b, n, generator=gen))  # (B, N)
         chosen = state.lineage.gather(1, anc.unsqueeze(-1).expand(b, n, n_lag))
         paths = materialize(model, noise, base(steps + 1), state, chosen)
     d, o = cfg.d_model, cfg.d_out
     lagged: tuple[Tensor, ...] = ()
-    if season is not None:  # each path its own input window, as after a first step
+    if season is not None and mean_coef is not None:  # each path its own input window
         assert paths.inputs is not None
-        lagged = (paths.inputs.expand(b, n, -1, -1).contiguous(), season)
+        lagged = (paths.inputs.expand(b, n, -1, -1).contiguous(), season, mean_coef)
     forecast: tuple[Tensor, ...] = (
         paths.window,
         paths.query,
@@ -302,6 +312,7 @@ def export_graphs(model: SMCTransformer, noise: Tensor, out: Path, threshold: fl
             "x": {0: batch},
             "observed": {0: batch},
             SEASON: {0: batch},
+            MEAN_COEF: {0: batch},
         },
         out / art.FILTER_GRAPH,
     )
@@ -319,6 +330,7 @@ def export_graphs(model: SMCTransformer, noise: Tensor, out: Path, threshold: fl
             "valid": {0: batch},
             "inputs": bn,
             SEASON: {0: batch},
+            MEAN_COEF: {0: batch},
             "eps_z": bn,
             "eps_x": bn,
             "eps_qkv": bn,

@@ -56,6 +56,8 @@ class FilterState:
     # and each series' season length (0: none)
     inputs: Tensor | None = None  # (B, 1 or P, L, F) X_{t-s} at index s-1
     season: Tensor | None = None  # (B,) int64
+    # a served series' own correction of the mean (B, K + 1, O) (SMCTransformer.readout)
+    mean_coef: Tensor | None = None
 
     def take(self, ancestors: Tensor, logw: Tensor) -> FilterState:
         """The particles `ancestors` (B, P): each takes its ancestor's window, query and last
@@ -68,6 +70,7 @@ class FilterState:
             logw=logw,
             inputs=_select_inputs(self.inputs, ancestors),
             season=self.season,
+            mean_coef=self.mean_coef,
         )
 
     def lagged(self, model: SMCTransformer) -> Tensor | None:
@@ -89,11 +92,12 @@ class CompactState:
     lineage: Tensor  # (B, P, L) int64 ancestor index at each lag, lineage[:, m, 0] = m
     logw: Tensor  # (B, P) log-weights (unnormalised)
     season: Tensor | None = None  # (B,) int64 season length, with ModelConfig.lag_inputs
+    mean_coef: Tensor | None = None  # (B, K + 1, O) (FilterState.mean_coef)
 
     def take(self, ancestors: Tensor, logw: Tensor) -> CompactState:
         """The particles `ancestors` (B, P): only indices move (their lineages)."""
         lineage = self.lineage.gather(1, ancestors.unsqueeze(-1).expand_as(self.lineage))
-        return CompactState(self.x_hist, self.valid, lineage, logw, self.season)
+        return replace(self, lineage=lineage, logw=logw)
 
     def lagged(self, model: SMCTransformer) -> Tensor | None:
         """The lagged targets of ModelConfig.lag_inputs (B, 1, K, O), or None."""
@@ -178,14 +182,20 @@ def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
 
 
 def mutate(
-    model: SMCTransformer, mu: Tensor, eps_z: Tensor, x_prev: Tensor, lagged: Tensor | None
+    model: SMCTransformer,
+    mu: Tensor,
+    eps_z: Tensor,
+    x_prev: Tensor,
+    lagged: Tensor | None,
+    mean_coef: Tensor | None = None,
 ) -> Tensor:
     """Mutation phase, eq. (3): z_t = mu_t + Sigma_z^1/2 eps_z, and the prediction G(r_t),
     r_t = LN(z_t + W^e X_{t-1}). mu (B, P, D) the attention mean, eps_z (B, P, D), x_prev
     (B, P or 1, F), lagged (B, P or 1, K, O) the lagged targets (ModelConfig.lag_inputs) or
-    None -> (B, P, O)."""
+    None, mean_coef (B, K + 1, O) a served series' correction of the mean or None -> (B, P,
+    O)."""
     z = mu + torch.sqrt(model.sigma_z) * eps_z  # (B, P, D)
-    return model.readout(z, x_prev, lagged)
+    return model.readout(z, x_prev, lagged, mean_coef)
 
 
 # ---------------------------------------------------------------- 3. weighting
@@ -256,6 +266,7 @@ def enter(state: FilterState, qkv: Tensor, x: Tensor) -> FilterState:
         logw=state.logw,
         inputs=None if state.inputs is None else _push_inputs(state.inputs, x),
         season=state.season,
+        mean_coef=state.mean_coef,
     )
 
 
@@ -281,6 +292,7 @@ def absorb_inputs(state: CompactState, x: Tensor, logw: Tensor) -> CompactState:
         lineage=push(state.lineage, own, 2),
         logw=logw,
         season=state.season,
+        mean_coef=state.mean_coef,
     )
 
 
@@ -331,7 +343,9 @@ def filter_step(
     None = every row observed, the training fast path)."""
     selected, anc, resampled, ess_prev = select(state, noise.u, resampler, threshold)
     mu = model.attend(selected.query, selected.window, selected.valid)  # (B, P, D), eq. (3)
-    pred = mutate(model, mu, noise.eps_z, selected.x_prev, selected.lagged(model))  # (B, P, O)
+    pred = mutate(
+        model, mu, noise.eps_z, selected.x_prev, selected.lagged(model), selected.mean_coef
+    )  # (B, P, O)
     ll, logw = weight(model, selected.logw, x, pred, observed)  # (B, P) each
     x_in = x if observed is None else impute(model, x, pred, selected.logw, observed)
     new = absorb(model, replace(selected, logw=logw), x_in.unsqueeze(1), noise.eps_qkv)
@@ -364,7 +378,9 @@ def forecast_step(
     its own sampled X_t back. eps_x (B, N, O); covariates (B, F-O) known future inputs.
     Returns the new state and the sampled targets (B, N, O) (class indices if categorical)."""
     mu = model.attend(state.query, state.window, state.valid)  # (B, N, D), eq. (3)
-    pred = mutate(model, mu, eps_z, state.x_prev, state.lagged(model))  # (B, N, O)
+    pred = mutate(
+        model, mu, eps_z, state.x_prev, state.lagged(model), state.mean_coef
+    )  # (B, N, O)
     x_t, x_in = draw_next(model, pred, eps_x, covariates)
     return absorb(model, state, x_in, eps_qkv), x_t
 
@@ -379,4 +395,5 @@ def expand_paths(state: FilterState, ancestors: Tensor) -> FilterState:
         logw=torch.zeros(ancestors.shape, dtype=state.logw.dtype, device=state.logw.device),
         inputs=_select_inputs(state.inputs, ancestors),
         season=state.season,
+        mean_coef=state.mean_coef,
     )

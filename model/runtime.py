@@ -36,8 +36,13 @@ from model.adaptation import (
     effective_alphas,
     horizon_alphas,
     horizon_factors,
+    horizon_mean,
+    mean_prior,
+    mean_terms,
+    rescale_intercept,
     spread_statistic,
     update_alpha,
+    update_mean,
     update_spread,
 )
 from model.artifact import Artifact, ArtifactError
@@ -45,7 +50,7 @@ from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
 from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture, summarize_samples
-from model.smc_transformer import GaussianObservation
+from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS, GaussianObservation
 from model.state import SeriesState, StateBatch, cover_arrays, flat_scale, series_scaling
 
 BACKENDS = ("torch", "onnx")
@@ -146,6 +151,9 @@ class Runtime:
         self.min_history: int = MIN_HISTORY
         # the longest season the model reads (its window; 0 for a model without lag inputs)
         self.max_season: int = cfg.window if cfg.lag_inputs else 0
+        # terms of each series' own correction of the mean (model/adaptation.py): a model with
+        # lag inputs whose backend takes them; 0: none
+        self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and engine.corrects_mean else 0
         self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows
@@ -236,6 +244,7 @@ class Runtime:
         if b == 0:
             return []
         scaling = [series_scaling(r) if self.per_series else (self.loc, self.scale) for r in rows]
+        prior = [a.astype(np.float32) for a in mean_prior(b, self.n_mean, self.target_dim)]
         if self.per_series:
             for r in rows:
                 check_observed(r, self.target_dim)
@@ -266,6 +275,9 @@ class Runtime:
             cover_levels=np.zeros((b, 0), np.float32),
             cover_alpha=np.zeros((b, 0), np.float32),
             season=season,
+            mean_coef=prior[0],
+            mean_cov=prior[1],
+            mean_noise=prior[2],
         )
         for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
@@ -291,7 +303,7 @@ class Runtime:
         rows = [self._rows(o, "observations", 0) for o in observations]
         if not states:
             return []
-        batch = StateBatch.of(states, self.target_dim)
+        batch = StateBatch.of(states, self.target_dim, self.n_mean)
         results: list[list[UpdateResult]] = [[] for _ in states]
 
         def score(
@@ -336,17 +348,23 @@ class Runtime:
             steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
             out = self._step(
-                base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season
+                base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
+                self._mean_coef(sub),
             )
             law = self._law(sub, out)
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
-            self._adapt(sub, xs[:, : self.target_dim], observed, law)
+            self._adapt(sub, xs[:, : self.target_dim], observed, law, valid)
             sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
+                before = sub.scale[:, : self.target_dim].copy()
                 self._reanchor(sub)
+                if self.n_mean:  # its constant is in scaled units
+                    rescale_intercept(
+                        sub.mean_coef, sub.mean_cov, before / sub.scale[:, : self.target_dim]
+                    )
             if sub is not batch:
                 batch.put(idx, sub)
 
@@ -432,15 +450,45 @@ class Runtime:
         law = Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
         return law.scaled(sub.spread_factor) if self.adapt.spread else law
 
-    def _adapt(self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture) -> None:
+    def _mean_coef(self, batch: StateBatch) -> np.ndarray:
+        """The coefficients of each series' correction of the mean as the model takes them
+        (B, J, O) float32: zeros where the correction is off or the model has none."""
+        if not (self.n_mean and self.adapt.mean):
+            return np.zeros((len(batch), N_MEAN_TERMS, self.target_dim), np.float32)
+        return np.ascontiguousarray(batch.mean_coef.transpose(0, 2, 1))
+
+    def _adapt(
+        self,
+        sub: StateBatch,
+        ys: np.ndarray,
+        observed: np.ndarray,
+        law: Mixture,
+        valid: np.ndarray,
+    ) -> None:
         """Update the adaptation of the series observed at this step (model/adaptation.py)
-        from their scaled values ys (B_k, O) under the law they were issued. In place."""
+        from their scaled values ys (B_k, O) under the law they were issued; `sub` still holds
+        the window the step read, `valid` (B_k, L) its lags. In place."""
         # from the step where the window holds half its inputs (model/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
-        if not len(rows) or not (self.adapt.spread or self.adapt.coverage):
+        correct = bool(self.n_mean) and self.adapt.mean
+        if not len(rows) or not (self.adapt.spread or self.adapt.coverage or correct):
             return
         y = ys[rows].astype(np.float64)
         seen = law.take(rows)
+        if correct:
+            phi = mean_terms(
+                sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
+            )
+            issued, _ = seen.moments()
+            coef, cov, noise = update_mean(
+                sub.mean_coef[rows].astype(np.float64),
+                sub.mean_cov[rows].astype(np.float64),
+                sub.mean_noise[rows].astype(np.float64),
+                phi,
+                y - issued,
+                self.adapt.forget,
+            )
+            sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise
         if self.adapt.coverage and sub.cover_levels.shape[1]:
             alpha = sub.cover_alpha[rows].astype(np.float64)  # (R, K)
             used = np.clip(alpha, ALPHA_MIN, ALPHA_MAX)
@@ -628,7 +676,7 @@ class Runtime:
         covariates from `_path_inputs`."""
         if not states:
             return
-        batch = StateBatch.of(states, self.target_dim)
+        batch = StateBatch.of(states, self.target_dim, self.n_mean)
         gens = [torch.Generator().manual_seed(_key("forecast", seed, s.seed, s.t)) for s in states]
         cfg = self.artifact.config
         n, d, o = n_samples, cfg.d_model, self.target_dim
@@ -642,15 +690,16 @@ class Runtime:
         base = self.layout.base_rows(batch.seed, steps, self.table_rows)
         paths = self.engine.start_paths(
             base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True),
-            batch.season,
+            batch.season, self._mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
         factors = horizon_factors(batch.spread_factor, horizon)  # (B, H, O)
+        coef = self._mean_coef(batch)
         for h in range(horizon):
             cov_h = None if cov is None else torch.from_numpy(cov[:, h])
             paths, x_t = self.engine.forecast_step(
-                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h
+                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h, horizon_mean(coef, h + 1)
             )
             x = x_t.astype(np.float64)  # (B, N, O) scaled
             if self.adapt.spread:

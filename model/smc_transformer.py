@@ -25,6 +25,8 @@ from model.config import ModelConfig
 LOG_2PI = math.log(2 * math.pi)
 #: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
 N_LAG_TERMS = 4
+#: the terms of a series' own mean correction (model/adaptation.py): the lag terms and a constant
+N_MEAN_TERMS = N_LAG_TERMS + 1
 #: bound of the log-scale s of ModelConfig.obs_scale: a particle's sd is within e^+-3 of
 #: Sigma_obs^1/2 (s = 3 tanh(a / 3) of the linear output a)
 OBS_SCALE_BOUND = 3.0
@@ -214,12 +216,20 @@ class SMCTransformer(nn.Module):
         values = self.lag_value[:n_lag].view(n_lag, hd, r).transpose(0, 1)  # (Hd, L, R)
         return (pi.unsqueeze(-2) @ values).squeeze(-2)
 
-    def readout(self, z: Tensor, x_prev: Tensor, lagged: Tensor | None = None) -> Tensor:
+    def readout(
+        self,
+        z: Tensor,
+        x_prev: Tensor,
+        lagged: Tensor | None = None,
+        mean_coef: Tensor | None = None,
+    ) -> Tensor:
         """G_obs(r(t)) with r(t) = LN(z(t) + W^e X_{t-1}), plus a X_{t-1} of the targets with
         `skip` and sum_j c_j(r(t)) lagged_j with `lag_inputs`; z (B, P, D), x_prev (B, P, F)
         or (B, 1, F) when every particle has the same X_{t-1}; lagged (B, P or 1, K, O) from
-        `lag_terms`. With `obs_scale`, the mean and each particle's log-scale s(r(t)) side by
-        side (B, P, 2 O) (GaussianObservation)."""
+        `lag_terms`. mean_coef (B, K + 1, O), a served series' own correction of the mean
+        (model/adaptation.py), adds sum_j a_j lagged_j + a_K; None (training): none. With
+        `obs_scale`, the mean and each particle's log-scale s(r(t)) side by side (B, P, 2 O)
+        (GaussianObservation)."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z
         mean = self.obs(r)  # (B, P, O)
         if self.cfg.skip:
@@ -228,6 +238,9 @@ class SMCTransformer(nn.Module):
             assert lagged is not None, "a model with lag_inputs needs the lagged targets"
             coef = self.lag_coef(r).view(*r.shape[:-1], N_LAG_TERMS, self.cfg.d_out)
             mean = mean + (coef * lagged).sum(-2)
+            if mean_coef is not None:
+                a = mean_coef.unsqueeze(1)  # (B, 1, K + 1, O)
+                mean = mean + (a[:, :, :N_LAG_TERMS] * lagged).sum(-2) + a[:, :, N_LAG_TERMS]
         if self.cfg.obs_scale:
             assert isinstance(self.obs, GaussianObservation)
             scale = self.obs.scale_of(r).expand_as(mean)

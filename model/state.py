@@ -7,19 +7,24 @@ key/value windows are rebuilt from these and the artifact's noise table, so the 
 kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
 update after a round trip through bytes gives bit for bit the result it gives on the original.
 
-Binary format, version 4, little-endian:
+Binary format, version 5, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
     the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
     lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
     O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
-    cover_alpha K x f32 | season u16 | crc32 u32 of all that precedes.
+    cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
+    O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
+    mean_noise O x f32 | crc32 u32 of all that precedes.
 The block after logw is the series' online adaptation (model/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
-which a model with lag inputs reads (model/config.py). Versions 1 (no observed mask: every
-valid lag counts as observed), 2 (no adaptation) and 3 (no season) are still read.
+which a model with lag inputs reads (model/config.py); then the coefficients of its own
+correction of the mean, their covariance and the variance of its innovations (O = 0: none
+yet, the prior). Versions 1 (no
+observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no season) and 4 (no
+mean correction) are still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -35,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from model.adaptation import PRIOR_WEIGHT
+from model.adaptation import PRIOR_WEIGHT, mean_prior
 
 MAGIC = b"SMCS"
 _HEAD = struct.Struct("<4sHH32sQQIHH")
@@ -58,8 +63,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 class SeriesState:
     """Particles of one series after `t` observations (see the module docstring)."""
 
-    FORMAT_VERSION: ClassVar[int] = 4
-    READS: ClassVar[tuple[int, ...]] = (1, 2, 3, 4)
+    FORMAT_VERSION: ClassVar[int] = 5
+    READS: ClassVar[tuple[int, ...]] = (1, 2, 3, 4, 5)
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -78,6 +83,11 @@ class SeriesState:
     cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     season: int = 0  # the series' season length in steps, 0: none
+    # the correction of the mean (model/adaptation.py): (O, J) float32 coefficients, their
+    # (O, J, J) covariances and (O,) innovation variances (O = 0: none yet)
+    mean_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    mean_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
+    mean_noise: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -95,6 +105,9 @@ class SeriesState:
             ("spread_factor", np.float32),
             ("cover_levels", np.float32),
             ("cover_alpha", np.float32),
+            ("mean_coef", np.float32),
+            ("mean_cov", np.float32),
+            ("mean_noise", np.float32),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
@@ -105,6 +118,13 @@ class SeriesState:
             )
         if len(self.spread_factor) > 255 or len(self.cover_levels) > 255:
             raise ValueError("at most 255 targets and 255 monitored levels")
+        o, j = self.mean_coef.shape
+        if self.mean_cov.shape != (o, j, j) or self.mean_noise.shape != (o,) or max(o, j) > 255:
+            raise ValueError(
+                f"mean_coef {self.mean_coef.shape}, mean_cov {self.mean_cov.shape} and "
+                f"mean_noise {self.mean_noise.shape} must be (O, J), (O, J, J) and (O,), O and "
+                "J at most 255"
+            )
         if not 0 <= self.season < 1 << 16:
             raise ValueError(f"season must be in 0..65535, got {self.season}")
         p, n_lag = self.lineage.shape
@@ -148,7 +168,7 @@ class SeriesState:
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in (
                 "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
-                "cover_levels", "cover_alpha",
+                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise",
             )
         )
 
@@ -185,6 +205,10 @@ class SeriesState:
                 self.cover_levels.astype("<f4").tobytes(),
                 self.cover_alpha.astype("<f4").tobytes(),
                 struct.pack("<H", self.season),
+                struct.pack("<BB", *self.mean_coef.shape),
+                self.mean_coef.astype("<f4").tobytes(),
+                _upper(self.mean_cov).astype("<f4").tobytes(),
+                self.mean_noise.astype("<f4").tobytes(),
             )
         )
         return body + struct.pack("<I", zlib.crc32(body))
@@ -212,6 +236,8 @@ class SeriesState:
         fixed = _HEAD.size + sum(sizes)
         adapt = _adaptation_size(data, fixed) if version >= 3 else 0
         adapt += 2 if version >= 4 else 0  # the season
+        if version >= 5:
+            adapt += _mean_size(data, fixed + adapt)
         if len(data) != fixed + adapt + 4:
             raise StateFormatError(
                 f"series state has {len(data)} bytes, its header implies {fixed + adapt + 4}"
@@ -250,6 +276,14 @@ class SeriesState:
             }
             if version >= 4:
                 (extra["season"],) = struct.unpack_from("<H", data, at + 8 * k)
+            if version >= 5:
+                at += 8 * k + 2
+                o, j = struct.unpack_from("<BB", data, at)
+                tri = j * (j + 1) // 2
+                extra["mean_coef"] = np.frombuffer(data, "<f4", o * j, at + 2).reshape(o, j)
+                flat = np.frombuffer(data, "<f4", o * tri, at + 2 + 4 * o * j).reshape(o, tri)
+                extra["mean_cov"] = _full(flat, j)
+                extra["mean_noise"] = np.frombuffer(data, "<f4", o, at + 2 + 4 * o * (j + tri))
         return cls(
             model_id=model_id.hex(),
             seed=int(seed),
@@ -272,6 +306,29 @@ def _adaptation_size(data: bytes, pos: int) -> int:
     return 6 + 4 * o + 8 * data[pos + 5 + 4 * o]
 
 
+def _mean_size(data: bytes, pos: int) -> int:
+    """Bytes of the mean correction block that starts at `pos` (read from its counts)."""
+    if len(data) < pos + 2:
+        raise StateFormatError(f"series state too short ({len(data)} bytes) for its mean")
+    o, j = data[pos], data[pos + 1]
+    return 2 + 4 * o * j + 4 * o * (j * (j + 1) // 2) + 4 * o
+
+
+def _upper(cov: np.ndarray) -> np.ndarray:
+    """(O, J, J) symmetric -> (O, J (J + 1) / 2) upper triangles, row by row."""
+    rows, cols = np.triu_indices(cov.shape[-1])
+    return cov[:, rows, cols]
+
+
+def _full(upper: np.ndarray, j: int) -> np.ndarray:
+    """Inverse of `_upper`: (O, J (J + 1) / 2) -> (O, J, J)."""
+    out = np.zeros((upper.shape[0], j, j), np.float32)
+    rows, cols = np.triu_indices(j)
+    out[:, rows, cols] = upper
+    out[:, cols, rows] = upper
+    return out
+
+
 @dataclass
 class StateBatch:
     """The states of B series stacked as numpy arrays (what the runtime steps). The monitored
@@ -290,13 +347,19 @@ class StateBatch:
     cover_levels: np.ndarray  # (B, K) float32, NaN: unused
     cover_alpha: np.ndarray  # (B, K) float32
     season: np.ndarray  # (B,) int64
+    mean_coef: np.ndarray  # (B, O, J) float32, the prior where a series has none yet
+    mean_cov: np.ndarray  # (B, O, J, J) float32
+    mean_noise: np.ndarray  # (B, O) float32
 
     def __len__(self) -> int:
         return len(self.t)
 
     @classmethod
-    def of(cls, states: Sequence[SeriesState], n_targets: int) -> StateBatch:
+    def of(cls, states: Sequence[SeriesState], n_targets: int, n_mean: int) -> StateBatch:
+        """Stack `states`; `n_mean` the terms J of the model's mean correction (0: none)."""
         levels, alpha = cover_arrays(states)
+        prior = [a[0].astype(np.float32) for a in mean_prior(1, n_mean, n_targets)]
+        have = [s.mean_coef.size > 0 for s in states]
         return cls(
             seed=np.array([s.seed for s in states], dtype=np.uint64),
             t=np.array([s.t for s in states], dtype=np.int64),
@@ -314,6 +377,15 @@ class StateBatch:
             cover_levels=levels,
             cover_alpha=alpha,
             season=np.array([s.season for s in states], np.int64),
+            mean_coef=np.stack(
+                [s.mean_coef if h else prior[0] for s, h in zip(states, have, strict=True)]
+            ).reshape(len(states), n_targets, n_mean),
+            mean_cov=np.stack(
+                [s.mean_cov if h else prior[1] for s, h in zip(states, have, strict=True)]
+            ).reshape(len(states), n_targets, n_mean, n_mean),
+            mean_noise=np.stack(
+                [s.mean_noise if h else prior[2] for s, h in zip(states, have, strict=True)]
+            ).reshape(len(states), n_targets),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -356,6 +428,10 @@ class StateBatch:
             cover_levels=self.cover_levels[i][keep],
             cover_alpha=self.cover_alpha[i][keep],
             season=int(self.season[i]),
+            # a model without the correction of the mean keeps none (O = 0)
+            mean_coef=self.mean_coef[i] if self.mean_coef.shape[-1] else np.zeros((0, 0)),
+            mean_cov=self.mean_cov[i] if self.mean_coef.shape[-1] else np.zeros((0, 0, 0)),
+            mean_noise=self.mean_noise[i] if self.mean_coef.shape[-1] else np.zeros(0),
         )
 
 

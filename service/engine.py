@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from model.adaptation import ALPHA_MAX, ALPHA_MIN, AdaptConfig
+from model.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState, StateFormatError
 from model.stateless import StatelessRuntime, is_baseline
@@ -48,6 +48,7 @@ BatchObserver = Callable[[str, int, float], None]
 
 
 def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
+    mean = adapt.mean and state.mean_coef.size > 0
     """What a series' adaptation says (model/adaptation.py), as the API shows it."""
     levels = {
         # a monitored level is stored in float32: its label is the shortest that float32 holds
@@ -60,6 +61,11 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
         spread=adapt.spread, coverage=adapt.coverage,
         spread_factor=[round(float(v), 6) for v in state.spread_factor] if adapt.spread else [],
         issued_levels=levels if adapt.coverage else {},
+        mean=mean,
+        mean_correction=[
+            {term: round(float(c), 6) for term, c in zip(MEAN_TERMS, row, strict=True)}
+            for row in state.mean_coef
+        ] if mean else [],
     )
 
 

@@ -55,6 +55,7 @@ LOG_SCORE_BUCKETS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 20.
 BYTES_BUCKETS = tuple(float(2**k) for k in range(8, 26, 2))  # 256 B .. 8 MiB
 FACTOR_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
 LEVEL_BUCKETS = (50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9)
+COEF_BUCKETS = (-1.0, -0.5, -0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -123,6 +124,11 @@ class Metrics:
             "smct_spread_factor",
             "Each written series' adapted factor on the spread of its one-step law, per target",
             buckets=FACTOR_BUCKETS, registry=r,
+        )
+        self.mean_coef = Histogram(
+            "smct_mean_correction",
+            "Each written series' coefficients of the correction of its mean, per term (0: the "
+            "model as trained)", ["term"], buckets=COEF_BUCKETS, registry=r,
         )
         self.issued_level = Histogram(
             "smct_issued_level_percent",
@@ -220,6 +226,9 @@ class Metrics:
             return
         for factor in adaptation["spread_factor"]:
             self.spread_factor.observe(factor)
+        for terms in adaptation.get("mean_correction", []):
+            for term, coef in terms.items():
+                self._child(self.mean_coef, "term", term).observe(coef)
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 

@@ -460,6 +460,17 @@ class SeriesAdaptation(BaseModel):
         description="per monitored level (percent), the level its intervals are issued at now "
         "(above nominal: the series' intervals missed more often than they should)"
     )
+    mean: bool = Field(
+        default=False,
+        description="its one-step mean is corrected online from its own residuals (a model "
+        "with lag inputs)",
+    )
+    mean_correction: list[dict[str, float]] = Field(
+        default_factory=list,
+        description="per target, the coefficients of that correction, in the series' scaled "
+        "units: of the differences from the last value to the value 2 steps, one window, one "
+        "season and two seasons back, and a constant (all 0: the model as trained)",
+    )
 
 
 class SeriesInfo(BaseModel):

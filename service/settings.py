@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     adapt_coverage: bool = Field(
         default=True, description="correct each monitored level from the series' coverage (ACI)"
     )
+    adapt_mean: bool = Field(
+        default=True,
+        description="correct each series' mean online from its residuals (a model with lag "
+        "inputs)",
+    )
     adapt_forget: float = Field(
         default=0.98, gt=0.0, lt=1.0,
         description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
@@ -126,8 +131,8 @@ class Settings(BaseSettings):
     @property
     def adaptation(self) -> AdaptConfig:
         return AdaptConfig(
-            spread=self.adapt_spread, coverage=self.adapt_coverage, forget=self.adapt_forget,
-            gamma=self.adapt_gamma,
+            spread=self.adapt_spread, coverage=self.adapt_coverage, mean=self.adapt_mean,
+            forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 
     @property

@@ -35,8 +35,8 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
     # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level),
-    # season, crc
-    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 4
+    # season, mean correction (none: a model without lag inputs), crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 4
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
     assert (back.model_id, back.t, back.n_particles, back.ess) == (
@@ -52,7 +52,9 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
-    assert len(states[0].to_bytes()) == 64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 4
+    assert len(states[0].to_bytes()) == (
+        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 4
+    )
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
@@ -101,8 +103,8 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
 
 
 def _older(state: SeriesState, version: int) -> SeriesState:
-    """`state` written in an older format: 3 has no season, 2 no adaptation block either, 1 no
-    observed mask either."""
+    """`state` written in an older format: 4 has no correction of the mean, 3 no season either,
+    2 no adaptation block either, 1 no observed mask either."""
     import zlib
 
     from model.state import _HEAD
@@ -110,7 +112,11 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
     adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
-    body = bytearray(blob[: -4 - 2 - (adaptation if version < 3 else 0)])
+    o, j = state.mean_coef.shape
+    mean = 2 + 4 * o * (j + j * (j + 1) // 2 + 1)
+    body = bytearray(blob[: -4 - mean - (2 if version < 4 else 0) - (
+        adaptation if version < 3 else 0
+    )])
     struct.pack_into("<H", body, 4, version)
     if version == 1:
         cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask

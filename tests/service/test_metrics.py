@@ -338,9 +338,12 @@ def test_adaptation_can_be_switched_off(
 
     monkeypatch.setenv("SMCT_ADAPT_SPREAD", "false")
     monkeypatch.setenv("SMCT_ADAPT_COVERAGE", "0")
+    monkeypatch.setenv("SMCT_ADAPT_MEAN", "false")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
-    assert (adapt.spread, adapt.coverage, adapt.gamma, adapt.forget) == (False, False, 0.05, 0.98)
+    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.gamma, adapt.forget) == (
+        False, False, False, 0.05, 0.98
+    )
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
     put(client, runtime)
@@ -348,4 +351,31 @@ def test_adaptation_can_be_switched_off(
     for i in range(4):
         assert observe(client, t + i, 25.0).status_code == 200
     shown = _adaptation(client)
-    assert shown == {"spread": False, "coverage": False, "spread_factor": [], "issued_levels": {}}
+    assert shown == {
+        "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
+        "mean": False, "mean_correction": [],
+    }
+
+
+def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) -> None:
+    """The default model (lag inputs) corrects each series' mean: the metadata shows its five
+    coefficients, which a trend moves away from 0, and /metrics one observation per term and
+    write."""
+    from pathlib import Path
+
+    from model.adaptation import MEAN_TERMS
+    from model.runtime import Runtime
+
+    default = Runtime.load(Path("artifacts/default"), backend="torch", device="cpu")
+    client = make_client(runtime_override=default)
+    trend = [round(10.0 + 0.8 * i + (i % 3) * 0.1, 6) for i in range(60)]
+    assert client.put("/v1/series/s1", json={"values": trend}).status_code == 201
+    for i in range(3):
+        assert observe(client, 60 + i, 10.0 + 0.8 * (60 + i)).status_code == 200
+    shown = _adaptation(client)
+    assert shown["mean"] is True and len(shown["mean_correction"]) == 1
+    terms = shown["mean_correction"][0]
+    assert list(terms) == list(MEAN_TERMS) and any(abs(c) > 1e-3 for c in terms.values())
+    samples = scrape(client)
+    for term in MEAN_TERMS:
+        assert value(samples, "smct_mean_correction_count", term=term) == 4  # create + 3
