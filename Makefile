@@ -16,10 +16,10 @@ test: venv tools
 	$(PY) -m pytest -q
 
 venv: $(VENV_STAMP)
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml client/pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e ./client
 	touch $(VENV_STAMP)
 
 tools:
@@ -42,8 +42,8 @@ bench: venv
 	$(PY) bench/bench_runtime.py
 
 lint: venv
-	.venv/bin/ruff check model training service cli timeseries tests bench
-	.venv/bin/mypy model training service cli timeseries
+	.venv/bin/ruff check model training service cli timeseries tests bench client
+	.venv/bin/mypy model training service cli timeseries client/smct_client
 
 clean:
 	rm -rf .venv runs artifacts .pytest_cache
