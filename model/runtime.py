@@ -31,6 +31,7 @@ import torch
 from model.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
+    MEAN_CLIP,
     PRIOR_WEIGHT,
     AdaptConfig,
     effective_alphas,
@@ -40,9 +41,12 @@ from model.adaptation import (
     mean_prior,
     mean_terms,
     rescale_intercept,
+    season_offsets,
+    season_profile,
     spread_statistic,
     update_alpha,
     update_mean,
+    update_season,
     update_spread,
 )
 from model.artifact import Artifact, ArtifactError
@@ -51,7 +55,14 @@ from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture, summarize_samples
 from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS, GaussianObservation
-from model.state import SeriesState, StateBatch, cover_arrays, flat_scale, series_scaling
+from model.state import (
+    SeriesState,
+    StateBatch,
+    cover_arrays,
+    flat_scale,
+    profiles,
+    series_scaling,
+)
 
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
@@ -243,7 +254,20 @@ class Runtime:
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
         if b == 0:
             return []
-        scaling = [series_scaling(r) if self.per_series else (self.loc, self.scale) for r in rows]
+        o = self.target_dim
+        # each series' seasonal profile (model/adaptation.py), and its history without it
+        profile = profiles(
+            [season_profile(r[:, :o], int(m)) if self.adapt.season else np.zeros((0, o))
+             for r, m in zip(rows, season, strict=True)],
+            o, int(season.max(initial=0)),
+        )
+        plain = [r.copy() for r in rows]
+        for i, r in enumerate(plain):
+            seqs = np.arange(len(r))[None, :]
+            r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
+        scaling = [
+            series_scaling(r) if self.per_series else (self.loc, self.scale) for r in plain
+        ]
         prior = [a.astype(np.float32) for a in mean_prior(b, self.n_mean, self.target_dim)]
         if self.per_series:
             for r in rows:
@@ -278,8 +302,9 @@ class Runtime:
             mean_coef=prior[0],
             mean_cov=prior[1],
             mean_noise=prior[2],
+            profile=profile,
         )
-        for i, (r, s0) in enumerate(zip(rows, start, strict=True)):
+        for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
             scaled = self._scale(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
@@ -336,8 +361,10 @@ class Runtime:
             idx = np.flatnonzero(counts > k)
             sub = batch if len(idx) == len(rows) else batch.take(idx)
             x = np.stack([rows[i][k] for i in idx])  # (B_k, F) series units
+            plain = x.astype(np.float64)  # without the series' seasonal index
+            plain[:, : self.target_dim] -= self._offsets(sub)
             try:
-                xs = self._scale(x, sub).astype(np.float32)
+                xs = self._scale(plain, sub).astype(np.float32)
             except InputError as exc:
                 if field is None:
                     raise
@@ -450,6 +477,13 @@ class Runtime:
         law = Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
         return law.scaled(sub.spread_factor) if self.adapt.spread else law
 
+    def _offsets(self, batch: StateBatch) -> np.ndarray:
+        """The seasonal index of each series' next value (B, O), 0 where it has none or the
+        profile is off."""
+        if not self.adapt.season:
+            return np.zeros((len(batch), self.target_dim))
+        return season_offsets(batch.profile, batch.season, batch.t)
+
     def _mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
         (B, J, O) float32: zeros where the correction is off or the model has none."""
@@ -471,15 +505,20 @@ class Runtime:
         # from the step where the window holds half its inputs (model/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean
-        if not len(rows) or not (self.adapt.spread or self.adapt.coverage or correct):
+        adapting = self.adapt.spread or self.adapt.coverage or self.adapt.season or correct
+        if not len(rows) or not adapting:
             return
         y = ys[rows].astype(np.float64)
         seen = law.take(rows)
+        issued, variance = seen.moments()
+        if self.adapt.season:  # ETS's seasonal step, on the error in series units
+            bound = MEAN_CLIP * np.sqrt(variance)  # an outlier counts as MEAN_CLIP sds
+            error = np.clip(y - issued, -bound, bound) * sub.scale[rows, : self.target_dim]
+            update_season(sub.profile, rows, sub.season[rows], sub.t[rows], error)
         if correct:
             phi = mean_terms(
                 sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
             )
-            issued, _ = seen.moments()
             coef, cov, noise = update_mean(
                 sub.mean_coef[rows].astype(np.float64),
                 sub.mean_cov[rows].astype(np.float64),
@@ -525,7 +564,8 @@ class Runtime:
         """UpdateResults of one step for B_k series: x (B_k, F) in series units, `mix` the law
         issued for it (scaled units)."""
         o = self.target_dim
-        loc, scale = sub.loc[:, :o], sub.scale[:, :o]  # (B_k, O)
+        # the law is of the series without its seasonal index: put it back
+        loc, scale = sub.loc[:, :o] + self._offsets(sub), sub.scale[:, :o]  # (B_k, O)
         y = x[:, :o].astype(np.float64)
         observed = np.asarray(np.isfinite(y).all(axis=1))
         ys = np.nan_to_num((y - loc) / scale)  # (B_k, O) scaled
@@ -693,6 +733,11 @@ class Runtime:
             batch.season, self._mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
+        ahead = batch.t[:, None] + np.arange(horizon)[None, :]  # (B, H) the seqs forecast
+        offsets = (
+            season_offsets(batch.profile, batch.season, ahead) if self.adapt.season
+            else np.zeros((len(batch), horizon, o))
+        )  # (B, H, O)
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
         factors = horizon_factors(batch.spread_factor, horizon)  # (B, H, O)
         coef = self._mean_coef(batch)
@@ -705,7 +750,7 @@ class Runtime:
             if self.adapt.spread:
                 mean = x.mean(axis=1, keepdims=True)
                 x = mean + factors[:, h : h + 1] * (x - mean)
-            yield h, x * scale + loc
+            yield h, x * scale + loc + offsets[:, h : h + 1]
 
     def _summaries(
         self,

@@ -16,15 +16,15 @@ Binary format, version 5, little-endian:
     O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
-    mean_noise O x f32 | crc32 u32 of all that precedes.
+    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | crc32 u32 of all that precedes.
 The block after logw is the series' online adaptation (model/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
 which a model with lag inputs reads (model/config.py); then the coefficients of its own
 correction of the mean, their covariance and the variance of its innovations (O = 0: none
-yet, the prior). Versions 1 (no
-observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no season) and 4 (no
-mean correction) are still read.
+yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none).
+Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
+season) and 4 (no mean correction, no profile) are still read.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -88,6 +88,9 @@ class SeriesState:
     mean_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     mean_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
     mean_noise: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    # the seasonal profile (model/adaptation.py): (M, O) float32 indices, phase p at p (M = 0:
+    # none)
+    profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -108,6 +111,7 @@ class SeriesState:
             ("mean_coef", np.float32),
             ("mean_cov", np.float32),
             ("mean_noise", np.float32),
+            ("profile", np.float32),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
@@ -124,6 +128,12 @@ class SeriesState:
                 f"mean_coef {self.mean_coef.shape}, mean_cov {self.mean_cov.shape} and "
                 f"mean_noise {self.mean_noise.shape} must be (O, J), (O, J, J) and (O,), O and "
                 "J at most 255"
+            )
+        if self.profile.size == 0:  # none, whatever its shape
+            object.__setattr__(self, "profile", _frozen(np.zeros((0, 0)), np.float32))
+        if self.profile.ndim != 2 or len(self.profile) >= 1 << 16 or self.profile.shape[1] > 255:
+            raise ValueError(
+                f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
         if not 0 <= self.season < 1 << 16:
             raise ValueError(f"season must be in 0..65535, got {self.season}")
@@ -168,7 +178,7 @@ class SeriesState:
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in (
                 "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
-                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise",
+                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "profile",
             )
         )
 
@@ -209,6 +219,8 @@ class SeriesState:
                 self.mean_coef.astype("<f4").tobytes(),
                 _upper(self.mean_cov).astype("<f4").tobytes(),
                 self.mean_noise.astype("<f4").tobytes(),
+                struct.pack("<HB", *self.profile.shape),
+                self.profile.astype("<f4").tobytes(),
             )
         )
         return body + struct.pack("<I", zlib.crc32(body))
@@ -283,7 +295,13 @@ class SeriesState:
                 extra["mean_coef"] = np.frombuffer(data, "<f4", o * j, at + 2).reshape(o, j)
                 flat = np.frombuffer(data, "<f4", o * tri, at + 2 + 4 * o * j).reshape(o, tri)
                 extra["mean_cov"] = _full(flat, j)
-                extra["mean_noise"] = np.frombuffer(data, "<f4", o, at + 2 + 4 * o * (j + tri))
+                at += 2 + 4 * o * (j + tri)
+                extra["mean_noise"] = np.frombuffer(data, "<f4", o, at)
+                at += 4 * o
+                rows, cols = struct.unpack_from("<HB", data, at)
+                extra["profile"] = np.frombuffer(data, "<f4", rows * cols, at + 3).reshape(
+                    rows, cols
+                )
         return cls(
             model_id=model_id.hex(),
             seed=int(seed),
@@ -311,7 +329,11 @@ def _mean_size(data: bytes, pos: int) -> int:
     if len(data) < pos + 2:
         raise StateFormatError(f"series state too short ({len(data)} bytes) for its mean")
     o, j = data[pos], data[pos + 1]
-    return 2 + 4 * o * j + 4 * o * (j * (j + 1) // 2) + 4 * o
+    size = 2 + 4 * o * j + 4 * o * (j * (j + 1) // 2) + 4 * o
+    if len(data) < pos + size + 3:
+        raise StateFormatError(f"series state too short ({len(data)} bytes) for its profile")
+    rows, cols = struct.unpack_from("<HB", data, pos + size)
+    return size + 3 + 4 * rows * cols
 
 
 def _upper(cov: np.ndarray) -> np.ndarray:
@@ -350,6 +372,7 @@ class StateBatch:
     mean_coef: np.ndarray  # (B, O, J) float32, the prior where a series has none yet
     mean_cov: np.ndarray  # (B, O, J, J) float32
     mean_noise: np.ndarray  # (B, O) float32
+    profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
 
     def __len__(self) -> int:
         return len(self.t)
@@ -386,6 +409,9 @@ class StateBatch:
             mean_noise=np.stack(
                 [s.mean_noise if h else prior[2] for s, h in zip(states, have, strict=True)]
             ).reshape(len(states), n_targets),
+            profile=profiles(
+                [s.profile for s in states], n_targets, max((s.season for s in states), default=0)
+            ),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -432,7 +458,21 @@ class StateBatch:
             mean_coef=self.mean_coef[i] if self.mean_coef.shape[-1] else np.zeros((0, 0)),
             mean_cov=self.mean_cov[i] if self.mean_coef.shape[-1] else np.zeros((0, 0, 0)),
             mean_noise=self.mean_noise[i] if self.mean_coef.shape[-1] else np.zeros(0),
+            profile=self.profile[i, : self.season[i]] if self.profile[i].any() else np.zeros(
+                (0, self.profile.shape[2])
+            ),
         )
+
+
+def profiles(rows: Sequence[np.ndarray], n_targets: int, longest: int = 0) -> np.ndarray:
+    """Seasonal profiles (M_i, O) stacked as (B, M, O) float32, zero-padded; M the longest of
+    them and `longest` (the longest season: room for every series' phases)."""
+    width = max(max((len(r) for r in rows), default=0), longest)
+    out = np.zeros((len(rows), width, n_targets), np.float32)
+    for i, r in enumerate(rows):
+        if r.size:
+            out[i, : len(r)] = r
+    return out
 
 
 def cover_arrays(states: Sequence[SeriesState]) -> tuple[np.ndarray, np.ndarray]:

@@ -61,6 +61,9 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
         spread=adapt.spread, coverage=adapt.coverage,
         spread_factor=[round(float(v), 6) for v in state.spread_factor] if adapt.spread else [],
         issued_levels=levels if adapt.coverage else {},
+        season=adapt.season and state.season > 0,
+        seasonal_profile=[[round(float(v), 6) for v in column] for column in state.profile.T]
+        if adapt.season else [],
         mean=mean,
         mean_correction=[
             {term: round(float(c), 6) for term, c in zip(MEAN_TERMS, row, strict=True)}

@@ -465,6 +465,15 @@ class SeriesAdaptation(BaseModel):
         description="its one-step mean is corrected online from its own residuals (a model "
         "with lag inputs)",
     )
+    season: bool = Field(
+        default=False, description="it keeps a seasonal profile, updated online (a series "
+        "with a season)",
+    )
+    seasonal_profile: list[list[float]] = Field(
+        default_factory=list,
+        description="per target, the seasonal index of each phase of its season, in the "
+        "series' units (phase p: the seqs that are p modulo the season length); empty: none",
+    )
     mean_correction: list[dict[str, float]] = Field(
         default_factory=list,
         description="per target, the coefficients of that correction, in the series' scaled "

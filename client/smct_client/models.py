@@ -81,6 +81,8 @@ class SeriesAdaptation(_Answer):
     issued_levels: dict[str, float]
     mean: bool = False
     mean_correction: list[dict[str, float]] = Field(default_factory=list)
+    season: bool = False
+    seasonal_profile: list[list[float]] = Field(default_factory=list)
 
 
 class SeriesInfo(_Answer):

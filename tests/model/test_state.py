@@ -35,8 +35,8 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
     # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level),
-    # season, mean correction (none: a model without lag inputs), crc
-    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 4
+    # season, mean correction (none: a model without lag inputs), seasonal profile (none), crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 3 + 4
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
     assert (back.model_id, back.t, back.n_particles, back.ess) == (
@@ -53,7 +53,7 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
     assert len(states[0].to_bytes()) == (
-        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 4
+        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 3 + 4
     )
 
 
@@ -113,7 +113,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     n, f = min(state.t, state.window), state.n_features
     adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
     o, j = state.mean_coef.shape
-    mean = 2 + 4 * o * (j + j * (j + 1) // 2 + 1)
+    mean = 2 + 4 * o * (j + j * (j + 1) // 2 + 1) + 3 + 4 * state.profile.size
     body = bytearray(blob[: -4 - mean - (2 if version < 4 else 0) - (
         adaptation if version < 3 else 0
     )])
@@ -125,10 +125,15 @@ def _older(state: SeriesState, version: int) -> SeriesState:
 
 
 def test_older_states_are_still_read_version_3(rt_torch: Runtime, ar_series: Any) -> None:
-    """A version 3 state (no season) reads as the same state with no season."""
+    """A version 3 state (no season) reads as the same state with no season (and so no
+    seasonal profile), a version 4 one (no correction of the mean, no profile) as the same
+    state without its profile."""
     (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8], seasons=[12])
     assert state.season == 12 and SeriesState.from_bytes(state.to_bytes()) == state
-    assert _older(state, 3) == dataclasses.replace(state, season=0)
+    assert state.profile.shape == (12, 1)
+    none = np.zeros((0, 0), np.float32)
+    assert _older(state, 3) == dataclasses.replace(state, season=0, profile=none)
+    assert _older(state, 4) == dataclasses.replace(state, profile=none)
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -339,10 +339,11 @@ def test_adaptation_can_be_switched_off(
     monkeypatch.setenv("SMCT_ADAPT_SPREAD", "false")
     monkeypatch.setenv("SMCT_ADAPT_COVERAGE", "0")
     monkeypatch.setenv("SMCT_ADAPT_MEAN", "false")
+    monkeypatch.setenv("SMCT_ADAPT_SEASON", "false")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
-    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.gamma, adapt.forget) == (
-        False, False, False, 0.05, 0.98
+    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.gamma) == (
+        False, False, False, False, 0.05
     )
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
@@ -353,7 +354,7 @@ def test_adaptation_can_be_switched_off(
     shown = _adaptation(client)
     assert shown == {
         "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
-        "mean": False, "mean_correction": [],
+        "mean": False, "mean_correction": [], "season": False, "seasonal_profile": [],
     }
 
 

@@ -191,7 +191,7 @@ def test_the_model_is_scored_as_if_fed_one_observation_per_call(
     assert (hi80 <= hi95).all() and np.isfinite(one.crps).all()
     # the same answers, one observation per update call, as the service sees a series
     y = series.values
-    (state,) = runtime.create([y[: series.eval_start, None]])
+    (state,) = runtime.create([y[: series.eval_start, None]], seasons=[series.season])
     crps = []
     for value in y[series.eval_start :]:
         ((state, (res,)),) = runtime.update([state], [np.array([[value]])], [0.8, 0.95])
