@@ -82,8 +82,11 @@ def _run_server(host: str, port: int, log_level: str, workers: int) -> int:
     from uvicorn.main import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
+    from service.protocol import JsonErrorsProtocol
+
     options: dict[str, Any] = {
         "host": host, "port": port, "log_level": log_level, "timeout_graceful_shutdown": 10,
+        "http": JsonErrorsProtocol,  # unreadable requests answered in the JSON error body
     }
     if workers == 1:
         uvicorn.run("service.main:app", **options)  # exits 3 itself when start-up fails

@@ -10,6 +10,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 echo "redis-server: $(redis-server --version | head -c 40)"
+# headless Chromium and its driver for the dashboard's browser tests (tests/service/test_ui.py)
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "installing chromium and chromium-driver"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+echo "chromium: $(chromium --version 2>/dev/null | head -c 40)"
 if [ -f tests/deploy/install_tools.sh ]; then
   bash tests/deploy/install_tools.sh
 fi

@@ -11,9 +11,11 @@ import logging
 import multiprocessing
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from service.deps import ApiKey
 from service.engine import Engine
@@ -26,6 +28,8 @@ from service.routes import forecast, ops, series
 from service.series import SeriesService
 from service.settings import Settings
 from service.store import EmbeddedStore, StateStore, StoreObserver
+
+UI_DIR = Path(__file__).parent / "ui"
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,8 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
     app.include_router(forecast.router, dependencies=auth)
     app.include_router(series.router, dependencies=auth)
     app.include_router(ops.router)
+    # the dashboard: static files that call /v1 with the user's key (docs/dashboard.md)
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     return app
 
 

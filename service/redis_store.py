@@ -231,7 +231,29 @@ class RedisStore:
     def series_count(self) -> int | None:
         return None
 
+    async def list_ids(self, prefix: str, after: str, limit: int) -> list[str]:
+        """SCAN over the state keys of ids with `prefix`: every matching key once per call, so a
+        page costs a pass over the keyspace's matches (a dashboard's listing, not a hot path)."""
+        pattern = "smct:{" + _glob_escape(prefix) + "*}:state"
+        head, tail = len("smct:{"), -len("}:state")
+
+        async def scan() -> list[str]:
+            found = set()
+            async for key in self._redis.scan_iter(match=pattern, count=1000):
+                name = (key.decode() if isinstance(key, bytes) else key)[head:tail]
+                if name > after:
+                    found.add(name)
+            return sorted(found)[:limit]
+
+        return list(await self._run("list", scan()))
+
     async def close(self) -> None:
         await self._redis.aclose()
         await self._writer.aclose()
         await self._blocking.aclose()
+
+
+def _glob_escape(text: str) -> str:
+    """`text` matched literally by a Redis glob pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+

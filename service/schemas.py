@@ -482,6 +482,13 @@ class SeriesAdaptation(BaseModel):
     )
 
 
+class SeriesList(BaseModel):
+    series: list[str] = Field(description="series ids, sorted")
+    next: str | None = Field(
+        description="pass as `after` for the next page; null on the last page"
+    )
+
+
 class SeriesInfo(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={

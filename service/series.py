@@ -43,6 +43,7 @@ from service.schemas import (
     SeriesForecast,
     SeriesForecastRequest,
     SeriesInfo,
+    SeriesList,
 )
 from service.settings import Settings
 from service.store import Applied, Loaded, SeriesMeta, StateStore, StoredEvent, Write
@@ -184,6 +185,11 @@ class SeriesService:
                 self.metrics.observe_write(meta.state_bytes, new.adaptation)
                 return series_info(series_id, meta), old is None
         raise self._busy(series_id)
+
+    async def ids(self, prefix: str, after: str, limit: int) -> SeriesList:
+        """A page of series ids: those with `prefix`, sorted, after `after`."""
+        ids = await self.store.list_ids(prefix, after, limit + 1)
+        return SeriesList(series=ids[:limit], next=ids[limit - 1] if len(ids) > limit else None)
 
     async def info(self, series_id: str) -> SeriesInfo:
         meta = await self.store.meta(series_id)

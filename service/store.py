@@ -131,6 +131,10 @@ class StateStore(Protocol):
         """Number of series, where cheap to know (None otherwise)."""
         ...
 
+    async def list_ids(self, prefix: str, after: str, limit: int) -> list[str]:
+        """Up to `limit` series ids that start with `prefix` and sort after `after`, sorted."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -266,6 +270,12 @@ class EmbeddedStore:
 
     def series_count(self) -> int | None:
         return len(self._series)
+
+    async def list_ids(self, prefix: str, after: str, limit: int) -> list[str]:
+        start = time.perf_counter()
+        ids = sorted(k for k in self._series if k.startswith(prefix) and k > after)[:limit]
+        self._timed("list", start)
+        return ids
 
     async def close(self) -> None:
         return None

@@ -21,6 +21,7 @@ from service.schemas import (
     SeriesForecast,
     SeriesForecastRequest,
     SeriesInfo,
+    SeriesList,
 )
 from service.store import StoredEvent
 
@@ -126,6 +127,22 @@ async def _sse(
         expected = None
         kind = json.loads(event.data).get("type", "update")
         yield {"id": str(event.version), "event": kind, "data": event.data}
+
+
+@router.get(
+    "/series", response_model=SeriesList, responses=errors(400, 401, 422, 503),
+    summary="Series ids, a page at a time",
+)
+async def list_series(
+    series: SeriesDep,
+    prefix: Annotated[str, Query(max_length=128, pattern=r"^[A-Za-z0-9._:@-]*$",
+                                 description="only ids that start with it")] = "",
+    after: Annotated[str, Query(max_length=128, description="the `next` of the page before")] = "",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> SeriesList:
+    """Sorted by id. The embedded store answers from memory; Redis scans its keys for each
+    page (a listing for people and dashboards, not for a hot path)."""
+    return await series.ids(prefix, after, limit)
 
 
 @router.get(
