@@ -531,3 +531,19 @@ def test_a_run_of_equal_values_then_a_move_is_accepted(rt_series: Runtime) -> No
     (flat,) = rt_series.create([np.full((12, 1), 0.3)])
     assert flat.loc[0] == pytest.approx(0.3, abs=1e-12)
     assert np.all(flat.x_hist[:12] == 0.0) and flat.scale[0] == pytest.approx(0.003)
+
+
+def test_flat_series_take_the_documented_scale() -> None:
+    """docs/api.md: a window that does not vary is scaled by 1 % of its level, or by 1 at level
+    0. The model sees the same inputs (all 0) either way, so a series stuck at 500 gets
+    intervals five times as wide as a series of zeros (Monte Carlo error aside: 1000 samples,
+    within 20 %), and both are centred on their level."""
+    from pathlib import Path
+
+    rt = Runtime.load(Path("artifacts/default"))
+    zeros, flat = rt.create([np.zeros((30, 1)), np.full((30, 1), 500.0)])
+    (fz,) = rt.forecast([zeros], 1, [0.8], 1000, seed=0)
+    (ff,) = rt.forecast([flat], 1, [0.8], 1000, seed=0)
+    width = [float(f.intervals[0.8][1][0, 0] - f.intervals[0.8][0][0, 0]) for f in (fz, ff)]
+    assert 0.05 < width[0] < 5.0 and 4.0 < width[1] / width[0] < 6.0, width
+    assert abs(float(fz.median[0, 0])) < width[0] and abs(float(ff.median[0, 0]) - 500) < width[1]
