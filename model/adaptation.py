@@ -68,16 +68,17 @@ with it (eq. 5), and a forecast's paths feed it back at every step (divided by h
 deviations counts as MEAN_CLIP (one outlier moves a little). The constant is in scaled units
 and follows the series' scale when it changes (`rescale_intercept`).
 
-Season (a seasonal profile, ETS's seasonal states). A model reads the season of a series
-from the values its window holds: one or two seasons back, each as noisy as any value. ETS
-keeps an index per phase of the season, smoothed over every season it has seen. A series
-with a season m keeps the same (m indices per target): created from its history by the
-classical additive decomposition (`season_profile`), it is taken out of every value before
-the model sees it and put back into every law and every forecast path, so that the model
-forecasts the series without its season; after each observed step the index of that step's
-phase moves by SEASON_GAMMA times the one-step error (`update_season`, ETS's additive
-seasonal step), an error beyond MEAN_CLIP standard deviations counting as MEAN_CLIP. A
-forecast puts back the index of each step's phase: the season is carried on exactly.
+Season (a seasonal profile, as ETS keeps seasonal states). A model reads the season of a
+series from the values its window holds: one or two seasons back, each as noisy as any value.
+ETS keeps an index per phase of the season, estimated over every season it has seen. A series
+with a season m keeps the same (m indices per target), estimated from its history when it is
+created by the classical additive decomposition and shrunk by its own noise
+(`season_profile`); it is taken out of every value before the model sees it and put back into
+every law and every forecast path, so that the model forecasts the series without its season,
+and a forecast carries the season on exactly. The profile is not updated online: ETS's
+seasonal step on the model's one-step error feeds back through the values the profile is
+taken out of, and that loop grew without bound on the hourly series of `smct quality`; a
+series re-created from a longer history (PUT) gets a new profile.
 
 Shapes: B series, P particles, O targets, K monitored levels, J = K_lag + 1 mean terms, M
 the longest season.
@@ -97,7 +98,6 @@ ALPHA_RANGE = (-0.5, 1.5)  # bounds of the tracked alpha_t
 MEAN_PRIOR_SD = 0.3  # prior sd of each mean coefficient, in scaled units per scaled unit
 MEAN_DRIFT = 1e-4  # variance each mean coefficient gains per step
 MEAN_CLIP = 3.0  # innovations count up to this many standard deviations
-SEASON_GAMMA = 0.05  # smoothing weight of a seasonal index's update (ETS's gamma)
 #: the terms of the mean correction, as the API names them (SMCTransformer.lag_terms, then 1)
 MEAN_TERMS = ("lag_2", "lag_window", "season", "two_seasons", "constant")
 
@@ -274,8 +274,10 @@ def season_profile(history: np.ndarray, m: int) -> np.ndarray:
     """The seasonal indices (m, O) of a history (T, O) whose first value has seq 0, by the
     classical additive decomposition: the centred moving average of one season (2 x m for an
     even m) is the trend, and index p is the mean of the detrended values at seqs p mod m,
-    centred to sum 0. Zeros where the history holds fewer than two seasons, or a phase has no
-    value (NaN is missing)."""
+    centred to sum 0; then shrunk towards 0 by the share of their spread that their own noise
+    explains (James-Stein: a few noisy seasons give a small profile, many clear ones all of
+    it). Zeros where the history holds fewer than two seasons, or a phase has no value (NaN is
+    missing)."""
     import pandas as pd
 
     y = np.asarray(history, np.float64)
@@ -289,13 +291,23 @@ def season_profile(history: np.ndarray, m: int) -> np.ndarray:
         trend = frame.rolling(m).mean().rolling(2).mean().shift(-(m // 2))
     detrended = (frame - trend).to_numpy()
     phase = np.arange(len(y)) % m
+    counts = np.zeros((m, y.shape[1]))
     for p in range(m):
         rows = detrended[phase == p]
         seen = np.isfinite(rows)
-        count = seen.sum(axis=0)
-        out[p] = np.where(count > 0, np.where(seen, rows, 0.0).sum(axis=0) / np.maximum(count, 1),
-                          0.0)
-    return out - out.mean(axis=0)
+        counts[p] = seen.sum(axis=0)
+        out[p] = np.where(counts[p] > 0,
+                          np.where(seen, rows, 0.0).sum(axis=0) / np.maximum(counts[p], 1), 0.0)
+    out -= out.mean(axis=0)
+    # shrunk towards 0 by its noise (James-Stein): each index is a mean of n_p values around
+    # it, of variance v / n_p; of the indices' spread, only what exceeds that is a season
+    resid = detrended - out[phase]
+    seen = np.isfinite(resid)
+    v = np.where(seen, resid, 0.0).__pow__(2).sum(axis=0) / np.maximum(seen.sum(axis=0) - m, 1)
+    noise = (v / np.maximum(counts, 1)).mean(axis=0)  # (O,)
+    spread = (out**2).mean(axis=0)
+    keep = np.where(spread > 0, np.clip(1.0 - noise / np.maximum(spread, 1e-300), 0.0, 1.0), 0.0)
+    return out * keep
 
 
 def season_offsets(profile: np.ndarray, season: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -311,16 +323,4 @@ def season_offsets(profile: np.ndarray, season: np.ndarray, seq: np.ndarray) -> 
     rows = profile[np.arange(b).reshape(mm.shape), np.minimum(phase, width - 1)]
     return np.where((mm > 0)[..., None], rows, 0.0)
 
-
-def update_season(
-    profile: np.ndarray, rows: np.ndarray, season: np.ndarray, seq: np.ndarray,
-    error: np.ndarray, gamma: float = SEASON_GAMMA,
-) -> None:
-    """ETS's additive seasonal step: for series `rows` (R,) of profile (B, M, O), the index of
-    the phase at `seq` (R,) of season (R,) moves by gamma times the one-step error (R, O) in
-    series units. In place."""
-    m = np.asarray(season, np.int64)
-    keep = m > 0
-    phase = np.asarray(seq, np.int64)[keep] % m[keep]
-    profile[np.asarray(rows)[keep], phase] += gamma * error[keep]
 

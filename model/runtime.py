@@ -31,7 +31,6 @@ import torch
 from model.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
-    MEAN_CLIP,
     PRIOR_WEIGHT,
     AdaptConfig,
     effective_alphas,
@@ -46,7 +45,6 @@ from model.adaptation import (
     spread_statistic,
     update_alpha,
     update_mean,
-    update_season,
     update_spread,
 )
 from model.artifact import Artifact, ArtifactError
@@ -505,16 +503,12 @@ class Runtime:
         # from the step where the window holds half its inputs (model/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean
-        adapting = self.adapt.spread or self.adapt.coverage or self.adapt.season or correct
+        adapting = self.adapt.spread or self.adapt.coverage or correct
         if not len(rows) or not adapting:
             return
         y = ys[rows].astype(np.float64)
         seen = law.take(rows)
-        issued, variance = seen.moments()
-        if self.adapt.season:  # ETS's seasonal step, on the error in series units
-            bound = MEAN_CLIP * np.sqrt(variance)  # an outlier counts as MEAN_CLIP sds
-            error = np.clip(y - issued, -bound, bound) * sub.scale[rows, : self.target_dim]
-            update_season(sub.profile, rows, sub.season[rows], sub.t[rows], error)
+        issued, _ = seen.moments()
         if correct:
             phi = mean_terms(
                 sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim

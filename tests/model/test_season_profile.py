@@ -1,6 +1,6 @@
 """Each series' seasonal profile (model/adaptation.py): the classical decomposition that
-starts it, ETS's seasonal step that updates it, and in the runtime a random-walk model that
-forecasts a season it could not read from its window."""
+estimates it, and in the runtime a random-walk model that forecasts a season it could not read
+from its window."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.adaptation import (
-    SEASON_GAMMA,
-    AdaptConfig,
-    season_offsets,
-    season_profile,
-    update_season,
-)
+from model.adaptation import AdaptConfig, season_offsets, season_profile
 from model.runtime import Runtime
 from model.state import SeriesState
 from tests.model.test_mean_adaptation import random_walk  # noqa: F401 (fixture)
@@ -40,7 +34,7 @@ def test_the_decomposition_finds_the_pattern_under_a_trend(missing: bool) -> Non
     assert not season_profile(y[:11, None], 6).any()  # under two seasons: none
 
 
-def test_offsets_and_the_seasonal_step() -> None:
+def test_offsets() -> None:
     profile = np.zeros((2, 6, 1))
     profile[0, :, 0] = PATTERN
     profile[1, :4, 0] = [1.0, 2.0, 3.0, 4.0]
@@ -50,9 +44,6 @@ def test_offsets_and_the_seasonal_step() -> None:
     ahead = season_offsets(profile, season, np.array([[0, 1, 2], [3, 4, 5]]))
     np.testing.assert_array_equal(ahead[1, :, 0], [4.0, 1.0, 2.0])
     assert not season_offsets(profile, np.array([0, 0]), np.array([3, 3])).any()
-    update_season(profile, np.array([1]), np.array([4]), np.array([9]), np.array([[2.0]]))
-    assert profile[1, 1, 0] == 2.0 + SEASON_GAMMA * 2.0  # phase 9 mod 4 = 1
-    assert profile[0, 3, 0] == PATTERN[3]  # the other series is untouched
 
 
 def _series(n: int, seed: int = 1) -> np.ndarray:
@@ -93,7 +84,20 @@ def test_the_profile_is_kept_in_the_state(random_walk: Path) -> None:  # noqa: F
     ((s1, r1),) = rt.update([state], [np.array([[11.0], [12.0]])], [0.8])
     ((s2, r2),) = rt.update([back], [np.array([[11.0], [12.0]])], [0.8])
     assert s1.to_bytes() == s2.to_bytes()
-    assert not np.array_equal(s1.profile, state.profile)  # two phases moved
-    # under two seasons of history the profile starts at 0 and learns by the seasonal step
-    (short,) = rt.create([_series(20)[:, None]], seasons=[12])
-    assert 0 < np.abs(short.profile).max() < 0.3  # the season's amplitude is 3
+    assert np.array_equal(s1.profile, state.profile)  # estimated once, from the history
+    (short,) = rt.create([_series(20)[:, None]], seasons=[12])  # under two seasons: none
+    assert short.profile.size == 0
+
+
+def test_a_noisy_profile_is_shrunk() -> None:
+    """James-Stein: a pattern of amplitude 0.1 under noise of sd 1 over three seasons is mostly
+    noise, and its profile shrinks to a fraction of the raw means' spread; a clear pattern over
+    ten seasons keeps over 95 % of it."""
+    rng = np.random.default_rng(7)
+    t = np.arange(36)
+    noisy = 0.1 * PATTERN[t % 6] + rng.standard_normal(36)
+    t10 = np.arange(60)
+    clear = PATTERN[t10 % 6] + 0.05 * rng.standard_normal(60)
+    assert np.abs(season_profile(noisy[:, None], 6)).max() < 0.5
+    got = season_profile(clear[:, None], 6)[:, 0]
+    assert (got**2).sum() > 0.95**2 * (PATTERN**2).sum()

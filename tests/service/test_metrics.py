@@ -380,3 +380,23 @@ def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) ->
     samples = scrape(client)
     for term in MEAN_TERMS:
         assert value(samples, "smct_mean_correction_count", term=term) == 4  # create + 3
+
+
+def test_the_seasonal_profile_in_metadata(make_client: Any) -> None:
+    """A series created with a season shows its profile: one index per phase, the pattern of
+    its history (a clear period-4 pattern over 15 seasons)."""
+    from pathlib import Path
+
+    from model.runtime import Runtime
+
+    default = Runtime.load(Path("artifacts/default"), backend="torch", device="cpu")
+    client = make_client(runtime_override=default)
+    pattern = [3.0, -1.0, 0.5, -2.5]
+    values = [20.0 + pattern[i % 4] + 0.01 * (i % 7) for i in range(60)]
+    body = {"values": values, "season_length": 4}
+    assert client.put("/v1/series/s1", json=body).status_code == 201
+    shown = _adaptation(client)
+    assert shown["season"] is True and len(shown["seasonal_profile"]) == 1
+    profile = shown["seasonal_profile"][0]
+    assert len(profile) == 4
+    assert max(abs(p - q) for p, q in zip(profile, pattern, strict=True)) < 0.1
