@@ -114,3 +114,29 @@ def _ar_series(n: int, length: int, seed: int = 0) -> list[np.ndarray]:
 @pytest.fixture
 def ar_series() -> Any:
     return _ar_series
+
+
+def naive_lag_model(out: Path, sigma_obs: float, seasonal: bool = False) -> Path:
+    """An artifact of a model with lag inputs whose network adds nothing (its output 0, the
+    last value's weight 1): X_t = X_{t-1} + N(0, sigma_obs) in scaled units, a random walk;
+    `seasonal`: the coefficient of X_{t-m} - X_{t-1} is 1, the seasonal naive X_t = X_{t-m}."""
+    import torch
+
+    from model.config import ModelConfig
+    from model.export import export_artifact
+    from model.smc_transformer import SMCTransformer
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,
+                      lag_inputs=True, sigma_init=1e-6, sigma_obs_init=sigma_obs)
+    model = SMCTransformer(cfg).eval()
+    with torch.no_grad():
+        model.obs.head.out.weight.zero_()
+        model.obs.head.out.bias.zero_()
+        if seasonal:
+            model.lag_coef.bias[2] = 1.0  # X_{t-m} - X_{t-1}, added to the last value
+    export_artifact(
+        model, out, particles=10, scaling={"mode": "per_series"},
+        features={"inputs": ["x"], "targets": ["x"]}, metrics={}, training={},
+    )
+    return out

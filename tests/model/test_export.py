@@ -177,23 +177,9 @@ def test_a_seasonal_naive_model_repeats_the_season_it_is_told(tmp_path: Path) ->
     value (without the series' own correction of the mean, which would learn the period:
     tests/model/test_mean_adaptation.py)."""
     from model.adaptation import AdaptConfig
-    from model.config import ModelConfig
-    from model.export import export_artifact
-    from model.smc_transformer import SMCTransformer
+    from tests.model.conftest import naive_lag_model
 
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,
-                      lag_inputs=True, sigma_init=1e-6, sigma_obs_init=1e-8)
-    model = SMCTransformer(cfg).eval()
-    with torch.no_grad():
-        model.obs.head.out.weight.zero_()
-        model.obs.head.out.bias.zero_()
-        model.lag_coef.bias[2] = 1.0  # X_{t-m} - X_{t-1}, added to the last value
-    out = tmp_path / "snaive"
-    export_artifact(
-        model, out, particles=10, scaling={"mode": "per_series"},
-        features={"inputs": ["x"], "targets": ["x"]}, metrics={}, training={},
-    )
+    out = naive_lag_model(tmp_path / "snaive", sigma_obs=1e-8, seasonal=True)
     pattern = np.array([3.0, 5.0, 4.0, 8.0, 6.0, 1.0])
     history = np.tile(pattern, 5)[:, None]  # 30 values, the last one 1.0
     for backend in ("torch", "onnx"):

@@ -24,6 +24,7 @@ from model.adaptation import (
 from model.runtime import Runtime
 from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.state import SeriesState
+from tests.model.conftest import naive_lag_model
 
 NO_MEAN = AdaptConfig(mean=False)
 
@@ -122,23 +123,7 @@ def random_walk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model with lag inputs whose network adds nothing: X_t = X_{t-1} + N(0, 1e-4) in
     scaled units (the last value's weight 1, the network's output and the lag coefficients
     0). Every series' one-step median is its last value, until its correction learns more."""
-    from model.config import ModelConfig
-    from model.export import export_artifact
-    from model.smc_transformer import SMCTransformer
-
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,
-                      lag_inputs=True, sigma_init=1e-6, sigma_obs_init=1e-4)
-    model = SMCTransformer(cfg).eval()
-    with torch.no_grad():
-        model.obs.head.out.weight.zero_()
-        model.obs.head.out.bias.zero_()
-    out = tmp_path_factory.mktemp("mean") / "random_walk"
-    export_artifact(
-        model, out, particles=10, scaling={"mode": "per_series"},
-        features={"inputs": ["x"], "targets": ["x"]}, metrics={}, training={},
-    )
-    return out
+    return naive_lag_model(tmp_path_factory.mktemp("mean") / "random_walk", sigma_obs=1e-4)
 
 
 def _one_step_errors(rt: Runtime, series: np.ndarray, start: int, season: int) -> np.ndarray:
