@@ -31,6 +31,19 @@ TargetDim = Annotated[
     typer.Option(help="table: how many value columns (the first) are targets (default all)"),
 ]
 IdCol = Annotated[str, typer.Option(help="table: the series id column")]
+Threads = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option(min=1, help="CPU threads of torch (default: the cores idle when it starts)"),
+]
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's threads: `threads`, else the cores idle now (training/threads.py)."""
+    import torch
+
+    from training.threads import default_threads
+
+    torch.set_num_threads(default_threads(threads))
 TimeCol = Annotated[str, typer.Option(help="table: the timestamp column")]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.common import is_table, load_checkpoint, load_data
+from cli.common import Threads, is_table, load_checkpoint, load_data, set_threads
 
 
 def evaluate(
@@ -20,8 +20,10 @@ def evaluate(
     split: str = "test",
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     per_step: bool = False,
+    threads: Threads = None,
 ) -> None:
     """Evaluate a checkpoint: unistep and multistep mse, dist-mse, PICP, MPIW, CRPS."""
+    set_threads(threads)
     from training.data import SPLITS
     from training.evaluate import evaluate as run_eval
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cli.charts import fan_chart
+from cli.common import Threads, set_threads
 from cli.tables import read_histories, table_seasons
 
 
@@ -61,9 +62,11 @@ def forecast(
         Optional[str],  # noqa: UP045
         typer.Option(help="the series' frequency as a pandas alias (h, 30min, D, W, MS, QS)"),
     ] = None,
+    threads: Threads = None,
 ) -> None:
     """Forecast series from their history with an artifact (the SMC Transformer's or a
     baseline's); print JSON or CSV."""
+    set_threads(threads)
     from model.runtime import Runtime
     from model.stateless import StatelessRuntime, is_baseline
 

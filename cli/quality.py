@@ -32,7 +32,10 @@ def quality(
         Optional[Path],  # noqa: UP045 (typer)
         typer.Option(help="the real data sets (default $SMCT_DATA_DIR or ../shared/data)"),
     ] = None,
-    threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+    threads: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(help="torch threads (default: the cores idle when it starts)"),
+    ] = None,
 ) -> None:
     """Measure the served model's one-step and multistep forecasts on real series (hourly air
     quality, GE's stock, covid deaths, El Nino, US macro data, noisy sines) against ETS and a
@@ -48,10 +51,11 @@ def quality(
     from training.quality.figures import fan_charts
     from training.quality.run import evaluate_suite
     from training.quality.suite import SuiteConfig, load_suite
+    from training.threads import default_threads
 
-    if threads < 1:
+    if threads is not None and threads < 1:
         raise typer.BadParameter(f"must be at least 1, got {threads}", param_hint="--threads")
-    torch.set_num_threads(threads)
+    torch.set_num_threads(default_threads(threads))
     cfg = SuiteConfig.make(quick)
     try:
         runtime = Runtime.load(artifact, backend="torch", device="cpu")

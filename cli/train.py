@@ -126,7 +126,7 @@ def train(
     device: str = "cpu",
     threads: Annotated[
         Optional[int],  # noqa: UP045 (typer)
-        typer.Option(help="CPU threads of torch (default: torch's)"),
+        typer.Option(help="CPU threads of torch (default: the cores idle when it starts)"),
     ] = None,
     limit: Optional[int] = None,  # noqa: UP045
     distributed: Annotated[

@@ -33,6 +33,7 @@ from timeseries.tables import is_table
 from training.data import DATASETS, PAPER_DATASETS, load_dataset
 from training.fitting import FitConfig, build, fit
 from training.metrics import picp_per_step, summarize
+from training.threads import default_threads
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def evaluate_forecaster(forecaster: Any, data: SeriesData, x: np.ndarray, n: int
 def set_threads(cfg: BenchmarkConfig) -> None:
     """torch's intra-op threads (cfg.threads; None leaves torch's default), set before any
     model runs: the thread count changes the summation order of parallel kernels."""
-    torch.set_num_threads(cfg.threads or torch.get_num_threads())
+    torch.set_num_threads(default_threads(cfg.threads))
 
 
 def seed_global_rngs(seed: int) -> None:

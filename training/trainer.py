@@ -23,6 +23,7 @@ from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
 from training.finetune import check_fits, open_init
 from training.objective import em_update
+from training.threads import default_threads
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +211,7 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
     every epoch; the global batch stays `cfg.batch_size`.
     """
     info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(default_threads(cfg.threads))  # the idle cores unless told
     run = _Run(cfg, data, info)
     stopper = EarlyStopping(cfg.patience)
     history: list[dict[str, Any]] = []
