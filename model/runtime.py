@@ -261,8 +261,9 @@ class Runtime:
         )
         plain = [r.copy() for r in rows]
         for i, r in enumerate(plain):
-            seqs = np.arange(len(r))[None, :]
-            r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
+            if profile[i].any():
+                seqs = np.arange(len(r))[None, :]
+                r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
         scaling = [
             series_scaling(r) if self.per_series else (self.loc, self.scale) for r in plain
         ]
@@ -475,12 +476,13 @@ class Runtime:
         law = Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
         return law.scaled(sub.spread_factor) if self.adapt.spread else law
 
-    def _offsets(self, batch: StateBatch) -> np.ndarray:
-        """The seasonal index of each series' next value (B, O), 0 where it has none or the
-        profile is off."""
+    def _offsets(self, batch: StateBatch, seqs: np.ndarray | None = None) -> np.ndarray:
+        """The seasonal index of each series' value at `seqs` (B,) or (B, H) (default: its
+        next value, (B,)) -> (B, O) or (B, H, O); 0 where it has none or the profile is off."""
+        at = batch.t if seqs is None else seqs
         if not self.adapt.season:
-            return np.zeros((len(batch), self.target_dim))
-        return season_offsets(batch.profile, batch.season, batch.t)
+            return np.zeros((*np.shape(at), self.target_dim))
+        return season_offsets(batch.profile, batch.season, at)
 
     def _mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
@@ -508,8 +510,8 @@ class Runtime:
             return
         y = ys[rows].astype(np.float64)
         seen = law.take(rows)
-        issued, _ = seen.moments()
         if correct:
+            issued, _ = seen.moments()
             phi = mean_terms(
                 sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
             )
@@ -727,11 +729,8 @@ class Runtime:
             batch.season, self._mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
-        ahead = batch.t[:, None] + np.arange(horizon)[None, :]  # (B, H) the seqs forecast
-        offsets = (
-            season_offsets(batch.profile, batch.season, ahead) if self.adapt.season
-            else np.zeros((len(batch), horizon, o))
-        )  # (B, H, O)
+        # the seasonal index of each step's seq (B, H, O)
+        offsets = self._offsets(batch, batch.t[:, None] + np.arange(horizon)[None, :])
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
         factors = horizon_factors(batch.spread_factor, horizon)  # (B, H, O)
         coef = self._mean_coef(batch)

@@ -89,6 +89,30 @@ class _Calls:
 
         return Call("POST", path_of(series_id, "observations"), parse, json=body)
 
+    def frame_forecast(
+        self, df: pd.DataFrame, h: int, level: Sequence[float], x_df: pd.DataFrame | None,
+        freq: str | None, season_length: int | None, num_samples: int | None, point: str,
+        cols: frames.Columns,
+    ) -> Call[pd.DataFrame]:
+        """POST /v1/forecast of a long frame, read back as a frame in Nixtla's shape."""
+        covariates = [c for c in df.columns if c not in (cols.id, cols.time, cols.target)]
+        series, bodies = _frame_series(df, cols, covariates, freq, season_length, x_df, h)
+        params = forecast_params(h, level, num_samples)
+        return Call("POST", "/v1/forecast", lambda r: frames.forecast_frame(
+            ForecastAnswer.model_validate(r.json()), series, cols, level, point,
+        ), json={"series": bodies, **params})
+
+    def frame_samples(
+        self, df: pd.DataFrame, h: int, num_samples: int, freq: str | None,
+        season_length: int | None, cols: frames.Columns,
+    ) -> Call[pd.DataFrame]:
+        """POST /v1/forecast of a univariate long frame with its samples, as a long frame."""
+        series, bodies = _frame_series(df, cols, [], freq, season_length, None, h)
+        params = forecast_params(h, None, num_samples, return_samples=True)
+        return Call("POST", "/v1/forecast", lambda r: frames.samples_frame(
+            ForecastAnswer.model_validate(r.json()), series, cols,
+        ), json={"series": bodies, **params})
+
     def series_forecast(self, series_id: str, body: dict[str, Any]) -> Call[Forecast]:
         return Call("POST", path_of(series_id, "forecast"), _read(Forecast), json=body)
 
@@ -109,11 +133,26 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def _event(sse: Any) -> Event | Missed:
-    data = sse.json()
-    if sse.event == "missed" or data.get("type") == "missed":
-        return Missed.model_validate(data)
-    return Event.model_validate({**data, "event_id": int(sse.id) if sse.id else None})
+class _Follow:
+    """One follower of a series' events: where it resumes, and what each event says."""
+
+    def __init__(self, series_id: str, last: int | None, timeout: httpx.Timeout) -> None:
+        self.path = path_of(series_id, "events")
+        self.last = last
+        self.timeout = httpx.Timeout(timeout.connect, read=STREAM_READ_TIMEOUT)
+        self.ended = False  # the series was deleted: its stream is over
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.last is None else {"last-event-id": str(self.last)}
+
+    def take(self, sse: Any) -> Event | Missed:
+        data = sse.json()
+        if sse.event == "missed" or data.get("type") == "missed":
+            return Missed.model_validate(data)
+        event = Event.model_validate({**data, "event_id": int(sse.id) if sse.id else None})
+        self.last = event.event_id if event.event_id is not None else self.last
+        self.ended = event.type == "deleted"
+        return event
 
 
 def _frame_series(
@@ -205,11 +244,9 @@ class Client:
         Columns beside id, time and target are covariates (their future values in X_df).
         `freq` (default: inferred from ds) gives the future timestamps and the season."""
         cols = frames.Columns(id_col, time_col, target_col)
-        covariates = [c for c in df.columns if c not in (id_col, time_col, target_col)]
-        series, bodies = _frame_series(df, cols, covariates, freq, season_length, X_df, h)
-        params = forecast_params(h, level, num_samples)
-        answer = self._run(self._calls.forecast(bodies, **params))
-        return frames.forecast_frame(answer, series, cols, level, point)
+        return self._run(self._calls.frame_forecast(
+            df, h, level, X_df, freq, season_length, num_samples, point, cols
+        ))
 
     def forecast_samples(
         self, df: pd.DataFrame, h: int, num_samples: int = 100, *, freq: str | None = None,
@@ -219,10 +256,7 @@ class Client:
         """Sample paths of every series of a univariate long frame: unique_id, ds, sample,
         smct."""
         cols = frames.Columns(id_col, time_col, target_col)
-        series, bodies = _frame_series(df, cols, [], freq, season_length, None, h)
-        params = forecast_params(h, None, num_samples, return_samples=True)
-        answer = self._run(self._calls.forecast(bodies, **params))
-        return frames.samples_frame(answer, series, cols)
+        return self._run(self._calls.frame_samples(df, h, num_samples, freq, season_length, cols))
 
     def forecast_values(
         self, series: list[dict[str, Any]], *, horizon: int | None = None,
@@ -283,22 +317,19 @@ class Client:
         """The series' writes as they happen (after `last_event_id`, when given); a `Missed`
         says which were not kept for this follower. A lost stream is opened again from the
         last event seen; the iteration ends when the series is deleted."""
-        last = last_event_id
-        timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
+        follower = _Follow(series_id, last_event_id, self._http.timeout)
         while True:
-            headers = {} if last is None else {"last-event-id": str(last)}
             try:
-                with connect_sse(self._http, "GET", path_of(series_id, "events"),
-                                 headers=headers, timeout=timeout) as source:
+                with connect_sse(
+                    self._http, "GET", follower.path, headers=follower.headers(),
+                    timeout=follower.timeout,
+                ) as source:
                     if source.response.status_code >= 400:
                         source.response.read()
                         checked(source.response)
                     for sse in source.iter_sse():
-                        event = _event(sse)
-                        if isinstance(event, Event) and event.event_id is not None:
-                            last = event.event_id
-                        yield event
-                        if isinstance(event, Event) and event.type == "deleted":
+                        yield follower.take(sse)
+                        if follower.ended:
                             return
             except RETRY_ERRORS:
                 if not reconnect:
@@ -372,11 +403,9 @@ class AsyncClient:
     ) -> pd.DataFrame:
         """As Client.forecast."""
         cols = frames.Columns(id_col, time_col, target_col)
-        covariates = [c for c in df.columns if c not in (id_col, time_col, target_col)]
-        series, bodies = _frame_series(df, cols, covariates, freq, season_length, X_df, h)
-        params = forecast_params(h, level, num_samples)
-        answer = await self._run(self._calls.forecast(bodies, **params))
-        return frames.forecast_frame(answer, series, cols, level, point)
+        return await self._run(self._calls.frame_forecast(
+            df, h, level, X_df, freq, season_length, num_samples, point, cols
+        ))
 
     async def forecast_values(
         self, series: list[dict[str, Any]], *, horizon: int | None = None,
@@ -422,22 +451,19 @@ class AsyncClient:
         self, series_id: str, *, last_event_id: int | None = None, reconnect: bool = True,
     ) -> AsyncIterator[Event | Missed]:
         """As Client.follow."""
-        last = last_event_id
-        timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
+        follower = _Follow(series_id, last_event_id, self._http.timeout)
         while True:
-            headers = {} if last is None else {"last-event-id": str(last)}
             try:
-                async with aconnect_sse(self._http, "GET", path_of(series_id, "events"),
-                                        headers=headers, timeout=timeout) as source:
+                async with aconnect_sse(
+                    self._http, "GET", follower.path, headers=follower.headers(),
+                    timeout=follower.timeout,
+                ) as source:
                     if source.response.status_code >= 400:
-                        source.response.read()
+                        await source.response.aread()
                         checked(source.response)
                     async for sse in source.aiter_sse():
-                        event = _event(sse)
-                        if isinstance(event, Event) and event.event_id is not None:
-                            last = event.event_id
-                        yield event
-                        if isinstance(event, Event) and event.type == "deleted":
+                        yield follower.take(sse)
+                        if follower.ended:
                             return
             except RETRY_ERRORS:
                 if not reconnect:
