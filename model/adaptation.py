@@ -157,20 +157,29 @@ def effective_alphas(
     asked level a series monitors takes its alpha_t; one it does not takes the logit shift
     logit(alpha_t) - logit(1 - level) of the monitored levels, interpolated linearly in the
     level (the nearest one's outside their range); a series that monitors none, 1 - level."""
-    asked_a = np.asarray(asked, dtype=np.float64)
-    out = np.broadcast_to(1.0 - asked_a, (len(levels), len(asked_a))).copy()
-    for i in range(len(levels)):
-        keep = np.isfinite(levels[i])
-        if not keep.any():
-            continue
-        lv, al = levels[i][keep], alphas[i][keep]
-        order = np.argsort(lv)
-        lv, al = lv[order], al[order]
-        shift = _logit(al) - _logit(1.0 - lv)
-        moved = _expit(_logit(1.0 - asked_a) + np.interp(asked_a, lv, shift))
-        exact = np.isclose(asked_a[:, None], lv[None, :], rtol=0.0, atol=1e-9)
-        hit = exact.any(axis=1)
-        out[i] = np.where(hit, al[exact.argmax(axis=1)], moved)
+    asked_a = np.asarray(asked, dtype=np.float64)  # (Q,)
+    nominal = np.broadcast_to(1.0 - asked_a, (len(levels), len(asked_a)))
+    if not levels.size:
+        return np.clip(nominal, ALPHA_MIN, ALPHA_MAX)
+    order = np.argsort(levels, axis=1)  # NaN (unused) last
+    lv = np.take_along_axis(np.asarray(levels, dtype=np.float64), order, axis=1)  # (B, K)
+    al = np.take_along_axis(np.asarray(alphas, dtype=np.float64), order, axis=1)
+    used = np.isfinite(lv)
+    n = used.sum(axis=1)[:, None]  # (B, 1)
+    with np.errstate(invalid="ignore"):
+        shift = np.where(used, _logit(al) - _logit(1.0 - lv), 0.0)  # (B, K)
+        # np.interp in the level, row by row: the monitored levels below each asked one
+        below = ((lv[:, None, :] < asked_a[None, :, None]) & used[:, None, :]).sum(axis=2)
+    hi = np.minimum(below, n - 1).clip(0)  # (B, Q)
+    lo = np.maximum(below - 1, 0)
+    lv_lo, lv_hi = np.take_along_axis(lv, lo, axis=1), np.take_along_axis(lv, hi, axis=1)
+    gap = np.where(hi > lo, lv_hi - lv_lo, 1.0)
+    frac = np.where(hi > lo, (asked_a[None, :] - lv_lo) / gap, 0.0)
+    s_lo, s_hi = np.take_along_axis(shift, lo, axis=1), np.take_along_axis(shift, hi, axis=1)
+    moved = _expit(_logit(1.0 - asked_a)[None, :] + s_lo + frac * (s_hi - s_lo))
+    exact = (np.abs(asked_a[None, :, None] - lv[:, None, :]) <= 1e-9) & used[:, None, :]
+    hit = np.take_along_axis(al, exact.argmax(axis=2), axis=1)
+    out = np.where(exact.any(axis=2), hit, np.where(n > 0, moved, nominal))
     return np.clip(out, ALPHA_MIN, ALPHA_MAX)
 
 

@@ -26,8 +26,9 @@ from scipy.special import ndtr, ndtri
 
 QUANTILE_TOL = 1e-10
 MAX_NEWTON = 100
-GRID = 33
-CRPS_MAX_COMPONENTS = 64
+GRID = 9
+PROBIT_FLOOR, PROBIT_CEIL = 1e-300, 1.0 - 2.0**-53  # CDF values the probit takes finitely
+CRPS_MAX_COMPONENTS = 48
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
@@ -111,9 +112,11 @@ class Mixture:
 
         Each component's quantile bounds the mixture's: the answer lies in
         [min_m mu_m + sd_m z_q, max_m mu_m + sd_m z_q]. The CDF on GRID points of that range gives
-        a tight bracket and a first guess by linear interpolation; then Newton steps, replaced
-        by bisection when they leave the bracket or do not halve the previous step (Numerical
-        Recipes' rtsafe), until |F(x) - q| < QUANTILE_TOL.
+        a bracket and a first guess by linear interpolation of the probit Phi^-1(F) (a straight
+        line for one Gaussian, nearly one for the mixtures a filter issues); then Newton steps,
+        replaced by bisection when they leave the bracket or do not halve the previous step
+        (Numerical Recipes' rtsafe), until |F(x) - q| < QUANTILE_TOL, each step on the mixtures
+        with a quantile still unsolved.
         """
         q = np.asarray(probs, dtype=np.float64)
         q = q.reshape(len(q), -1, 1) if q.ndim == 2 else q.reshape(1, -1, 1)  # (1 or B, Q, 1)
@@ -127,27 +130,40 @@ class Mixture:
         k = (cdf_grid[:, :, None] < q[:, None]).sum(1).clip(1, GRID - 1)  # (B, Q, O)
         lo = np.take_along_axis(grid, k - 1, axis=1)
         hi = np.take_along_axis(grid, k, axis=1)
-        f_lo = np.take_along_axis(cdf_grid, k - 1, axis=1)
-        f_hi = np.take_along_axis(cdf_grid, k, axis=1)
-        x = lo + (hi - lo) * ((q - f_lo) / np.maximum(f_hi - f_lo, 1e-300)).clip(0, 1)
+        # first guess: linear between the bracket's ends on the probit scale, where a Gaussian's
+        # CDF is a straight line (so a mixture near one is solved in a step or two)
+        z_lo, z_hi = (
+            ndtri(np.take_along_axis(cdf_grid, j, axis=1).clip(PROBIT_FLOOR, PROBIT_CEIL))
+            for j in (k - 1, k)
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = ((zq - z_lo) / (z_hi - z_lo)).clip(0.0, 1.0)
+        x = lo + (hi - lo) * np.nan_to_num(t, nan=0.5)
         last = hi - lo
+        rows, law = np.arange(len(x)), self  # the mixtures with a quantile still unsolved
         for _ in range(MAX_NEWTON):
-            cdf, pdf = self.cdf_pdf(x)
-            err = cdf - q
-            if np.abs(err).max() < QUANTILE_TOL:
+            cdf, pdf = law.cdf_pdf(x[rows])
+            q_rows = q[rows] if len(q) > 1 else q
+            err = cdf - q_rows
+            solved = np.abs(err) < QUANTILE_TOL
+            done = solved.all(axis=(1, 2))
+            if done.all():
                 break
-            lo = np.where(err < 0, x, lo)
-            hi = np.where(err > 0, x, hi)
+            lo_r = np.where(err < 0, x[rows], lo[rows])
+            hi_r = np.where(err > 0, x[rows], hi[rows])
             with np.errstate(divide="ignore", invalid="ignore"):
                 step = -err / pdf
-                moved = x + step
-                newton = (moved > lo) & (moved < hi) & (np.abs(step) < 0.5 * np.abs(last))
-            nxt = np.where(newton, moved, 0.5 * (lo + hi))
-            nxt = np.where(np.abs(err) < QUANTILE_TOL, x, nxt)  # keep the solved ones
-            last = nxt - x
-            x = nxt
-            if (hi - lo).max() == 0.0:
+                moved = x[rows] + step
+                halved = np.abs(step) < 0.5 * np.abs(last[rows])
+                newton = (moved > lo_r) & (moved < hi_r) & halved
+            nxt = np.where(newton, moved, 0.5 * (lo_r + hi_r))
+            nxt = np.where(solved, x[rows], nxt)  # keep the solved ones
+            last[rows], x[rows], lo[rows], hi[rows] = nxt - x[rows], nxt, lo_r, hi_r
+            if (hi_r - lo_r).max() == 0.0:
                 break
+            if done.any():
+                rows = rows[~done]
+                law = self.take(rows)
         return x
 
     def crps(self, y: np.ndarray) -> np.ndarray:
@@ -180,10 +196,12 @@ class Mixture:
             mu, var = mean.reshape(weight.shape) / safe, pooled.reshape(weight.shape) / safe
             var = np.where(weight > 0, var, 1.0)  # an empty bin weighs nothing
             w = weight
-        pair = w[..., :, None] * w[..., None, :]  # (B, O, P, P)
-        scale = np.sqrt(var[..., :, None] + var[..., None, :])  # (B, O, P, P)
-        spread = pair * _a(mu[..., :, None] - mu[..., None, :], scale)
-        return np.asarray(first - 0.5 * spread.sum((-1, -2)))
+        # the double sum over pairs m < n, twice, and the diagonal: A(0, s) = 2 s phi(0)
+        i, j = np.triu_indices(mu.shape[-1], 1)
+        gap, scale = mu[..., i] - mu[..., j], np.sqrt(var[..., i] + var[..., j])
+        off = w[..., i] * w[..., j] * _a(gap, scale)
+        diag = w * w * (2.0 * _INV_SQRT_2PI) * np.sqrt(2.0 * var)
+        return np.asarray(first - off.sum(-1) - 0.5 * diag.sum(-1))
 
 
 def _logsumexp(x: np.ndarray, keepdims: bool = False) -> np.ndarray:

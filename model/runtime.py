@@ -574,32 +574,26 @@ class Runtime:
         pit = mix.cdf(ys[:, None])[:, 0]  # (B_k, O)
         log_score = mix.log_density(ys) - np.log(scale).sum(axis=1)
         crps = (mix.crps(ys) * scale).mean(axis=1)
-        results = []
-        for i in range(len(x)):
-            intervals = {
-                lv: (bounds[i, 2 * j], bounds[i, 2 * j + 1]) for j, lv in enumerate(levels)
-            }
-            seen = bool(observed[i])
-            results.append(
-                UpdateResult(
-                    seq=int(sub.t[i]),
-                    value=y[i].copy() if seen else None,
-                    intervals=intervals,
-                    median=median[i],
-                    covered={
-                        lv: bool(np.all((lo <= y[i]) & (y[i] <= hi)))
-                        for lv, (lo, hi) in intervals.items()
-                    }
-                    if seen
-                    else None,
-                    pit=pit[i] if seen else None,
-                    log_score=float(log_score[i]) if seen else None,
-                    crps=float(crps[i]) if seen else None,
-                    ess=float(out.ess[i]),
-                    resampled=bool(out.resampled[i]),
-                )
+        lows, highs = bounds[:, 0::2], bounds[:, 1::2]  # (B_k, Q, O)
+        inside = ((lows <= y[:, None]) & (y[:, None] <= highs)).all(axis=2).tolist()  # (B_k, Q)
+        seqs, seen = sub.t.tolist(), observed.tolist()
+        ess, resampled = out.ess.tolist(), out.resampled.tolist()
+        log_scores, crpss = log_score.tolist(), crps.tolist()
+        return [
+            UpdateResult(
+                seq=seqs[i],
+                value=y[i].copy() if seen[i] else None,
+                intervals={lv: (lows[i, j], highs[i, j]) for j, lv in enumerate(levels)},
+                median=median[i],
+                covered=dict(zip(levels, inside[i], strict=True)) if seen[i] else None,
+                pit=pit[i] if seen[i] else None,
+                log_score=log_scores[i] if seen[i] else None,
+                crps=crpss[i] if seen[i] else None,
+                ess=ess[i],
+                resampled=bool(resampled[i]),
             )
-        return results
+            for i in range(len(x))
+        ]
 
     # ------------------------------------------------------------------ forecasting
 

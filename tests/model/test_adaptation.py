@@ -118,6 +118,40 @@ def test_effective_alphas() -> None:
         AdaptConfig(forget=1.0)
 
 
+def test_effective_alphas_interpolate_each_series_as_np_interp() -> None:
+    """Batched, against the definition row by row: a monitored level takes its alpha; another
+    the logit shift of the monitored ones interpolated in the level by np.interp (the nearest
+    one's outside them); none monitored: 1 - level. Levels in any order, unused slots NaN."""
+    rng = np.random.default_rng(3)
+    b, k = 200, 4
+    levels = rng.choice([0.5, 0.8, 0.9, 0.95, 0.99], size=(b, k))
+    for row in levels:  # distinct levels per series, some slots unused
+        _, first = np.unique(row, return_index=True)
+        row[np.setdiff1d(np.arange(k), first)] = np.nan
+    levels[rng.random((b, k)) < 0.3] = np.nan
+    alphas = np.where(np.isnan(levels), np.nan, rng.uniform(0.005, 0.6, (b, k)))
+    asked = [0.5, 0.6, 0.8, 0.85, 0.95, 0.97, 0.995]
+    logit = lambda p: np.log(p) - np.log1p(-p)  # noqa: E731
+    expected = np.empty((b, len(asked)))
+    for i in range(b):
+        keep = np.isfinite(levels[i])
+        lv, al = levels[i][keep], alphas[i][keep]
+        order = np.argsort(lv)
+        lv, al = lv[order], al[order]
+        for j, a in enumerate(asked):
+            if not keep.any():
+                expected[i, j] = 1.0 - a
+            elif np.isclose(lv, a, rtol=0, atol=1e-9).any():
+                expected[i, j] = al[np.isclose(lv, a, rtol=0, atol=1e-9)][0]
+            else:
+                shift = np.interp(a, lv, logit(al) - logit(1.0 - lv))
+                expected[i, j] = 1.0 / (1.0 + np.exp(-(logit(1.0 - a) + shift)))
+    got = effective_alphas(levels, alphas, asked)
+    np.testing.assert_allclose(got, np.clip(expected, ALPHA_MIN, ALPHA_MAX), rtol=1e-9)
+    assert (~np.isfinite(levels)).all(axis=1).any()  # every case is met: none monitored,
+    assert np.isin(levels, [0.8, 0.95]).any()  # an asked level monitored, and one interpolated
+
+
 def _ar(n: int, length: int, sd: float, seed: int) -> list[np.ndarray]:
     """n AR(1) paths X_t = 0.8 X_{t-1} + N(0, sd^2): the test model learnt sd^2 = 0.5."""
     rng = np.random.default_rng(seed)
