@@ -51,7 +51,7 @@ from model.artifact import Artifact, ArtifactError
 from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
 from model.export import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
-from model.predictive import Mixture, summarize_samples
+from model.predictive import Mixture, SampleSummary, summarize_samples
 from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS, GaussianObservation
 from model.state import (
     SeriesState,
@@ -93,6 +93,8 @@ class Forecast:
     intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # level -> (lo, hi)
     samples: np.ndarray | None = None  # (N, H, O) only if asked
     quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
+    errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
+    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/predictive.py)
 
 
 @dataclass(frozen=True)
@@ -749,17 +751,8 @@ class Runtime:
     ) -> list[Forecast]:
         """Summaries of samples (B, N, H, O); the intervals at `levels` are issued at each
         series' miscoverage `alphas` (B, H, Q) (its coverage correction)."""
-        s = summarize_samples(samples, levels, quantiles, alphas)
-        return [
-            Forecast(
-                mean=s.mean[i],
-                median=s.median[i],
-                intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
-                samples=samples[i] if return_samples else None,
-                quantiles={q: v[i] for q, v in s.quantiles.items()},
-            )
-            for i in range(samples.shape[0])
-        ]
+        summary = summarize_samples(samples, levels, quantiles, alphas)
+        return forecasts(samples, summary, return_samples)
 
     # ------------------------------------------------------------------ checks and scaling
 
@@ -848,6 +841,21 @@ class Runtime:
         scaled = (out - locs) / scales
         check_future_scale(scaled, out, locs, scales)
         return scaled.astype(np.float32)
+
+
+def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
+    """Per-series Forecasts from samples (B, N, H, O) and their summary."""
+    return [
+        Forecast(
+            mean=s.mean[i],
+            median=s.median[i],
+            intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
+            samples=samples[i] if return_samples else None,
+            quantiles={q: v[i] for q, v in s.quantiles.items()},
+            errors={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.errors.items()},
+        )
+        for i in range(samples.shape[0])
+    ]
 
 
 def _resolved(

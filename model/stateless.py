@@ -45,6 +45,7 @@ from model.runtime import (
     _levels,
     check_future_scale,
     check_observed,
+    forecasts,
 )
 from model.state import series_scaling
 
@@ -397,16 +398,7 @@ class StatelessRuntime:
         return_samples: bool,
     ) -> list[Forecast]:
         s = summarize_samples(samples, _levels(levels), _levels(quantiles))
-        return [
-            Forecast(
-                mean=s.mean[i],
-                median=s.median[i],
-                intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
-                samples=samples[i] if return_samples else None,
-                quantiles={q: v[i] for q, v in s.quantiles.items()},
-            )
-            for i in range(samples.shape[0])
-        ]
+        return forecasts(samples, s, return_samples)
 
     def _rows(self, a: np.ndarray) -> np.ndarray:
         arr = np.asarray(a, dtype=np.float64)

@@ -531,13 +531,18 @@ class Engine:
 
     def _forecast(self, series_id: str, f: Forecast, params: ForecastParams) -> SeriesForecast:
         intervals = _by_level(f.intervals, params.fractions)
+        errors = _by_level(f.errors, params.fractions)
         return SeriesForecast.model_construct(
             id=series_id,
             mean=_points(f.mean),
             median=_points(f.median),
             intervals={
-                level_label(level): Interval.model_construct(lo=_points(lo), hi=_points(hi))
-                for level, (lo, hi) in zip(params.levels, intervals, strict=True)
+                level_label(level): Interval.model_construct(
+                    lo=_points(lo), hi=_points(hi), lo_se=_points(lo_se, 2), hi_se=_points(hi_se, 2)
+                )
+                for level, (lo, hi), (lo_se, hi_se) in zip(
+                    params.levels, intervals, errors, strict=True
+                )
             },
             samples=_points(f.samples) if params.return_samples and f.samples is not None else None,
         )
@@ -581,9 +586,12 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-def _points(a: np.ndarray) -> list[Any]:
-    """(..., O) -> nested lists, the last axis squeezed when O == 1; non-finite -> None."""
+def _points(a: np.ndarray, digits: int | None = None) -> list[Any]:
+    """(..., O) -> nested lists, the last axis squeezed when O == 1; non-finite -> None;
+    rounded to `digits` significant digits when given."""
     a = np.asarray(a, dtype=np.float64)
+    if digits is not None:
+        a = np.vectorize(lambda v: float(f"{v:.{digits}g}"), otypes=[np.float64])(a)
     if a.shape[-1] == 1:
         a = a[..., 0]
     finite = np.isfinite(a)

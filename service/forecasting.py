@@ -131,7 +131,10 @@ def _json(step: StreamStep) -> str:
 def _empty(series_id: str, params: ForecastParams) -> SeriesForecast:
     return SeriesForecast.model_construct(
         id=series_id, mean=[], median=[],
-        intervals={level_label(lv): Interval.model_construct(lo=[], hi=[]) for lv in params.levels},
+        intervals={
+            level_label(lv): Interval.model_construct(lo=[], hi=[], lo_se=[], hi_se=[])
+            for lv in params.levels
+        },
         samples=[] if params.return_samples else None,
     )
 
@@ -142,6 +145,8 @@ def _extend(acc: SeriesForecast, part: SeriesForecast) -> None:
     for label, interval in part.intervals.items():
         acc.intervals[label].lo.extend(interval.lo)
         acc.intervals[label].hi.extend(interval.hi)
+        acc.intervals[label].lo_se.extend(interval.lo_se)
+        acc.intervals[label].hi_se.extend(interval.hi_se)
     if acc.samples is not None and part.samples is not None:
         if not acc.samples:
             acc.samples.extend([] for _ in part.samples)

@@ -330,6 +330,11 @@ class ObservationsRequest(_Request):
 class Interval(BaseModel):
     lo: list[Point]
     hi: list[Point]
+    lo_se: list[Point] = Field(
+        description="the Monte Carlo standard error of each step's lower bound, from the order "
+        "statistics of the sample paths (it halves when num_samples is four times larger)"
+    )
+    hi_se: list[Point] = Field(description="the same for the upper bound")
 
 
 class SeriesForecast(BaseModel):
@@ -343,8 +348,10 @@ class SeriesForecast(BaseModel):
                     "mean": [0.31, 0.29],
                     "median": [0.3, 0.29],
                     "intervals": {
-                        "80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9]},
-                        "95": {"lo": [-0.5, -0.6], "hi": [1.1, 1.2]},
+                        "80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9],
+                               "lo_se": [0.01, 0.012], "hi_se": [0.01, 0.013]},
+                        "95": {"lo": [-0.5, -0.6], "hi": [1.1, 1.2],
+                               "lo_se": [0.016, 0.02], "hi_se": [0.017, 0.021]},
                     },
                 }
             ]
@@ -373,10 +380,11 @@ class ForecastResponse(BaseModel):
             "examples": [
                 {
                     "model_version": "3f2a9c1e77d0", "horizon": 2, "levels": ["80"],
-                    "num_samples": 1000,
+                    "num_samples": 1112,
                     "forecasts": [
                         {"id": "a", "mean": [0.31, 0.29], "median": [0.3, 0.29],
-                         "intervals": {"80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9]}}}
+                         "intervals": {"80": {"lo": [-0.2, -0.3], "hi": [0.8, 0.9],
+                                              "lo_se": [0.01, 0.012], "hi_se": [0.01, 0.013]}}}
                     ],
                 }
             ]

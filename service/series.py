@@ -55,6 +55,17 @@ MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answ
 EVENTS_POLL_S = 10.0
 
 
+def _default_samples(
+    settings: Settings, levels: Sequence[float], h: int, n_series: int, stream: bool
+) -> int:
+    """The sample count of a request that names none: the service's for `levels`, within what
+    the limits allow the request (at least 1)."""
+    n = min(settings.samples_for(levels), settings.sample_steps_limit // (h * n_series))
+    if stream:
+        n = min(n, settings.max_paths // n_series)
+    return max(n, 1)
+
+
 def forecast_params(
     settings: Settings, *, horizon: int | None, levels: Sequence[float] | None,
     num_samples: int | None, return_samples: bool = False, n_series: int = 1,
@@ -62,7 +73,8 @@ def forecast_params(
 ) -> ForecastParams:
     """Request parameters with the service defaults, checked against the configured limits."""
     h = horizon or min(settings.default_horizon, settings.max_horizon)
-    n = num_samples or min(settings.default_samples, settings.max_samples)
+    chosen = tuple(sorted(set(levels))) if levels else settings.monitor_levels
+    n = num_samples or _default_samples(settings, chosen, h, n_series, stream)
     if h > settings.max_horizon:
         raise InvalidInput(
             f"horizon {h} is over this service's maximum {settings.max_horizon} "
@@ -95,7 +107,6 @@ def forecast_params(
             f"{MAX_RETURNED_SAMPLE_VALUES} values; ask for fewer samples or a shorter horizon, "
             "or set return_samples to false", field="num_samples",
         )
-    chosen = tuple(sorted(set(levels))) if levels else settings.monitor_levels
     return ForecastParams(h, chosen, n, return_samples)
 
 

@@ -21,6 +21,8 @@ class _Answer(BaseModel):
 class Interval(_Answer):
     lo: list[Point]
     hi: list[Point]
+    lo_se: list[Point] | None = None  # Monte Carlo standard errors of the bounds (a forecast's)
+    hi_se: list[Point] | None = None
 
 
 class Forecast(_Answer):

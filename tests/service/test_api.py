@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from model.predictive import samples_for
 from service.schemas import ObservationsResponse
 from tests.service.conftest import TEST_SAMPLES
 
@@ -41,7 +42,9 @@ def check_forecast(f: dict[str, Any], horizon: int, levels: list[str] = LEVELS) 
     assert sorted(f["intervals"]) == sorted(levels)
     for band in f["intervals"].values():
         assert len(band["lo"]) == len(band["hi"]) == horizon
+        assert len(band["lo_se"]) == len(band["hi_se"]) == horizon
         assert all(lo <= hi for lo, hi in zip(band["lo"], band["hi"], strict=True))
+        assert all(se >= 0 for se in band["lo_se"] + band["hi_se"])
     assert all(isinstance(v, float) for v in f["mean"])  # univariate: numbers, not lists
 
 
@@ -67,6 +70,31 @@ def test_forecast_answers_one_forecast_per_series(client: TestClient, runtime: A
         lo95, hi95 = f["intervals"]["95"]["lo"], f["intervals"]["95"]["hi"]
         assert all(a <= b + 1e-9 for a, b in zip(lo95, lo80, strict=True))  # nested bands
         assert all(a >= b - 1e-9 for a, b in zip(hi95, hi80, strict=True))
+
+
+def test_default_samples_keep_the_bounds_error_near_two_percent_of_the_width(
+    make_client: Any, runtime: Any
+) -> None:
+    """A forecast that names no sample count draws the fewest paths whose bounds' Monte Carlo
+    error stays under 2 % of the width for a Gaussian law at the levels asked, and reports each
+    bound's error: about 2 % of the width (the default model's one-step laws are near Gaussian;
+    the errors, estimated from about 20 order statistics each, vary by some 20 %: the mean over
+    the steps and bounds stays within 1-3 %); four times the samples, half the error."""
+    client = make_client(default_samples=None)
+    body: dict[str, Any] = {"series": [{"id": "a", "values": history(runtime)}], "horizon": 12}
+    out = client.post("/v1/forecast", json=body).json()
+    assert out["num_samples"] == samples_for([0.8, 0.95]) == 1162
+    wide = client.post("/v1/forecast", json=body | {"levels": [99]}).json()
+    assert wide["num_samples"] == samples_for([0.99])
+    ratios = []
+    for band in out["forecasts"][0]["intervals"].values():
+        width = np.subtract(band["hi"], band["lo"])
+        ratios += [np.divide(band["lo_se"], width), np.divide(band["hi_se"], width)]
+    assert 0.01 < float(np.mean(ratios)) < 0.03
+    more = client.post("/v1/forecast", json=body | {"num_samples": 4 * 1162}).json()
+    se = np.mean([out["forecasts"][0]["intervals"]["80"]["hi_se"]])
+    se_more = np.mean([more["forecasts"][0]["intervals"]["80"]["hi_se"]])
+    assert se / se_more == pytest.approx(2.0, rel=0.25)
 
 
 def test_forecast_returns_samples_when_asked(client: TestClient, runtime: Any) -> None:

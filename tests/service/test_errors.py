@@ -127,8 +127,30 @@ def test_default_work_limits_admit_what_the_other_limits_allow() -> None:
                         num_samples=settings.max_samples)
         forecast_params(settings, horizon=None, levels=None, num_samples=None,
                         n_series=MAX_SERIES)
+    over = Settings().sample_steps_limit // (256 * 10_000) + 1  # series
     with pytest.raises(InvalidInput, match="SMCT_MAX_SAMPLE_STEPS"):
-        forecast_params(Settings(), horizon=256, levels=None, num_samples=10_000, n_series=5)
+        forecast_params(Settings(), horizon=256, levels=None, num_samples=10_000, n_series=over)
+
+
+def test_default_samples_follow_the_levels_within_the_limits() -> None:
+    """A request that names no sample count gets the count its levels need (model/predictive
+    samples_for), never more than the limits admit, so that it is not refused for a count it
+    did not ask for."""
+    from model.predictive import samples_for
+    from service.series import forecast_params
+    from service.settings import Settings
+
+    free = Settings()
+    assert forecast_params(free, horizon=12, levels=None, num_samples=None).n_samples == 1162
+    wide = forecast_params(free, horizon=12, levels=(50.0, 99.0), num_samples=None)
+    assert wide.n_samples == samples_for([0.5, 0.99]) == 2551
+    tight = Settings(max_sample_steps=12_000, max_paths=3_000)
+    assert forecast_params(tight, horizon=12, levels=None, num_samples=None).n_samples == 1000
+    streamed = forecast_params(tight, horizon=2, levels=None, num_samples=None, n_series=3,
+                               stream=True)
+    assert streamed.n_samples == 1000
+    assert forecast_params(Settings(default_samples=300), horizon=12, levels=None,
+                           num_samples=None).n_samples == 300
 
 
 def test_levels_outside_0_100(app_client: TestClient, runtime: Any) -> None:
