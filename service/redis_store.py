@@ -3,9 +3,14 @@
 Keys of a series share one hash tag, so they live in one cluster slot and one Lua script can
 write them together:
     smct:{<id>}:state    hash: state (bytes), version, meta (JSON of SeriesMeta)
-    smct:{<id>}:applied  hash: seq -> value and answer of an applied observation
-    smct:{<id>}:events   stream: id "<version>-0", field d = event JSON (capped, XADD MAXLEN)
+    smct:{<id>}:applied  hash: seq -> "<value>\n<version>\n<ending>\n<writer>" of an applied
+                         observation: the write whose event holds its answer
+    smct:{<id>}:log      hash: version -> event, the last max(maxlen, window) versions: an
+                         update's record (service/records.py), else the event's JSON
     smct:{<id>}:gone     the version of the `deleted` event of a deleted series (with a TTL)
+and every write publishes its version on the channel smct:{<id>}:feed, which followers wait
+on. (A stream would free the entries it trims only a node, up to 4 KB and 100 entries, at a
+time, which doubles what a series of 0.5 KB events holds; the hash holds what it keeps.)
 Writes are Lua scripts that compare the version first (compare-and-set). A Redis that cannot
 be reached raises StoreUnavailable (503 + Retry-After); nothing has been written then, or
 the write is complete (a script runs whole or not at all).
@@ -34,6 +39,8 @@ from service.store import (
     _no_observer,
 )
 
+# KEYS: state, applied, log, gone. ARGV: expected version, reset (1/0), window, events kept,
+# event, state, meta, version, feed channel, then (seq, applied record) pairs
 _COMMIT = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
@@ -45,27 +52,44 @@ end
 if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
 local window = tonumber(ARGV[3])
-for i = 9, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   redis.call('HDEL', KEYS[2], tostring(tonumber(ARGV[i]) - window))
 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], version .. '-0', 'd', ARGV[5])
+redis.call('HSET', KEYS[3], version, ARGV[5])
+redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
+redis.call('PUBLISH', ARGV[9], version)
 return 1
 """
 
+# the state, the applied records of the seqs ARGV, and the events those records name
 _LOAD = """
 local state = redis.call('HGETALL', KEYS[1])
-if #state == 0 or #ARGV == 0 then return {state, {}} end
-return {state, redis.call('HMGET', KEYS[2], unpack(ARGV))}
+if #state == 0 or #ARGV == 0 then return {state, {}, {}, {}} end
+local records = redis.call('HMGET', KEYS[2], unpack(ARGV))
+local versions, seen = {}, {}
+for _, raw in ipairs(records) do
+  local version = raw and string.match(raw, '^[^\\n]*\\n(%d+)\\n')
+  if version and not seen[version] then
+    seen[version] = true
+    table.insert(versions, version)
+  end
+end
+if #versions == 0 then return {state, records, {}, {}} end
+return {state, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))}
 """
 
+# KEYS: state, applied, log, gone. ARGV: expected version, events kept, event, events TTL
+# (ms), tombstone TTL (ms), feed channel
 _DELETE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], (current + 1) .. '-0', 'd', ARGV[3])
+redis.call('HSET', KEYS[3], current + 1, ARGV[3])
+redis.call('HDEL', KEYS[3], tostring(current + 1 - tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('SET', KEYS[4], current + 1, 'PX', ARGV[5])
+redis.call('PUBLISH', ARGV[6], current + 1)
 return 1
 """
 
@@ -77,13 +101,18 @@ return tonumber(redis.call('GET', KEYS[2]) or '0')
 
 _DELETED_EVENTS_TTL_MS = 60_000
 EVENTS_BLOCK_S = 10.0  # the longest a blocking read of events waits
-_SEP = b"\n"  # between the JSON parts of an applied record (JSON never holds a raw newline)
+_SEP = b"\n"  # between the parts of an applied record (JSON never holds a raw newline)
 
 
 def keys(series_id: str) -> tuple[str, str, str]:
-    """The state, applied and events keys of a series."""
+    """The state, applied and event log keys of a series."""
     tag = f"smct:{{{series_id}}}"
-    return f"{tag}:state", f"{tag}:applied", f"{tag}:events"
+    return f"{tag}:state", f"{tag}:applied", f"{tag}:log"
+
+
+def feed_channel(series_id: str) -> str:
+    """The channel each write of the series publishes its version on."""
+    return f"smct:{{{series_id}}}:feed"
 
 
 def tombstone_key(series_id: str) -> str:
@@ -91,12 +120,15 @@ def tombstone_key(series_id: str) -> str:
 
 
 def _applied(seq: int, raw: bytes) -> Applied:
-    """value, answer[, ending[, writer]] (an empty ending: none)."""
-    parts = raw.split(_SEP)
-    ending = parts[2].decode() if len(parts) > 2 and parts[2] else None
-    writer = parts[3].decode() if len(parts) > 3 and parts[3] else None
+    """value, version, ending (1 or 0), writer; or, written before update records: value,
+    answer JSON[, ending[, writer]] (an empty ending: none)."""
+    parts = [p.decode() for p in raw.split(_SEP)]
+    writer = parts[3] if len(parts) > 3 and parts[3] else None
+    if parts[1].startswith("{"):
+        ending = parts[2] if len(parts) > 2 and parts[2] else None
+        return Applied(seq=seq, value=parts[0], version=0, writer=writer, legacy=(parts[1], ending))
     return Applied(
-        seq=seq, value=parts[0].decode(), answer=parts[1].decode(), ending=ending, writer=writer
+        seq=seq, value=parts[0], version=int(parts[1]), ending=parts[2] == "1", writer=writer
     )
 
 
@@ -130,7 +162,7 @@ class RedisStore:
         self._last_version = self._redis.register_script(_LAST_VERSION)
         self._tombstone_ms = max(1, int(tombstone_ttl_s * 1000))
         self._window = window
-        self._maxlen = maxlen
+        self._maxlen = max(maxlen, window)  # the events outlive the applied records naming them
         self._retry_after_s = retry_after_s
         self._observe = observer
 
@@ -172,18 +204,24 @@ class RedisStore:
         await self._run("ping", self._redis.ping())
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
-        state_key, applied_key, _ = keys(series_id)
-        if seqs:  # one round trip for both hashes
-            call = self._load(keys=[state_key, applied_key], args=[str(s) for s in seqs])
-            flat, records = await self._run("load", call)
+        state_key, applied_key, log_key = keys(series_id)
+        if seqs:  # one round trip for the state, the applied records and their answers
+            call = self._load(
+                keys=[state_key, applied_key, log_key], args=[str(s) for s in seqs]
+            )
+            flat, records, *named = await self._run("load", call)
             fields = dict(zip(flat[::2], flat[1::2], strict=True))
         else:
             fields, records = await self._run("load", self._redis.hgetall(state_key)), []
+            named = []
         if not fields:
             return None
         state, meta = fields[b"state"], SeriesMeta.from_json(fields[b"meta"])
         applied = {s: _applied(s, raw) for s, raw in zip(seqs, records, strict=False) if raw}
-        return Loaded(meta=meta, state=state, applied=applied)
+        events = {}
+        if len(named) == 2:
+            events = {int(v): d for v, d in zip(*named, strict=True) if d}
+        return Loaded(meta=meta, state=state, applied=applied, events=events)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
         raw = await self._run("meta", self._redis.hget(keys(series_id)[0], "meta"))
@@ -193,19 +231,18 @@ class RedisStore:
         args: list[Any] = [
             write.expected_version, "1" if write.reset else "0", self._window, self._maxlen,
             write.event, write.state, write.meta.to_json(), write.meta.version,
+            feed_channel(series_id),
         ]
         for a in write.applied:
-            parts = [a.value, a.answer] + ([a.ending or "", a.writer] if a.writer else (
-                [a.ending] if a.ending else []
-            ))
-            args += [a.seq, "\n".join(parts)]
+            args += [a.seq, f"{a.value}\n{a.version}\n{int(a.ending)}\n{a.writer or ''}"]
         names = [*keys(series_id), tombstone_key(series_id)]
         done = await self._run("commit", self._commit(keys=names, args=args))
         return bool(done)
 
-    async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
+    async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
         args: list[Any] = [
-            expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS, self._tombstone_ms
+            expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS, self._tombstone_ms,
+            feed_channel(series_id),
         ]
         names = [*keys(series_id), tombstone_key(series_id)]
         done = await self._run("delete", self._delete(keys=names, args=args))
@@ -216,17 +253,28 @@ class RedisStore:
         return int(await self._run("last_version", self._last_version(keys=names)))
 
     async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
-        stream = keys(series_id)[2]
-        block = int(min(timeout_s, EVENTS_BLOCK_S) * 1000) if timeout_s > 0 else None
-        reply = await self._run(
-            "read_events", self._blocking.xread({stream: f"{after}-0"}, count=100, block=block)
-        )
-        out = []
-        for _, entries in reply or ():
-            for entry_id, fields in entries:
-                version = int(entry_id.split(b"-")[0])
-                out.append(StoredEvent(version=version, data=fields[b"d"].decode()))
-        return out
+        """The retained events after `after`; when there are none, waits for a write on the
+        series' feed channel (subscribed before a second look, so none is missed)."""
+        found = await self._run("read_events", self._newer(series_id, after))
+        if found or timeout_s <= 0:
+            return found
+        return list(await self._run("read_events", self._wait(series_id, after, timeout_s)))
+
+    async def _newer(self, series_id: str, after: int) -> list[StoredEvent]:
+        log: Any = await self._redis.hgetall(keys(series_id)[2])  # bytes -> bytes
+        events = (StoredEvent(int(v), data) for v, data in log.items())
+        return sorted((e for e in events if e.version > after), key=lambda e: e.version)
+
+    async def _wait(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
+        async with self._blocking.pubsub() as feed:
+            await feed.subscribe(feed_channel(series_id))
+            deadline = time.monotonic() + min(timeout_s, EVENTS_BLOCK_S)
+            while True:
+                found = await self._newer(series_id, after)
+                left = deadline - time.monotonic()
+                if found or left <= 0:
+                    return found
+                await feed.get_message(ignore_subscribe_messages=True, timeout=left)
 
     def series_count(self) -> int | None:
         return None

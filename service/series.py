@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from service import records
 from service.engine import Engine, ForecastParams, NewState, Update
 from service.errors import (
     Busy,
@@ -46,7 +47,7 @@ from service.schemas import (
     SeriesList,
 )
 from service.settings import Settings
-from service.store import Applied, Loaded, SeriesMeta, StateStore, StoredEvent, Write
+from service.store import Applied, Loaded, SeriesMeta, StateStore, Write
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,15 @@ def canonical(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class SentEvent:
+    """An event of a series as its followers get it."""
+
+    version: int  # the SSE id
+    kind: str  # created | replaced | update | deleted
+    data: str  # JSON of schemas.SeriesEvent
+
+
+@dataclass(frozen=True)
 class Answer:
     """An answer rendered once, as JSON of its response schema (also what the store keeps)."""
 
@@ -190,7 +200,7 @@ class SeriesService:
             )
             write = Write(
                 expected_version=old.version if old else 0, state=new.state, meta=meta,
-                event=event.model_dump_json(exclude_none=True), reset=True,
+                event=event.model_dump_json(exclude_none=True).encode(), reset=True,
             )
             if await self.store.commit(series_id, write):
                 self.metrics.observe_write(meta.state_bytes, new.adaptation)
@@ -215,7 +225,7 @@ class SeriesService:
                 raise SeriesNotFound(series_id)
             event = SeriesEvent(
                 type="deleted", id=series_id, version=meta.version + 1, seq=meta.seq
-            ).model_dump_json(exclude_none=True)
+            ).model_dump_json(exclude_none=True).encode()
             if await self.store.delete(series_id, meta.version, event):
                 return
         raise self._busy(series_id)
@@ -266,7 +276,7 @@ class SeriesService:
                 )
             except InvalidInput as exc:
                 raise _shifted(exc, n_old) from exc
-            old = [rec.applied[s].answer for s in seqs[:n_old]]
+            old = [self._answered(series_id, rec, s) for s in seqs[:n_old]]
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
             try:
                 committed = await self.store.commit(series_id, write)
@@ -329,10 +339,11 @@ class SeriesService:
 
     def _write(
         self, series_id: str, rec: Loaded, seqs: list[int], values: list[str], upd: Update,
-        repeated: list[str],
+        repeated: list[ObservationResult | str],
     ) -> tuple[str, Write]:
-        """The answer (JSON, with the `repeated` answers first) and the write that stores the
-        new state, the applied records and the update event (the answer of the new seqs)."""
+        """The answer (JSON, with the `repeated` results first) and the write that stores the
+        new state, the applied records and the update event: the record of the answer's new
+        results and forecast (service/records.py), from which the answer is rendered."""
         new: NewState = upd.state
         if new.seq != seqs[-1] + 1:
             raise RuntimeError(f"runtime advanced to t={new.seq}, expected {seqs[-1] + 1}")
@@ -340,27 +351,38 @@ class SeriesService:
             seq=new.seq, ess=new.ess, particles=new.particles, state_bytes=len(new.state),
             model_version=self.engine.model_version, adaptation=new.adaptation,
         )
-        answers = [r.model_dump_json() for r in upd.results]
-        forecast = "null" if upd.forecast is None else upd.forecast.model_dump_json(
-            exclude_none=True
-        )
-        ending = f"{meta.version} {forecast}"
+        event = records.encode(meta.version, meta.seq, upd.results, upd.forecast)
+        record = records.decode(event, series_id)
         writer = os.urandom(8).hex()  # tells this write's records from another's
         applied = [
             Applied(
-                seq=s, value=v, answer=a, ending=ending if s == seqs[-1] else None, writer=writer
+                seq=s, value=v, version=meta.version, ending=s == seqs[-1], writer=writer
             )
-            for s, v, a in zip(seqs, values, answers, strict=True)
+            for s, v in zip(seqs, values, strict=True)
         ]
-        head = f'"id":{json.dumps(series_id)},"seq":{meta.seq},"version":{meta.version}'
-        news, forecast_part = ",".join(answers), f'"forecast":{forecast}'
-        event = f'{{"type":"update",{head},"observations":[{news}],{forecast_part}}}'
-        body = f'{{{head},"observations":[{",".join(repeated + answers)}],{forecast_part}}}'
+        body = records.update_json(series_id, record, [*repeated, *record.results])
         write = Write(
             expected_version=rec.meta.version, state=new.state, meta=meta, applied=applied,
             event=event,
         )
         return body, write
+
+    def _answered(self, series_id: str, rec: Loaded, seq: int) -> ObservationResult | str:
+        """The result given for an applied seq (the JSON of one written before update
+        records), from the event of the write that applied it."""
+        applied = rec.applied[seq]
+        if applied.legacy is not None:
+            return applied.legacy[0]
+        return self._record(series_id, rec, applied).result(seq)
+
+    def _record(self, series_id: str, rec: Loaded, applied: Applied) -> records.UpdateRecord:
+        data = rec.events.get(applied.version)
+        if data is None:  # the events outlive the applied records: a store that lost them
+            raise SeqConflict(
+                f"seq {applied.seq} was absorbed, but the answer given for it is no longer "
+                "kept, and it cannot be repeated", next_seq=rec.meta.seq,
+            )
+        return records.decode(data, series_id)
 
     async def _replay(
         self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams,
@@ -368,10 +390,13 @@ class SeriesService:
     ) -> str:
         """The answer to a request whose observations were all applied before: the stored
         one when the request ends where an earlier one ended."""
-        answers = [rec.applied[s].answer for s in seqs]
-        ending = rec.applied[seqs[-1]].ending
-        if ending is not None:
-            version, _, forecast = ending.partition(" ")
+        answers = [self._answered(series_id, rec, s) for s in seqs]
+        last = rec.applied[seqs[-1]]
+        if last.legacy is not None and last.legacy[1] is not None:
+            version, _, forecast = last.legacy[1].partition(" ")
+        elif last.legacy is None and last.ending:
+            record = self._record(series_id, rec, last)
+            return records.update_json(series_id, record, answers)
         else:  # the repeat ends elsewhere than the original request: forecast afresh
             version = str(rec.meta.version)
             if covariates is None and self.engine.n_covariates:
@@ -380,7 +405,8 @@ class SeriesService:
                 fresh = await self.engine.forecast(series_id, rec.state, params, covariates)
                 forecast = fresh.model_dump_json(exclude_none=True)
         head = f'"id":{json.dumps(series_id)},"seq":{seqs[-1] + 1},"version":{version}'
-        return f'{{{head},"observations":[{",".join(answers)}],"forecast":{forecast}}}'
+        listed = ",".join(a if isinstance(a, str) else a.model_dump_json() for a in answers)
+        return f'{{{head},"observations":[{listed}],"forecast":{forecast}}}'
 
     async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:
         rec = await self.store.load(series_id, seqs)
@@ -402,9 +428,7 @@ class SeriesService:
 
     # ------------------------------------------------------------------ events
 
-    async def events(
-        self, series_id: str, last_event_id: int | None
-    ) -> AsyncIterator[StoredEvent]:
+    async def events(self, series_id: str, last_event_id: int | None) -> AsyncIterator[SentEvent]:
         """The series' events after `last_event_id` (default: from now on); checked for
         existence before the stream starts, ends after a `deleted` event."""
         meta = await self.store.meta(series_id)
@@ -420,7 +444,7 @@ class SeriesService:
             raise SeriesNotFound(series_id)
         return self._follow(series_id, after)
 
-    async def _follow(self, series_id: str, after: int) -> AsyncIterator[StoredEvent]:
+    async def _follow(self, series_id: str, after: int) -> AsyncIterator[SentEvent]:
         while True:
             try:
                 events = await self.store.read_events(series_id, after, EVENTS_POLL_S)
@@ -429,6 +453,7 @@ class SeriesService:
                 continue
             for event in events:
                 after = event.version
-                yield event
-                if '"type":"deleted"' in event.data:
+                kind, data = records.event_json(series_id, event.data)
+                yield SentEvent(event.version, kind, data)
+                if kind == "deleted":
                     return

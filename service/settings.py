@@ -107,10 +107,11 @@ class Settings(BaseSettings):
     # each remembered seq keeps its answer (~2 KB with a 12-step forecast) and each event its
     # JSON (~2.3 KB): they, not the particle state, size a series in Redis (docs/scaling.md)
     idempotency_window: int = Field(
-        default=64, ge=1, description="seqs remembered per series (a repeat is answered again)"
+        default=16, ge=1, description="seqs remembered per series (a repeat is answered again)"
     )
     events_maxlen: int = Field(
-        default=64, ge=1, description="update events kept per series (SSE resume)"
+        default=16, ge=1, description="events kept per series (SSE resume); at least "
+        "idempotency_window are kept, since a repeat's answer is read from its event",
     )
     tombstone_ttl_s: float = Field(
         default=7 * 24 * 3600.0, gt=0.0, le=10 * 365 * 24 * 3600.0,

@@ -3,9 +3,11 @@
 A series is three records, written together and atomically:
     state    the particle state (`SeriesState.to_bytes`, opaque here) and its metadata,
              with a `version` that grows by one on every write;
-    applied  per applied seq, the value and the answer given for it (idempotent repeats),
-             the last `window` seqs only;
-    events   the update events, id = version, the last `maxlen` only (SSE resume).
+    applied  per applied seq, the value and the version of the write that applied it
+             (idempotent repeats), the last `window` seqs only;
+    events   the events, id = version, the last max(`maxlen`, `window`) only (SSE resume): an
+             update's event holds its answer (service/records.py), which a repeat of it
+             replays, so the events outlive the applied records that point at them.
 Every write is a compare-and-set on the version: two writers never both win, so an
 observation is never lost or applied twice. The Redis store (service/redis_store.py) keeps
 the same contract; the same tests run against both.
@@ -61,13 +63,16 @@ class SeriesMeta:
 
 @dataclass(frozen=True)
 class Applied:
-    """An applied observation: its canonical value and the answer given for it (JSON)."""
+    """An applied observation: its canonical value, and the write that applied it, whose event
+    holds its result and, when the seq ended its request (`ending`), that answer's forecast."""
 
     seq: int
     value: str
-    answer: str
-    ending: str | None = None  # when it ended its request: JSON of the rest of that answer
+    version: int  # of the write that applied it: its event's id
+    ending: bool = False
     writer: str | None = None  # a token of the write that applied it (which write did)
+    legacy: tuple[str, str | None] | None = None  # a record written before update records:
+    # (the answer's JSON, "<version> <forecast JSON>" when it ended its request)
 
 
 @dataclass(frozen=True)
@@ -75,12 +80,14 @@ class Loaded:
     meta: SeriesMeta
     state: bytes
     applied: dict[int, Applied] = field(default_factory=dict)
+    events: dict[int, bytes] = field(default_factory=dict)  # version -> data, of the writes
+    # the applied records name (those still retained)
 
 
 @dataclass(frozen=True)
 class StoredEvent:
     version: int
-    data: str  # JSON of schemas.SeriesEvent
+    data: bytes  # schemas.SeriesEvent: an update's record (service/records.py), else JSON
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ class Write:
     state: bytes
     meta: SeriesMeta  # meta.version == expected_version + 1
     applied: Sequence[Applied] = ()
-    event: str = ""
+    event: bytes = b""
     reset: bool = False  # a new history: forget the applied records
 
 
@@ -103,7 +110,8 @@ class StateStore(Protocol):
     async def ping(self) -> None: ...
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
-        """State, metadata and the applied records of `seqs` (those still remembered)."""
+        """State, metadata, the applied records of `seqs` (those still remembered) and the
+        events they name."""
         ...
 
     async def meta(self, series_id: str) -> SeriesMeta | None: ...
@@ -113,7 +121,7 @@ class StateStore(Protocol):
         a create, if `write.meta.version` is above the name's tombstone: see last_version)."""
         ...
 
-    async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
+    async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
         """Delete the series if its version is `expected_version`; the event ends its stream."""
         ...
 
@@ -160,7 +168,7 @@ class EmbeddedStore:
         self._events: dict[str, deque[StoredEvent]] = {}
         self._wakeup: dict[str, asyncio.Event] = {}
         self._window = window
-        self._maxlen = maxlen
+        self._maxlen = max(maxlen, window)
         self._observe = observer
 
     def _timed(self, operation: str, start: float) -> None:
@@ -176,7 +184,9 @@ class EmbeddedStore:
         if rec is None:
             return None
         applied = {s: rec.applied[s] for s in seqs if s in rec.applied}
-        return Loaded(meta=rec.meta, state=rec.state, applied=applied)
+        named = {a.version for a in applied.values()}
+        events = {e.version: e.data for e in self._events.get(series_id, ()) if e.version in named}
+        return Loaded(meta=rec.meta, state=rec.state, applied=applied, events=events)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
         start = time.perf_counter()
@@ -206,7 +216,7 @@ class EmbeddedStore:
         finally:
             self._timed("commit", start)
 
-    async def delete(self, series_id: str, expected_version: int, event: str) -> bool:
+    async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
         start = time.perf_counter()
         try:
             rec = self._series.get(series_id)

@@ -23,7 +23,7 @@ from service.schemas import (
     SeriesInfo,
     SeriesList,
 )
-from service.store import StoredEvent
+from service.series import SentEvent
 
 router = APIRouter(prefix="/v1", tags=["series"])  # + the API key check (service/main.py)
 
@@ -116,7 +116,7 @@ async def series_events(
 
 
 async def _sse(
-    events: AsyncIterator[StoredEvent], last_event_id: int | None = None
+    events: AsyncIterator[SentEvent], last_event_id: int | None = None
 ) -> AsyncIterator[dict[str, str]]:
     expected = None if last_event_id is None else last_event_id + 1
     async for event in events:
@@ -125,8 +125,7 @@ async def _sse(
                    "resumes_at": event.version}
             yield {"event": "missed", "data": json.dumps(gap, separators=(",", ":"))}
         expected = None
-        kind = json.loads(event.data).get("type", "update")
-        yield {"id": str(event.version), "event": kind, "data": event.data}
+        yield {"id": str(event.version), "event": event.kind, "data": event.data}
 
 
 @router.get(

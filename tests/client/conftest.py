@@ -25,7 +25,7 @@ def _env(model: Path, **extra: str) -> dict[str, str]:
     return {
         "SMCT_ARTIFACT": str(model), "SMCT_DEVICE": "cpu", "SMCT_BACKEND": "torch",
         "SMCT_LOG_LEVEL": "WARNING", "SMCT_DEFAULT_SAMPLES": str(TEST_SAMPLES),
-        "SMCT_EVENTS_MAXLEN": str(MAXLEN), **extra,
+        "SMCT_EVENTS_MAXLEN": str(MAXLEN), "SMCT_IDEMPOTENCY_WINDOW": str(MAXLEN), **extra,
     }
 
 

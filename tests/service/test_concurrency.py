@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import redis
 
+from service.records import event_json
 from service.redis_store import keys
 from tests.service.conftest import ProcessServer
 from tests.service.test_api import history
@@ -42,7 +43,8 @@ async def writer(k: int, url: str, start: int) -> list[tuple[int, float]]:
 def test_concurrent_appends_from_two_workers(
     server_env: dict[str, str], runtime: Any, redis_url: str
 ) -> None:
-    env = {**server_env, "SMCT_REDIS_URL": redis_url, "SMCT_COMMIT_RETRIES": "4"}
+    env = {**server_env, "SMCT_REDIS_URL": redis_url, "SMCT_COMMIT_RETRIES": "4",
+           "SMCT_EVENTS_MAXLEN": "256"}  # every update kept, to be checked below
     a, b = ProcessServer(env).launch(), ProcessServer(env).launch()  # both start at once
     try:
         with a, b:
@@ -67,11 +69,11 @@ def test_concurrent_appends_from_two_workers(
     assert sorted(s for s, _ in accepted) == list(range(start, meta["seq"]))
     # the stored history of updates holds exactly the accepted values, in seq order
     client = redis.Redis.from_url(redis_url)
-    entries: Any = client.xrange(keys("hot")[2])
+    log: Any = client.hgetall(keys("hot")[2])
     client.close()
     applied = []
-    for _, fields in entries:
-        event = json.loads(fields[b"d"])
-        if event["type"] == "update":
-            applied += [(o["seq"], o["value"]) for o in event["observations"]]
+    for version in sorted(log, key=int):
+        kind, data = event_json("hot", log[version])
+        if kind == "update":
+            applied += [(o["seq"], o["value"]) for o in json.loads(data)["observations"]]
     assert applied == sorted(accepted)

@@ -206,8 +206,8 @@ def test_a_follower_that_fell_behind_is_told_what_it_missed(
     gets a `missed` event naming versions 2 and 3 (and no id, so its Last-Event-ID does not
     move), then the retained 4, 5, 6; one resuming within the retained events gets no such
     event."""
-    settings = Settings(redis_url=store_url, events_maxlen=3, batch_max_wait_ms=1.0,
-                        default_samples=TEST_SAMPLES)
+    settings = Settings(redis_url=store_url, events_maxlen=3, idempotency_window=3,
+                        batch_max_wait_ms=1.0, default_samples=TEST_SAMPLES)
     with ThreadServer(create_app(settings, runtime=runtime)) as srv, httpx.Client(
         base_url=srv.url, timeout=30
     ) as c:

@@ -23,7 +23,7 @@ def meta(version: int, seq: int = 10) -> SeriesMeta:
 
 
 def write(version: int, seq: int, **kw: object) -> Write:
-    event = f'{{"type":"update","version":{version}}}'
+    event = f'{{"type":"update","version":{version}}}'.encode()
     return Write(expected_version=version - 1, state=f"s{version}".encode(),
                  meta=meta(version, seq), event=event, **kw)  # type: ignore[arg-type]
 
@@ -52,12 +52,13 @@ async def test_create_load_and_compare_and_set(make_store: StoreFactory) -> None
     loaded = await store.load("a")
     assert loaded is not None and loaded.state == b"s1"
     assert (loaded.meta.version, loaded.meta.seq) == (1, 10)
-    applied = [Applied(10, "[1.0]", '{"seq":10}'), Applied(11, "[2.0]", '{"seq":11}', '{"v":2}')]
+    applied = [Applied(10, "[1.0]", 2, writer="w1"), Applied(11, "[2.0]", 2, True, "w1")]
     assert await store.commit("a", write(2, 12, applied=applied))
     assert not await store.commit("a", write(2, 12, applied=applied))  # stale version: refused
     loaded = await store.load("a", [9, 10, 11, 12])
     assert loaded is not None and loaded.state == b"s2" and loaded.meta.seq == 12
     assert loaded.applied == {10: applied[0], 11: applied[1]}
+    assert loaded.events == {2: b'{"type":"update","version":2}'}  # the write that applied them
     meta_only = await store.meta("a")
     assert meta_only == loaded.meta
 
@@ -75,7 +76,7 @@ async def test_applied_records_are_bounded_and_reset(make_store: StoreFactory) -
     store = make_store(window=4)
     await store.commit("a", write(1, 0, reset=True))
     for v, seq in enumerate(range(10), start=2):
-        assert await store.commit("a", write(v, seq + 1, applied=[Applied(seq, "[0]", "{}")]))
+        assert await store.commit("a", write(v, seq + 1, applied=[Applied(seq, "[0]", v)]))
     loaded = await store.load("a", list(range(10)))
     assert loaded is not None and sorted(loaded.applied) == [6, 7, 8, 9]
     assert await store.commit("a", write(12, 3, reset=True))  # a new history forgets them
@@ -90,7 +91,7 @@ async def test_events_resume_after_a_version(make_store: StoreFactory) -> None:
     await store.commit("a", write(3, 2))
     events = await store.read_events("a", 1, 0.1)
     assert [e.version for e in events] == [2, 3]
-    assert events[0].data == '{"type":"update","version":2}'
+    assert events[0].data == b'{"type":"update","version":2}'
     assert await store.read_events("a", 3, 0.05) == []
 
     waiter = asyncio.create_task(store.read_events("a", 3, 5.0))
@@ -101,26 +102,35 @@ async def test_events_resume_after_a_version(make_store: StoreFactory) -> None:
     assert [e.version for e in got] == [4]
 
 
-async def test_events_are_capped(make_store: StoreFactory) -> None:
-    store = make_store(maxlen=5)
+async def test_events_are_capped_and_outlive_the_applied_records(make_store: StoreFactory) -> None:
+    """The last max(maxlen, window) events are kept, exactly: a repeat's answer is read from
+    the event of the write that applied it, so the events outlive the applied records."""
+    store = make_store(maxlen=5, window=3)
     await store.commit("a", write(1, 0, reset=True))
     for v in range(2, 300):
         await store.commit("a", write(v, v))
     events = await store.read_events("a", 0, 0.1)
-    assert events[-1].version == 299 and len(events) < 150  # Redis trims approximately
+    assert [e.version for e in events] == list(range(295, 300))
+    longer = make_store(maxlen=2, window=8)
+    await longer.commit("b", write(1, 0, reset=True))
+    for v in range(2, 30):
+        await longer.commit("b", write(v, v, applied=[Applied(v - 1, "[0]", v)]))
+    loaded = await longer.load("b", list(range(30)))
+    assert loaded is not None and sorted(loaded.applied) == list(range(21, 29))
+    assert sorted(loaded.events) == list(range(22, 30))  # each applied record's write
 
 
 async def test_delete_then_recreate(make_store: StoreFactory) -> None:
     store = make_store()
     await store.commit("a", write(1, 0, reset=True))
     await store.commit("a", write(2, 1))
-    assert not await store.delete("a", 1, "{}")  # stale
-    assert await store.delete("a", 2, '{"type":"deleted"}')
+    assert not await store.delete("a", 1, b"{}")  # stale
+    assert await store.delete("a", 2, b'{"type":"deleted"}')
     assert await store.load("a") is None
     assert [e.version for e in await store.read_events("a", 2, 0.1)] == [3]  # the deleted event
-    assert not await store.delete("a", 2, "{}")
+    assert not await store.delete("a", 2, b"{}")
     assert not await store.commit("a", write(1, 5, reset=True))  # numbered under the deleted
-    renumbered = Write(expected_version=0, state=b"s", meta=meta(4, 5), event="{}", reset=True)
+    renumbered = Write(expected_version=0, state=b"s", meta=meta(4, 5), event=b"{}", reset=True)
     assert await store.commit("a", renumbered)  # a new series, new event stream
     assert [e.version for e in await store.read_events("a", 0, 0.1)] == [4]
 
@@ -144,10 +154,10 @@ async def test_last_version_outlives_the_events_of_a_deleted_series(
     assert await store.last_version("b") == 2 and await store.last_version("a") == 151
     # a create numbered before a later deletion (a PUT that read last_version, then another
     # worker's PUT and DELETE) is refused, so that the caller numbers it again
-    stale = Write(expected_version=0, state=b"s", meta=meta(120, 0), event="{}", reset=True)
+    stale = Write(expected_version=0, state=b"s", meta=meta(120, 0), event=b"{}", reset=True)
     assert not await store.commit("a", stale)
     assert await store.last_version("a") == 151
-    fresh = Write(expected_version=0, state=b"s", meta=meta(152, 0), event="{}", reset=True)
+    fresh = Write(expected_version=0, state=b"s", meta=meta(152, 0), event=b"{}", reset=True)
     assert await store.commit("a", fresh)
     assert await store.last_version("a") == 152
     assert await store.delete("a", 152, '{"type":"deleted"}')
@@ -184,7 +194,7 @@ async def test_unreachable_redis_is_store_unavailable(own_redis: RedisServer) ->
     await store.commit("a", write(1, 0, reset=True))
     own_redis.shutdown_saving()
     for call in (store.ping(), store.load("a"), store.meta("a"), store.commit("a", write(2, 1)),
-                 store.delete("a", 1, "{}"), store.read_events("a", 0, 0.1)):
+                 store.delete("a", 1, b"{}"), store.read_events("a", 0, 0.1)):
         with pytest.raises(StoreUnavailable) as info:
             await call
         assert info.value.headers["Retry-After"] == "2"

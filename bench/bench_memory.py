@@ -1,0 +1,109 @@
+"""Redis memory per long-lived series at the service's defaults.
+
+    python bench/bench_memory.py [--artifact artifacts/default] [--updates 300]
+
+Starts a redis-server of its own, serves the artifact in-process on it (the service's default
+settings), creates a series from 60 values, sends --updates one-observation updates, and prints
+`MEMORY USAGE` of each of the series' keys beside the target (at most 16 KB in all after 300
+updates). Then checks what the remembered records are for: the last request repeated gets the
+same bytes, and a follower resuming from an event id 8 updates back gets those 8 events, the
+same bytes the stream sent live.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+from redis import Redis
+
+TARGET_BYTES = 16 * 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", type=Path, default=Path("artifacts/default"))
+    parser.add_argument("--updates", type=int, default=300)
+    args = parser.parse_args()
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("redis-server is missing: bash scripts/install_system_deps.sh")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen(
+            [server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", tmp],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            url = f"redis://127.0.0.1:{port}/0"
+            redis = Redis.from_url(url)
+            for _ in range(100):
+                try:
+                    redis.ping()
+                    break
+                except Exception:  # noqa: BLE001 - starting
+                    time.sleep(0.05)
+            run(args, url, redis)
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def run(args: argparse.Namespace, url: str, redis: Redis) -> None:
+    from service.main import create_app
+    from service.settings import Settings
+
+    settings = Settings(artifact=args.artifact, redis_url=url)
+    rng = np.random.default_rng(0)
+    values = list(np.round(50 + np.cumsum(rng.normal(0, 1, 60 + args.updates)), 4))
+    with TestClient(create_app(settings)) as client:
+        r = client.put("/v1/series/s", json={"values": values[:60]})
+        assert r.status_code == 201, r.text
+        bodies = []
+        for k in range(args.updates):
+            body = {"observations": [{"seq": 60 + k, "value": values[60 + k]}]}
+            r = client.post("/v1/series/s/observations", json=body)
+            assert r.status_code == 200, r.text
+            bodies.append((body, r.content))
+        names = redis.keys("smct:*")
+        sizes = {key.decode(): int(redis.memory_usage(key, samples=0) or 0) for key in names}
+        record = max(len(v) for v in redis.hvals("smct:{s}:log"))
+        print(f"the record of an update (its answer and event): {record} bytes")
+        total = sum(sizes.values())
+        print(f"series after {args.updates} one-observation updates, default settings "
+              f"({settings.idempotency_window} remembered seqs, {settings.events_maxlen} events)")
+        for key, size in sorted(sizes.items()):
+            print(f"  {key:<24} {size:>8} bytes")
+        verdict = "PASS" if total <= TARGET_BYTES else "FAIL"
+        print(f"  {'total':<24} {total:>8} bytes   target <= {TARGET_BYTES}  {verdict}")
+        again = client.post("/v1/series/s/observations", json=bodies[-1][0])
+        print(f"the last request repeated: same bytes {again.content == bodies[-1][1]}")
+        version = int(client.get("/v1/series/s").json()["version"])
+        with client.stream(
+            "GET", "/v1/series/s/events", headers={"Last-Event-ID": str(version - 8)}
+        ) as stream:
+            ids = []
+            for line in stream.iter_lines():
+                if line.startswith("id:"):
+                    ids.append(int(line[3:]))
+                if len(ids) == 8:
+                    break
+        resumed = ids == list(range(version - 7, version + 1))
+        print(f"a follower 8 events behind gets them all: {resumed}")
+
+
+if __name__ == "__main__":
+    main()
