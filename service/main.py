@@ -59,7 +59,8 @@ def make_store(settings: Settings, observer: StoreObserver) -> StateStore:
             settings.redis_url, timeout_s=settings.redis_timeout_s,
             window=settings.idempotency_window, maxlen=settings.events_maxlen,
             retry_after_s=settings.retry_after_s, tombstone_ttl_s=settings.tombstone_ttl_s,
-            observer=observer,
+            observer=observer, min_replicas=settings.redis_min_replicas,
+            wait_s=settings.redis_wait_s,
         )
     return EmbeddedStore(
         window=settings.idempotency_window, maxlen=settings.events_maxlen,

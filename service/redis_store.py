@@ -22,13 +22,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from service.errors import StoreUnavailable
+from service.redis_connect import DurableWrites, Target
 from service.store import (
     Applied,
     Loaded,
@@ -140,21 +140,25 @@ class RedisStore:
     def __init__(
         self, url: str, *, timeout_s: float = 1.0, window: int = 1024, maxlen: int = 256,
         retry_after_s: int = 1, tombstone_ttl_s: float = 7 * 86400.0,
-        observer: StoreObserver = _no_observer,
+        observer: StoreObserver = _no_observer, min_replicas: int = 0, wait_s: float = 0.5,
     ) -> None:
+        target = Target.parse(url)
+        self.kind = "redis" if target.kind == "single" else f"redis-{target.kind}"
         common: dict[str, Any] = {
             "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 1),
             "health_check_interval": 0,
         }
-        self._redis = Redis.from_url(url, socket_timeout=timeout_s, **common)
-        # blocking XREAD waits longer than a command may take: its own connections
-        self._blocking = Redis.from_url(url, socket_timeout=EVENTS_BLOCK_S + timeout_s, **common)
+        self._redis = target.connect(socket_timeout=timeout_s, **common)
+        # waiting for events takes longer than a command may: its own connections
+        self._blocking = target.connect(socket_timeout=EVENTS_BLOCK_S + timeout_s, **common)
         # writes are resent only when the connection was refused or dropped (a pooled
         # connection that went stale when Redis restarted), never after a timeout, when the
         # script may already have run; the caller repeats the whole (idempotent) request
         once_on_refusal = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-        self._writer = Redis.from_url(
-            url, socket_timeout=timeout_s, **{**common, "retry": once_on_refusal}
+        writing = {**common, "retry": once_on_refusal, "socket_timeout": timeout_s + wait_s}
+        self._writer = target.connect(**writing)
+        self._durable = DurableWrites(
+            target, self._writer, min_replicas, max(1, int(wait_s * 1000)), writing
         )
         self._load = self._redis.register_script(_LOAD)
         self._commit = self._writer.register_script(_COMMIT)
@@ -236,8 +240,7 @@ class RedisStore:
         for a in write.applied:
             args += [a.seq, f"{a.value}\n{a.version}\n{int(a.ending)}\n{a.writer or ''}"]
         names = [*keys(series_id), tombstone_key(series_id)]
-        done = await self._run("commit", self._commit(keys=names, args=args))
-        return bool(done)
+        return await self._write("commit", self._commit, names, args)
 
     async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
         args: list[Any] = [
@@ -245,7 +248,18 @@ class RedisStore:
             feed_channel(series_id),
         ]
         names = [*keys(series_id), tombstone_key(series_id)]
-        done = await self._run("delete", self._delete(keys=names, args=args))
+        return await self._write("delete", self._delete, names, args)
+
+    async def _write(self, operation: str, script: Any, names: list[str], args: list[Any]) -> bool:
+        done, confirmed = await self._run(operation, self._durable.run(script, names, args))
+        if done and confirmed < self._durable.replicas:  # on the primary, not yet on enough
+            raise StoreUnavailable(  # replicas: a failover now could lose it
+                f"the state store's primary took the {operation} but {confirmed} of the "
+                f"{self._durable.replicas} replicas asked for (SMCT_REDIS_MIN_REPLICAS) "
+                "confirmed it in time; the write may or may not last: repeat the same request "
+                f"(it is idempotent) in {self._retry_after_s} s",
+                retry_after_s=self._retry_after_s, maybe_applied=True,
+            )
         return bool(done)
 
     async def last_version(self, series_id: str) -> int:
@@ -266,6 +280,8 @@ class RedisStore:
         return sorted((e for e in events if e.version > after), key=lambda e: e.version)
 
     async def _wait(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
+        if self.kind == "redis-cluster":  # its map of slots, before it picks a node to listen to
+            await self._blocking.initialize()
         async with self._blocking.pubsub() as feed:
             await feed.subscribe(feed_channel(series_id))
             deadline = time.monotonic() + min(timeout_s, EVENTS_BLOCK_S)
@@ -296,6 +312,7 @@ class RedisStore:
         return list(await self._run("list", scan()))
 
     async def close(self) -> None:
+        await self._durable.close()
         await self._redis.aclose()
         await self._writer.aclose()
         await self._blocking.aclose()

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from model.adaptation import AdaptConfig
 from model.predictive import samples_for
+from service.redis_connect import Target
 
 MAX_WORKERS = 256
 
@@ -30,7 +31,11 @@ class Settings(BaseSettings):
     artifact: Path = Field(default=Path("artifacts/default"), description="artifact directory")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     backend: Literal["torch", "onnx"] = "torch"
-    redis_url: str | None = Field(default=None, description="unset: the embedded store")
+    redis_url: str | None = Field(
+        default=None, description="unset: the embedded store; redis://host:port/db (one "
+        "server), redis+cluster://host:port[,host:port...] (a Redis Cluster) or "
+        "redis+sentinel://host:port[,host:port...]/<service> (the primary Sentinel names)",
+    )
     api_keys: str = Field(default="", description="comma-separated bearer keys; empty: open")
     log_level: str = "INFO"
     threads: int = Field(
@@ -104,8 +109,13 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(default=1.0, gt=0.0)
     retry_after_s: int = Field(default=1, ge=1)
     commit_retries: int = Field(default=16, ge=1)
-    # each remembered seq keeps its answer (~2 KB with a 12-step forecast) and each event its
-    # JSON (~2.3 KB): they, not the particle state, size a series in Redis (docs/scaling.md)
+    redis_min_replicas: int = Field(
+        default=0, ge=0, description="replicas that must confirm a write (Redis WAIT) before "
+        "it is acknowledged, so that a failover loses nothing acknowledged; when they do not "
+        "in SMCT_REDIS_WAIT_S, the answer is a 503 that a repeat of the request resolves",
+    )
+    redis_wait_s: float = Field(default=0.5, gt=0.0, description="see redis_min_replicas")
+    # each kept event (an update's answer, ~0.5 KB) sizes a series in Redis (docs/scaling.md)
     idempotency_window: int = Field(
         default=16, ge=1, description="seqs remembered per series (a repeat is answered again)"
     )
@@ -118,6 +128,13 @@ class Settings(BaseSettings):
         description="how long a deleted series' last version is kept, so that the event ids of "
         "a series created again under its name go on from it",
     )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value:
+            Target.parse(value)  # a ValueError names what to fix
+        return value
 
     @field_validator("levels")
     @classmethod

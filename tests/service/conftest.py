@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -27,29 +26,16 @@ import pytest
 warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from tests.servers import (  # noqa: E402
+    REDIS_SERVER,
+    LocalCluster,
+    LocalSentinel,
+    RedisServer,
+    free_port,
+    wait_port,
+)
+
 REPO = Path(__file__).resolve().parents[2]
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(
-    port: int, timeout_s: float = 10.0, proc: subprocess.Popen[Any] | None = None
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout_s} s")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:Using `httpx` with `starlette.testclient`")
 
@@ -123,60 +109,6 @@ def runtime(artifact: Path) -> Any:
 # --------------------------------------------------------------------------- redis
 
 
-class RedisServer:
-    """A redis-server of its own, in a temporary directory; can be stopped and restarted."""
-
-    def __init__(self, directory: Path, port: int | None = None) -> None:
-        self.dir = directory
-        self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir), "--dbfilename", "dump.rdb"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_port(self.port, proc=self.proc)
-        return self
-
-    def cli(self, *args: str) -> str:
-        import redis
-
-        client = redis.Redis(port=self.port, socket_timeout=2)
-        try:
-            return str(client.execute_command(*args))
-        finally:
-            client.close()
-
-    def shutdown_saving(self) -> None:
-        """Stop it, keeping its data on disk for the next start."""
-        with contextlib.suppress(Exception):
-            self.cli("SHUTDOWN", "SAVE")
-        self.wait()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        self.wait()
-
-    def wait(self) -> None:
-        if self.proc is not None:
-            self.proc.wait(timeout=10)
-
-    def pause(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(19)  # SIGSTOP: connections hang, as with a partitioned server
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(18)  # SIGCONT
-
-
 def _need_redis() -> None:
     if not Path(REDIS_SERVER).exists():
         if os.environ.get("CI"):
@@ -208,6 +140,37 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     with contextlib.suppress(Exception):
         server.resume()
     server.kill()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One local Redis Cluster for the session; tests flush it (see `cluster_url`)."""
+    _need_redis()
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: LocalCluster) -> str:
+    redis_cluster.flush()
+    return redis_cluster.url
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
+    """One primary with two replicas and three Sentinels for the session (flushed by
+    `sentinel_url`)."""
+    _need_redis()
+    setup = LocalSentinel(tmp_path_factory.mktemp("sentinel")).start()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture
+def sentinel_url(redis_sentinel: LocalSentinel) -> str:
+    redis_sentinel.flush()
+    return redis_sentinel.url
 
 
 # --------------------------------------------------------------------------- apps

@@ -17,6 +17,16 @@ StoreFactory = Callable[..., StateStore]
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(params=["embedded", "redis", "cluster", "sentinel"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The contract holds on every store: embedded, one Redis, a Redis Cluster (three shards
+    with a replica each) and a primary with two replicas behind three Sentinels."""
+    if request.param == "embedded":
+        return None
+    return str(request.getfixturevalue(f"{request.param}_url" if request.param != "redis"
+                                       else "redis_url"))
+
+
 def meta(version: int, seq: int = 10) -> SeriesMeta:
     now = time.time()
     return SeriesMeta(version, seq, 5.0, 10, "m1", 3, now, now)

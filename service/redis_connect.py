@@ -1,0 +1,149 @@
+"""Connections to the Redis that holds the series state: one server, a Redis Cluster, or the
+primary that Redis Sentinel names.
+
+`SMCT_REDIS_URL` says which:
+    redis://[[user]:password@]host:port[/db]       one server (also rediss:// and unix://)
+    redis+cluster://[[user]:password@]host:port[,host:port...]
+                                                   a Redis Cluster, found from any of its nodes
+    redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
+                                                   the primary the Sentinels call `service`,
+                                                   followed through failovers
+The same user and password serve the Sentinels and the servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.sentinel import Sentinel
+
+Kind = Literal["single", "cluster", "sentinel"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the state lives, parsed from SMCT_REDIS_URL."""
+
+    kind: Kind
+    url: str
+    nodes: tuple[tuple[str, int], ...] = ()  # cluster nodes or Sentinels
+    service: str = ""  # the Sentinels' name of the primary
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> Target:
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in ("redis+cluster", "redis+sentinel"):
+            return cls("single", url)
+        rest = url.split("://", 1)[1]
+        auth, _, hosts_path = rest.rpartition("@")
+        hosts, _, path = hosts_path.partition("/")
+        user, _, password = auth.partition(":") if auth else ("", "", "")
+        nodes = tuple(_node(part, url) for part in hosts.split(",") if part)
+        if not nodes:
+            raise ValueError(f"SMCT_REDIS_URL {_safe(url)} names no host:port")
+        parts = [p for p in path.split("/") if p]
+        kind: Kind = "cluster" if scheme == "redis+cluster" else "sentinel"
+        if kind == "sentinel" and not parts:
+            raise ValueError(
+                f"SMCT_REDIS_URL {_safe(url)} names no service: redis+sentinel://host:port/<name>"
+            )
+        service = unquote(parts[0]) if kind == "sentinel" else ""
+        db_part = parts[1] if kind == "sentinel" and len(parts) > 1 else "0"
+        if not db_part.isdigit():
+            raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: the database must be a number")
+        return cls(
+            kind, url, nodes, service, int(db_part), unquote(user) or None,
+            unquote(password) or None,
+        )
+
+    def connect(self, **options: Any) -> Any:
+        """A client (redis.asyncio Redis, or RedisCluster) with these connection options
+        (socket_timeout, socket_connect_timeout, retry, health_check_interval)."""
+        if self.kind == "single":
+            return Redis.from_url(self.url, **options)
+        auth: dict[str, Any] = {"username": self.username, "password": self.password}
+        if self.kind == "cluster":
+            return RedisCluster(
+                startup_nodes=[ClusterNode(h, p) for h, p in self.nodes], **auth, **options,
+            )
+        sentinel = Sentinel(
+            list(self.nodes), sentinel_kwargs={**auth, **_timeouts(options)}, **auth, **options
+        )
+        return sentinel.master_for(self.service, db=self.db)
+
+
+def _node(text: str, url: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {text!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _timeouts(options: dict[str, Any]) -> dict[str, Any]:
+    keep = ("socket_timeout", "socket_connect_timeout")
+    return {k: v for k, v in options.items() if k in keep}
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return url
+
+
+class DurableWrites:
+    """Runs the store's write scripts; with `replicas` > 0, a write counts once that many
+    replicas confirm it: WAIT right after the script, on its connection (a pipeline: WAIT
+    counts the writes of its own connection), at most `wait_ms`. In a cluster the pipeline
+    goes to the primary of the keys' slot, through a client of that node."""
+
+    def __init__(self, target: Target, writer: Any, replicas: int, wait_ms: int,
+                 options: dict[str, Any]) -> None:
+        self._target = target
+        self._writer = writer
+        self.replicas = replicas
+        self._wait_ms = wait_ms
+        self._options = options
+        self._nodes: dict[tuple[str, int], Redis] = {}
+
+    async def run(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, int]:
+        """(the script's result, the replicas that confirmed it: `replicas` when none are
+        asked for)."""
+        if not self.replicas:
+            return await script(keys=keys, args=args), 0
+        client = self._writer
+        if self._target.kind == "cluster":
+            await self._writer.initialize()  # its map of slots (once)
+            client = self._node(keys[0])
+        pipe = client.pipeline(transaction=False)
+        await script(keys=keys, args=args, client=pipe)
+        pipe.wait(self.replicas, self._wait_ms)
+        try:
+            result, confirmed = await pipe.execute()
+        except Exception:
+            if self._target.kind == "cluster":  # a failover or a moved slot: learn the map again
+                await self._writer.nodes_manager.initialize()
+            raise
+        return result, int(confirmed)
+
+    def _node(self, key: str) -> Redis:
+        node = self._writer.get_node_from_key(key)
+        address = (node.host, node.port)
+        if address not in self._nodes:
+            self._nodes[address] = Redis(
+                host=node.host, port=node.port, username=self._target.username,
+                password=self._target.password, **self._options,
+            )
+        return self._nodes[address]
+
+    async def close(self) -> None:
+        for client in self._nodes.values():
+            await client.aclose()

@@ -1,0 +1,265 @@
+"""Local Redis servers for the tests and benchmarks: one server, a Redis Cluster of six nodes,
+a primary with two replicas behind three Sentinels. Each runs as real `redis-server` processes
+on free ports, in a directory of its own."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(
+    port: int, timeout_s: float = 10.0, proc: subprocess.Popen[Any] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+class RedisServer:
+    """A redis-server of its own, in a temporary directory; can be stopped and restarted."""
+
+    def __init__(
+        self, directory: Path, port: int | None = None, extra: Sequence[str] = ()
+    ) -> None:
+        self.dir = directory
+        self.port = port or free_port()
+        self.extra = list(extra)  # more redis-server options
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), "--dbfilename", "dump.rdb",
+             *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port, proc=self.proc)
+        return self
+
+    def cli(self, *args: str) -> str:
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=2)
+        try:
+            return str(client.execute_command(*args))
+        finally:
+            client.close()
+
+    def info(self, section: str) -> dict[str, Any]:
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=2)
+        try:
+            return dict(client.info(section))
+        finally:
+            client.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def shutdown_saving(self) -> None:
+        """Stop it, keeping its data on disk for the next start."""
+        with contextlib.suppress(Exception):
+            self.cli("SHUTDOWN", "SAVE")
+        self.wait()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.wait()
+
+    def wait(self) -> None:
+        if self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(19)  # SIGSTOP: connections hang, as with a partitioned server
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(18)  # SIGCONT
+
+
+def _online_replicas(server: RedisServer) -> int:
+    """Replicas that have finished their first sync with `server` (WAIT counts those)."""
+    info = server.info("replication")
+    return sum(
+        1 for key, value in info.items()
+        if key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+    )
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10000 above) is free too, and exists."""
+    while True:
+        port = free_port()
+        if port + 10000 <= 65535:
+            with contextlib.suppress(OSError), socket.socket() as s:
+                s.bind(("127.0.0.1", port + 10000))
+                return port
+
+
+class LocalCluster:
+    """A Redis Cluster of six local redis-servers: three primaries, each with one replica."""
+
+    def __init__(self, directory: Path) -> None:
+        self.nodes = []
+        for i in range(6):
+            (directory / f"n{i}").mkdir()
+            self.nodes.append(RedisServer(directory / f"n{i}", port=_cluster_port(), extra=[
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "1000", "--appendonly", "yes",
+            ]))
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[:3])
+
+    def start(self) -> LocalCluster:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            [REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", "1", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )
+        self.wait_ok()
+        return self
+
+    def wait_ok(self, timeout_s: float = 30.0) -> None:
+        """Until every live node says the cluster is ok and every primary has a replica."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                live = [n for n in self.nodes if n.alive()]
+                primaries = self.primaries()
+                if len(primaries) == 3 and all(
+                    "cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in live
+                ) and all(_online_replicas(n) >= 1 for n in primaries):
+                    return
+            time.sleep(0.2)
+        raise TimeoutError("the cluster did not become ok")
+
+    def primaries(self) -> list[RedisServer]:
+        out = []
+        for node in self.nodes:
+            with contextlib.suppress(Exception):
+                if node.alive() and node.info("replication")["role"] == "master":
+                    out.append(node)
+        return out
+
+    def flush(self) -> None:
+        for node in self.primaries():
+            node.cli("FLUSHALL")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+
+class LocalSentinel:
+    """A primary, two replicas and three Sentinels that watch it (as `smct`)."""
+
+    SERVICE = "smct"
+
+    def __init__(self, directory: Path) -> None:
+        for name in ("p", "r0", "r1"):
+            (directory / name).mkdir()
+        self.primary = RedisServer(directory / "p", extra=["--appendonly", "yes"])
+        self.replicas = [
+            RedisServer(directory / name, extra=["--appendonly", "yes"]) for name in ("r0", "r1")
+        ]
+        self.dir = directory
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def servers(self) -> list[RedisServer]:
+        return [self.primary, *self.replicas]
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}"
+
+    def start(self) -> LocalSentinel:
+        self.primary.start()
+        for replica in self.replicas:
+            replica.extra += ["--replicaof", "127.0.0.1", str(self.primary.port)]
+            replica.start()
+        for i, port in enumerate(self.sentinel_ports):
+            conf = self.dir / f"sentinel{i}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+                f"sentinel failover-timeout {self.SERVICE} 5000\n"
+            )
+            proc = subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.sentinels.append(proc)
+            wait_port(port, proc=proc)
+        self.wait_synced()
+        return self
+
+    def current_primary(self) -> RedisServer:
+        import redis
+
+        sentinel = redis.Redis(port=self.sentinel_ports[0], socket_timeout=2)
+        try:
+            address: Any = sentinel.sentinel_get_master_addr_by_name(self.SERVICE)
+            port = address[1]
+        finally:
+            sentinel.close()
+        return next(s for s in self.servers if s.port == int(port))
+
+    def wait_synced(self, timeout_s: float = 30.0) -> None:
+        """Until the primary has its live replicas connected and the Sentinels know them."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                primary = self.current_primary()
+                live = sum(s.alive() for s in self.servers)
+                if primary.info("replication")["role"] == "master" and (
+                    _online_replicas(primary) == live - 1
+                ):
+                    return
+            time.sleep(0.2)
+        raise TimeoutError("the replicas did not connect")
+
+    def flush(self) -> None:
+        self.current_primary().cli("FLUSHALL")
+        self.current_primary().cli("WAIT", "2", "2000")
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            proc.kill()
+            proc.wait(timeout=10)
+        for server in self.servers:
+            server.kill()

@@ -1,0 +1,179 @@
+"""The service on a Redis Cluster and on a primary behind Sentinel, real local servers: every
+route works, writes wait for replicas when asked, and a primary lost under a stream of appends
+loses no acknowledged observation and applies none twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service.conftest import LocalCluster, LocalSentinel, _need_redis
+from tests.service.test_api import history
+
+
+@pytest.fixture(params=["cluster", "sentinel"])
+def ha_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+def test_every_route_on_a_cluster_and_behind_sentinel(
+    make_client: Any, runtime: Any, ha_url: str
+) -> None:
+    client = make_client(redis_url=ha_url, redis_min_replicas=1)
+    ids = [f"shop-{i}.sku" for i in range(6)]  # over several slots, hence shards
+    for sid in ids:
+        r = client.put(f"/v1/series/{sid}", json={"values": history(runtime)})
+        assert r.status_code == 201, r.text
+    t = client.get(f"/v1/series/{ids[0]}").json()["seq"]
+    body = {"observations": [{"seq": t, "value": 0.5}]}
+    first = client.post(f"/v1/series/{ids[0]}/observations", json=body)
+    again = client.post(f"/v1/series/{ids[0]}/observations", json=body)
+    assert first.status_code == 200 and again.content == first.content
+    assert again.headers["Idempotent-Replay"] == "true"
+    listed = client.get("/v1/series", params={"limit": 100}).json()["series"]
+    assert listed == sorted(ids)
+    with client.stream("GET", f"/v1/series/{ids[0]}/events",
+                       headers={"Last-Event-ID": "1"}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("id:"):
+                assert int(line[3:]) == 2  # the update, resumed after the creation
+                break
+    assert client.delete(f"/v1/series/{ids[1]}").status_code == 204
+    assert client.get(f"/v1/series/{ids[1]}").status_code == 404
+
+
+def test_a_write_the_replicas_cannot_confirm_is_a_503_a_repeat_resolves(
+    make_client: Any, runtime: Any, sentinel_url: str
+) -> None:
+    """Three replicas asked of a primary that has two: the write reaches the primary, the
+    answer says it may have been applied, and the repeat finds it applied, once."""
+    client = make_client(redis_url=sentinel_url, redis_min_replicas=3, redis_wait_s=0.2)
+    put = client.put("/v1/series/s", json={"values": history(runtime)})
+    assert put.status_code == 503 and "2 of the 3 replicas" in put.json()["message"]
+    t = client.get("/v1/series/s").json()["seq"]  # the create did land on the primary
+    body = {"observations": [{"seq": t, "value": 0.5}]}
+    r = client.post("/v1/series/s/observations", json=body)
+    assert r.status_code == 503 and "may or may not" in r.json()["message"]
+    again = client.post("/v1/series/s/observations", json=body)
+    assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
+    assert client.get("/v1/series/s").json()["seq"] == t + 1  # applied once
+
+
+def _appends(
+    client: TestClient, sid: str, start: int, n: int, on_ack: Any = None, deadline_s: float = 90
+) -> tuple[list[tuple[int, bytes]], int]:
+    """n appends, one at a time, each repeated until it is answered 200 (the client's side of
+    the contract); -> (seq, the acknowledged answer) of each, and the 503s met."""
+    acked, refused = [], 0
+    deadline = time.monotonic() + deadline_s
+    for i in range(n):
+        body = {"observations": [{"seq": start + i, "value": float(i)}]}
+        while True:
+            assert time.monotonic() < deadline, f"no answer for seq {start + i}"
+            r = client.post(f"/v1/series/{sid}/observations", json=body)
+            if r.status_code == 200:
+                acked.append((start + i, r.content))
+                break
+            assert r.status_code == 503, r.text  # the store fails over: repeat
+            refused += 1
+            time.sleep(0.1)
+        if on_ack is not None:
+            on_ack(i)
+    return acked, refused
+
+
+def _check_exactly_once(client: TestClient, sid: str, start: int, acked: list[Any]) -> None:
+    """Every acknowledged observation is in the state once, with its value: the series is at
+    the next seq, and each request repeated is answered with the bytes first acknowledged."""
+    assert client.get(f"/v1/series/{sid}").json()["seq"] == start + len(acked)
+    for seq, answer in acked:
+        body = {"observations": [{"seq": seq, "value": float(seq - start)}]}
+        r = client.post(f"/v1/series/{sid}/observations", json=body)
+        assert r.status_code == 200 and r.headers["Idempotent-Replay"] == "true", r.text
+        assert r.content == answer
+
+
+@pytest.fixture
+def own_sentinel(tmp_path: Path) -> Iterator[LocalSentinel]:
+    _need_redis()
+    setup = LocalSentinel(tmp_path).start()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    _need_redis()
+    cluster = LocalCluster(tmp_path).start()
+    yield cluster
+    cluster.stop()
+
+
+N_APPENDS = 30
+
+
+@pytest.mark.parametrize("setup", ["sentinel", "cluster"])
+def test_a_primary_lost_under_appends_loses_and_doubles_nothing(
+    make_client: Any, runtime: Any, setup: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL the primary holding the series a third of the way through 30 appends; its
+    replica is promoted (Sentinel, or the cluster's own failover); the appends go on through
+    503s, each repeated until answered. Then: the series is at exactly the acknowledged count,
+    every acknowledged request repeated is answered the same bytes, and a follower resumes
+    from the first update's event id."""
+    servers = request.getfixturevalue(f"own_{setup}")
+    client = make_client(
+        redis_url=servers.url, redis_min_replicas=1, redis_timeout_s=0.5,
+        idempotency_window=64, events_maxlen=64,
+    )
+    sid = "series-under-failover"
+    assert client.put(f"/v1/series/{sid}", json={"values": history(runtime)}).status_code == 201
+    start = client.get(f"/v1/series/{sid}").json()["seq"]
+    if setup == "sentinel":
+        victim = servers.current_primary()
+    else:
+        slot = int(servers.nodes[0].cli("CLUSTER", "KEYSLOT", f"{{{sid}}}"))
+        victim = next(
+            n for n in servers.primaries() if any(a <= slot <= b for a, b in _slots(n))
+        )
+
+    def on_ack(i: int) -> None:
+        if i == N_APPENDS // 3:
+            threading.Thread(target=victim.kill).start()
+
+    started = time.monotonic()
+    acked, refused = _appends(client, sid, start, N_APPENDS, on_ack)
+    print(f"{setup}: {N_APPENDS} appends in {time.monotonic() - started:.1f} s, {refused} 503s")
+    assert len(acked) == N_APPENDS and refused > 0  # the failover was met
+    assert not victim.alive()
+    _check_exactly_once(client, sid, start, acked)
+    with client.stream("GET", f"/v1/series/{sid}/events", headers={"Last-Event-ID": "1"}) as s:
+        ids = []
+        for line in s.iter_lines():
+            if line.startswith("id:"):
+                ids.append(int(line[3:]))
+            if len(ids) == N_APPENDS:
+                break
+    assert ids == list(range(2, 2 + N_APPENDS))  # one event per acknowledged write
+
+
+def _slots(node: Any) -> list[tuple[int, int]]:
+    """The slot ranges a cluster node serves as primary."""
+    import redis
+
+    c = redis.Redis(port=node.port, socket_timeout=2)
+    try:
+        out = []
+        for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+            if int(primary[1]) == node.port:
+                out.append((int(start), int(end)))
+        return out
+    finally:
+        c.close()
+
