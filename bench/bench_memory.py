@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, url: str, redis: Redis) -> None:
             r = client.post("/v1/series/s/observations", json=body)
             assert r.status_code == 200, r.text
             bodies.append((body, r.content))
-        names = redis.keys("smct:*")
+        names: list[bytes] = redis.keys("smct:*")  # type: ignore[assignment]
         sizes = {key.decode(): int(redis.memory_usage(key, samples=0) or 0) for key in names}
         record = max(len(v) for v in redis.hvals("smct:{s}:log"))
         print(f"the record of an update (its answer and event): {record} bytes")

@@ -48,7 +48,7 @@ def scoring_us(rt: Runtime, b: int, repeat: int) -> float:
         spent.append((time.perf_counter() - start) / b * 1e6)
         return out
 
-    rt._score = timed  # type: ignore[method-assign]
+    rt._score = timed  # type: ignore[method-assign, assignment]
     states = rt.create(histories(b))
     rng = np.random.default_rng(1)
     for _ in range(repeat + 1):

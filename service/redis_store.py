@@ -18,6 +18,7 @@ the write is complete (a script runs whole or not at all).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -164,6 +165,7 @@ class RedisStore:
         self._commit = self._writer.register_script(_COMMIT)
         self._delete = self._writer.register_script(_DELETE)
         self._last_version = self._redis.register_script(_LAST_VERSION)
+        self._scripts_loaded, self._loading = False, asyncio.Lock()
         self._tombstone_ms = max(1, int(tombstone_ttl_s * 1000))
         self._window = window
         self._maxlen = max(maxlen, window)  # the events outlive the applied records naming them
@@ -197,12 +199,26 @@ class RedisStore:
     async def _run(self, operation: str, call: Any) -> Any:
         start, failed = time.perf_counter(), False
         try:
+            if not self._scripts_loaded:
+                await self._load_scripts()
             return await call
         except (RedisError, OSError, TimeoutError) as exc:
             failed = True
             raise self._unavailable(operation, exc) from exc
         finally:
             self._observe(operation, time.perf_counter() - start, failed)
+
+    async def _load_scripts(self) -> None:
+        """Load the scripts (on every primary of a cluster) before their first use: redis-py's
+        cluster client breaks connections when many calls meet NOSCRIPT and load a script at
+        once. A server that lost them since (a restart, a promoted replica) gets them again
+        from the call that meets NOSCRIPT."""
+        async with self._loading:
+            if self._scripts_loaded:
+                return
+            for script in (self._load, self._commit, self._delete, self._last_version):
+                await script.registered_client.script_load(script.script)
+            self._scripts_loaded = True
 
     async def ping(self) -> None:
         await self._run("ping", self._redis.ping())

@@ -11,7 +11,7 @@ import pytest
 # Oldest and newest Kubernetes versions the manifests are checked against.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
-SERVING = ("overlays/cpu", "overlays/gpu", "overlays/managed-redis")
+SERVING = ("overlays/cpu", "overlays/gpu", "overlays/managed-redis", "overlays/redis-ha")
 KUSTOMIZATIONS = (*SERVING, "train")
 Resource = dict[str, Any]
 Render = Callable[[str], list[Resource]]
@@ -126,6 +126,13 @@ def test_in_cluster_redis_is_append_only_on_a_volume(name: str, render: Render) 
 def test_managed_redis_overlay_runs_no_redis(render: Render) -> None:
     resources = render("overlays/managed-redis")
     assert not [r for r in resources if r["kind"] == "StatefulSet"]
+    assert "SMCT_REDIS_URL" not in config(resources), "the URL comes from smct-secrets"
+
+
+def test_replicated_redis_overlay_waits_for_a_replica_and_runs_no_redis(render: Render) -> None:
+    resources = render("overlays/redis-ha")
+    assert not [r for r in resources if r["kind"] == "StatefulSet"]
+    assert config(resources)["SMCT_REDIS_MIN_REPLICAS"] == "1"
     assert "SMCT_REDIS_URL" not in config(resources), "the URL comes from smct-secrets"
 
 
