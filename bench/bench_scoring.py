@@ -20,21 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_runtime import histories  # the same synthetic series
 
 from model.runtime import Runtime
 
 TARGETS = {10: 50.0, 100: 150.0}  # us per observation, batched
-
-
-def histories(b: int, length: int = 60, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(b):
-        x = np.zeros(length)
-        for t in range(1, length):
-            x[t] = 0.8 * x[t - 1] + rng.normal(0, 0.7)
-        out.append(x[:, None] * 10 + 50)
-    return out
 
 
 def scoring_us(rt: Runtime, b: int, repeat: int) -> float:

@@ -82,6 +82,12 @@ class RedisServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def flush(self) -> None:
+        self.cli("FLUSHALL")
+
+    def stop(self) -> None:
+        self.kill()
+
     def shutdown_saving(self) -> None:
         """Stop it, keeping its data on disk for the next start."""
         with contextlib.suppress(Exception):

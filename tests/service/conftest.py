@@ -116,18 +116,31 @@ def _need_redis() -> None:
         pytest.skip("redis-server is not installed")
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One redis-server for the session; tests flush it (see `redis_url`)."""
+Servers = RedisServer | LocalCluster | LocalSentinel
+SETUPS: dict[str, type[Servers]] = {
+    "redis": RedisServer, "cluster": LocalCluster, "sentinel": LocalSentinel,
+}
+
+
+def local_servers(kind: str, directory: Path) -> Iterator[Servers]:
+    """Start a setup of SETUPS in `directory`, yield it, stop it."""
     _need_redis()
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    yield server
-    server.kill()
+    setup = SETUPS[kind](directory).start()
+    try:
+        yield setup
+    finally:
+        setup.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """One redis-server for the session; tests flush it (see `redis_url`)."""
+    yield from local_servers("redis", tmp_path_factory.mktemp("redis"))
 
 
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> str:
-    redis_server.cli("FLUSHALL")
+def redis_url(redis_server: Servers) -> str:
+    redis_server.flush()
     return redis_server.url
 
 
@@ -143,32 +156,27 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """One local Redis Cluster for the session; tests flush it (see `cluster_url`)."""
-    _need_redis()
-    cluster = LocalCluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
-    cluster.stop()
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """One local Redis Cluster (three primaries with a replica each) for the session; tests
+    flush it (see `cluster_url`)."""
+    yield from local_servers("cluster", tmp_path_factory.mktemp("cluster"))
 
 
 @pytest.fixture
-def cluster_url(redis_cluster: LocalCluster) -> str:
+def cluster_url(redis_cluster: Servers) -> str:
     redis_cluster.flush()
     return redis_cluster.url
 
 
 @pytest.fixture(scope="session")
-def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
-    """One primary with two replicas and three Sentinels for the session (flushed by
+def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """A primary with two replicas and three Sentinels for the session (flushed by
     `sentinel_url`)."""
-    _need_redis()
-    setup = LocalSentinel(tmp_path_factory.mktemp("sentinel")).start()
-    yield setup
-    setup.stop()
+    yield from local_servers("sentinel", tmp_path_factory.mktemp("sentinel"))
 
 
 @pytest.fixture
-def sentinel_url(redis_sentinel: LocalSentinel) -> str:
+def sentinel_url(redis_sentinel: Servers) -> str:
     redis_sentinel.flush()
     return redis_sentinel.url
 

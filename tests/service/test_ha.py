@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.service.conftest import LocalCluster, LocalSentinel, _need_redis
+from tests.servers import LocalSentinel
+from tests.service.conftest import local_servers
 from tests.service.test_api import history
 
 
@@ -99,35 +100,25 @@ def _check_exactly_once(client: TestClient, sid: str, start: int, acked: list[An
         assert r.content == answer
 
 
-@pytest.fixture
-def own_sentinel(tmp_path: Path) -> Iterator[LocalSentinel]:
-    _need_redis()
-    setup = LocalSentinel(tmp_path).start()
-    yield setup
-    setup.stop()
-
-
-@pytest.fixture
-def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    _need_redis()
-    cluster = LocalCluster(tmp_path).start()
-    yield cluster
-    cluster.stop()
-
-
 N_APPENDS = 30
 
 
-@pytest.mark.parametrize("setup", ["sentinel", "cluster"])
+@pytest.fixture(params=["sentinel", "cluster"])
+def own_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Servers for this test alone, to kill one of."""
+    yield from local_servers(request.param, tmp_path)
+
+
 def test_a_primary_lost_under_appends_loses_and_doubles_nothing(
-    make_client: Any, runtime: Any, setup: str, request: pytest.FixtureRequest
+    make_client: Any, runtime: Any, own_servers: Any
 ) -> None:
     """SIGKILL the primary holding the series a third of the way through 30 appends; its
     replica is promoted (Sentinel, or the cluster's own failover); the appends go on through
     503s, each repeated until answered. Then: the series is at exactly the acknowledged count,
     every acknowledged request repeated is answered the same bytes, and a follower resumes
     from the first update's event id."""
-    servers = request.getfixturevalue(f"own_{setup}")
+    servers = own_servers
+    setup = "sentinel" if isinstance(servers, LocalSentinel) else "cluster"
     client = make_client(
         redis_url=servers.url, redis_min_replicas=1, redis_timeout_s=0.5,
         idempotency_window=64, events_maxlen=64,
