@@ -40,8 +40,9 @@ from service.store import (
     _no_observer,
 )
 
-# KEYS: state, applied, log, gone. ARGV: expected version, reset (1/0), window, events kept,
-# event, state, meta, version, feed channel, then (seq, applied record) pairs
+# KEYS: state, applied, log, gone, and the stream of events written before the log (dropped).
+# ARGV: expected version, reset (1/0), window, events kept, event, state, meta, version, feed
+# channel, then (seq, applied record) pairs
 _COMMIT = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
@@ -59,6 +60,7 @@ for i = 10, #ARGV, 2 do
 end
 redis.call('HSET', KEYS[3], version, ARGV[5])
 redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
+redis.call('DEL', KEYS[5])
 redis.call('PUBLISH', ARGV[9], version)
 return 1
 """
@@ -80,12 +82,12 @@ if #versions == 0 then return {state, records, {}, {}} end
 return {state, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))}
 """
 
-# KEYS: state, applied, log, gone. ARGV: expected version, events kept, event, events TTL
-# (ms), tombstone TTL (ms), feed channel
+# KEYS: as _COMMIT's. ARGV: expected version, events kept, event, events TTL (ms), tombstone
+# TTL (ms), feed channel
 _DELETE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 redis.call('HSET', KEYS[3], current + 1, ARGV[3])
 redis.call('HDEL', KEYS[3], tostring(current + 1 - tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
@@ -109,6 +111,11 @@ def keys(series_id: str) -> tuple[str, str, str]:
     """The state, applied and event log keys of a series."""
     tag = f"smct:{{{series_id}}}"
     return f"{tag}:state", f"{tag}:applied", f"{tag}:log"
+
+
+def legacy_events_key(series_id: str) -> str:
+    """The stream of events written before the log: its first write since drops it."""
+    return f"smct:{{{series_id}}}:events"
 
 
 def feed_channel(series_id: str) -> str:
@@ -255,7 +262,7 @@ class RedisStore:
         ]
         for a in write.applied:
             args += [a.seq, f"{a.value}\n{a.version}\n{int(a.ending)}\n{a.writer or ''}"]
-        names = [*keys(series_id), tombstone_key(series_id)]
+        names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
         return await self._write("commit", self._commit, names, args)
 
     async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
@@ -263,7 +270,7 @@ class RedisStore:
             expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS, self._tombstone_ms,
             feed_channel(series_id),
         ]
-        names = [*keys(series_id), tombstone_key(series_id)]
+        names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
         return await self._write("delete", self._delete, names, args)
 
     async def _write(self, operation: str, script: Any, names: list[str], args: list[Any]) -> bool:

@@ -259,7 +259,8 @@ def test_a_repeat_of_an_answer_kept_in_the_former_format_is_that_answer(
     make_client: Any, runtime: Any, redis_url: str
 ) -> None:
     """Redis data written before update records kept each seq's answer as JSON in its applied
-    record (value, answer, "<version> <forecast>", writer): a repeat is answered from it."""
+    record (value, answer, "<version> <forecast>", writer): a repeat is answered from it; the
+    former stream of events goes with the series' next write."""
     import redis
 
     client = make_client(redis_url=redis_url)
@@ -270,12 +271,15 @@ def test_a_repeat_of_an_answer_kept_in_the_former_format_is_that_answer(
     stored: Any = raw.hget("smct:{s1}:applied", str(t))
     value = stored.split(b"\n")[0].decode()
     raw.hset("smct:{s1}:applied", str(t), f'{value}\n{answer}\n2 {{"id":"s1","old":1}}\nw')
-    raw.close()
+    raw.xadd("smct:{s1}:events", {"d": "{}"})  # the former stream of its events
     again = observe(client, t, 1.5)
     assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
     assert again.json() == {"id": "s1", "seq": t + 1, "version": 2,
                             "observations": [json.loads(answer)],
                             "forecast": {"id": "s1", "old": 1}}
+    assert observe(client, t + 1, 2.5).status_code == 200
+    assert not raw.exists("smct:{s1}:events")  # dropped by the series' next write
+    raw.close()
 
 
 def test_partly_repeated_request_applies_only_new_seqs(client: TestClient, runtime: Any) -> None:

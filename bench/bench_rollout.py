@@ -1,0 +1,106 @@
+"""The forecast rollout beside what this machine's memory and arithmetic allow.
+
+    python bench/bench_rollout.py [--artifact artifacts/default] [--repeat 5]
+
+In one run, on one thread: the machine's read rate (summing a float32 array the size of one
+step's key and value windows, from cache) and its fp32 matrix product rate (1024 x 1024
+products); then a forecast of one series of the artifact's model, 1,000 sample paths over 24
+steps, with each backend. Its floor is the larger of the bytes the rollout must read (every
+path's key and value windows at every step: 2 N L d float32) at the read rate and the FLOPs
+it must do (its matrix products, counted by torch's FlopCounterMode) at the product rate.
+Targets: the rollout within 3 times its floor; the service's default answer (12 steps at the
+default sample count) at most 5 ms of CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from bench_runtime import histories
+from torch.utils.flop_counter import FlopCounterMode
+
+from model.predictive import samples_for
+from model.runtime import Runtime
+
+PATHS, STEPS = 1000, 24
+LEVELS = [0.8, 0.95]
+
+
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median and minimum wall seconds of `repeat` calls after a warm-up."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def read_rate(n_bytes: int) -> float:
+    """Bytes a second that one thread sums from an array of n_bytes (in cache)."""
+    a = torch.ones(n_bytes // 4, dtype=torch.float32)
+    reps = max(1, int(2e9 // n_bytes))
+    _, low = best(lambda: [a.sum() for _ in range(reps)], 5)
+    return n_bytes * reps / low
+
+
+def matmul_rate() -> float:
+    """fp32 FLOPs a second of one thread's 1024 x 1024 products."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    _, low = best(lambda: a @ b, 5)
+    return 2 * 1024**3 / low
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", type=Path, default=Path("artifacts/default"))
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rts = {b: Runtime.load(args.artifact, backend=b, device="cpu", threads=1)
+           for b in ("torch", "onnx")}
+    cfg = rts["torch"].artifact.config
+    window_bytes = 2 * PATHS * cfg.window * cfg.d_model * 4  # one step's keys and values
+    reads, flops_rate = read_rate(window_bytes), matmul_rate()
+    states = rts["torch"].create(histories(1))
+    with FlopCounterMode(display=False) as counter:
+        rts["torch"].forecast(states, STEPS, LEVELS, PATHS)
+    flops = counter.get_total_flops()
+    floor_bytes = window_bytes * STEPS / reads
+    floor_flops = flops / flops_rate
+    floor = max(floor_bytes, floor_flops)
+    print(f"model d_model {cfg.d_model}, window {cfg.window}, heads {cfg.n_heads}; one thread")
+    print(f"read rate {reads / 1e9:.1f} GB/s (from cache, {window_bytes / 1e6:.1f} MB), "
+          f"matmul rate {flops_rate / 1e9:.0f} GFLOP/s")
+    print(f"forecast of {PATHS} paths x {STEPS} steps: reads {window_bytes * STEPS / 1e6:.0f} MB "
+          f"({floor_bytes * 1e3:.2f} ms), {flops / 1e6:.0f} MFLOP of products "
+          f"({floor_flops * 1e3:.2f} ms): floor {floor * 1e3:.2f} ms")
+    print(f"{'backend':>8} {'median ms':>10} {'min ms':>8} {'/ floor':>8} {'target':>7}")
+    for backend, rt in rts.items():
+        s = rt.create(histories(1))
+        med, low = best(lambda rt=rt, s=s: rt.forecast(s, STEPS, LEVELS, PATHS), args.repeat)
+        verdict = "PASS" if low <= 3 * floor else "FAIL"
+        print(f"{backend:>8} {med * 1e3:>10.1f} {low * 1e3:>8.1f} {low / floor:>8.1f} "
+              f"{'<= 3':>7} {verdict}")
+    n = samples_for(LEVELS)
+    print(f"the service's default answer (12 steps x {n} paths), CPU ms (target 5):")
+    for backend, rt in rts.items():
+        s = rt.create(histories(1))
+        rt.forecast(s, 12, LEVELS, n)
+        cpu = []
+        for _ in range(args.repeat):
+            start = time.process_time()
+            rt.forecast(s, 12, LEVELS, n)
+            cpu.append(time.process_time() - start)
+        ms = statistics.median(cpu) * 1e3
+        print(f"{backend:>8} {ms:>10.1f}  {'PASS' if ms <= 5 else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
