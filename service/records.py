@@ -28,12 +28,13 @@ import numpy as np
 from service.schemas import Interval, ObservationResult, PointInterval, SeriesForecast
 
 MAGIC = b"\x00smct1"  # JSON starts with "{": older records are told apart
-_HEAD = struct.Struct("<6sQQQHBHBBB")  # magic, version, next seq, first seq, observations,
+_HEAD = struct.Struct("<6sQQQHHIHHB")  # magic, version, next seq, first seq, observations,
 # targets, horizon, result levels, forecast levels, flags
 _HAS_FORECAST, _WIDE = 1, 2  # flags: a forecast follows; the numbers are float64
 _MISSING, _ANOMALY, _RESAMPLED = 1, 2, 4  # per observation
 DIGITS = 6  # significant digits of the numbers of a record (not of the observed values)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal: 6 digits above it
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def encode(
         parts.append(np.array([[_row(p, o) for p in s] for s in series]).ravel())
         codes = _error_codes(np.array([[_row(p, o) for p in s] for s in errors]).ravel())
     floats = _rounded(np.concatenate(parts))
-    wide = bool(np.any(np.abs(floats[np.isfinite(floats)]) > _FLOAT32_MAX))
+    size = np.abs(floats[np.isfinite(floats) & (floats != 0)])
+    wide = bool(np.any((size > _FLOAT32_MAX) | (size < _FLOAT32_TINY)))  # else float32 is exact
     labels = ",".join(levels) + "|" + ",".join(f_levels)
     head = _HEAD.pack(
         MAGIC, version, seq, results[0].seq if results else seq, len(results), o, h,
@@ -235,14 +237,16 @@ def _error_codes(a: np.ndarray) -> np.ndarray:
     exponent) int8 pairs: 0.013 -> (13, -3); 0 -> (0, 0); NaN or out of range -> (-1, 0)."""
     out = np.zeros((len(a), 2), np.int8)
     for i, v in enumerate(a.tolist()):
+        if not np.isfinite(v) or v < 0:
+            out[i] = (-1, 0)
+            continue
         if v == 0.0:
             continue
         digits, _, exp = f"{v:.1e}".partition("e")  # "1.3e-02"
         e = int(exp) - 1
-        if not np.isfinite(v) or v < 0 or not -128 <= e <= 127:
-            out[i] = (-1, 0)
+        if e < -128:  # below 1e-127: nothing a float32 forecast holds
             continue
-        out[i] = (int(digits.replace(".", "")), e)
+        out[i] = (int(digits.replace(".", "")), e) if e <= 127 else (-1, 0)
     return out
 
 

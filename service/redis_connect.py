@@ -118,13 +118,13 @@ class DurableWrites:
         """(the script's result, the replicas that confirmed it: `replicas` when none are
         asked for)."""
         if not self.replicas:
-            return await script(keys=keys, args=args), 0
+            return await script(keys, args), 0
         client = self._writer
         if self._target.kind == "cluster":
             await self._writer.initialize()  # its map of slots (once)
             client = self._node(keys[0])
         pipe = client.pipeline(transaction=False)
-        await script(keys=keys, args=args, client=pipe)
+        script(keys, args, client=pipe)
         pipe.wait(self.replicas, self._wait_ms)
         try:
             result, confirmed = await pipe.execute()
@@ -133,6 +133,25 @@ class DurableWrites:
                 await self._writer.nodes_manager.initialize()
             raise
         return result, int(confirmed)
+
+    async def confirm(self, key: str, marker: str) -> int:
+        """The replicas that hold every write the primary of `key` took so far: a write of
+        `marker` (a key in `key`'s slot, expiring) on its primary, then WAIT; the replication
+        stream is in order, so a replica that has this write has the earlier ones."""
+        client = self._writer
+        if self._target.kind == "cluster":
+            await self._writer.initialize()
+            client = self._node(key)
+        pipe = client.pipeline(transaction=False)
+        pipe.set(marker, b"1", px=60_000)
+        pipe.wait(self.replicas, self._wait_ms)
+        try:
+            _, confirmed = await pipe.execute()
+        except Exception:
+            if self._target.kind == "cluster":
+                await self._writer.nodes_manager.initialize()
+            raise
+        return int(confirmed)
 
     def _node(self, key: str) -> Redis:
         node = self._writer.get_node_from_key(key)

@@ -18,7 +18,6 @@ the write is complete (a script runs whole or not at all).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,10 +39,21 @@ from service.store import (
     _no_observer,
 )
 
+# a hash of numbered fields holding more than `keep` (its window was lowered since they were
+# written): drop the fields numbered `upto` or less
+_TRIM = """
+local function trim(key, upto, keep)
+  if redis.call('HLEN', key) <= keep then return end
+  for _, field in ipairs(redis.call('HKEYS', key)) do
+    if tonumber(field) <= upto then redis.call('HDEL', key, field) end
+  end
+end
+"""
+
 # KEYS: state, applied, log, gone, and the stream of events written before the log (dropped).
 # ARGV: expected version, reset (1/0), window, events kept, event, state, meta, version, feed
 # channel, then (seq, applied record) pairs
-_COMMIT = """
+_COMMIT = _TRIM + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 local version = tonumber(ARGV[8])
@@ -54,12 +64,16 @@ end
 if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
 local window = tonumber(ARGV[3])
+local last = nil
 for i = 10, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   redis.call('HDEL', KEYS[2], tostring(tonumber(ARGV[i]) - window))
+  last = tonumber(ARGV[i])
 end
+if last then trim(KEYS[2], last - window, window) end
 redis.call('HSET', KEYS[3], version, ARGV[5])
 redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
+trim(KEYS[3], version - tonumber(ARGV[4]), tonumber(ARGV[4]))
 redis.call('DEL', KEYS[5])
 redis.call('PUBLISH', ARGV[9], version)
 return 1
@@ -84,12 +98,13 @@ return {state, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))
 
 # KEYS: as _COMMIT's. ARGV: expected version, events kept, event, events TTL (ms), tombstone
 # TTL (ms), feed channel
-_DELETE = """
+_DELETE = _TRIM + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 redis.call('HSET', KEYS[3], current + 1, ARGV[3])
 redis.call('HDEL', KEYS[3], tostring(current + 1 - tonumber(ARGV[2])))
+trim(KEYS[3], current + 1 - tonumber(ARGV[2]), tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('SET', KEYS[4], current + 1, 'PX', ARGV[5])
 redis.call('PUBLISH', ARGV[6], current + 1)
@@ -125,6 +140,21 @@ def feed_channel(series_id: str) -> str:
 
 def tombstone_key(series_id: str) -> str:
     return f"smct:{{{series_id}}}:gone"
+
+
+class Script:
+    """A Lua script sent whole (EVAL) at each call; Redis keeps it compiled by its hash. Not
+    EVALSHA: a server that lost its scripts (a restart, a promoted replica) would answer
+    NOSCRIPT to every call in flight, and redis-py's cluster client breaks connections when
+    many calls load a script at once."""
+
+    def __init__(self, text: str, client: Any) -> None:
+        self.text = text
+        self.client = client
+
+    def __call__(self, keys: list[str], args: list[Any] | None = None, client: Any = None) -> Any:
+        """The call's coroutine, or, on a pipeline `client`, the pipeline with it queued."""
+        return (client or self.client).eval(self.text, len(keys), *keys, *(args or []))
 
 
 def _applied(seq: int, raw: bytes) -> Applied:
@@ -168,11 +198,10 @@ class RedisStore:
         self._durable = DurableWrites(
             target, self._writer, min_replicas, max(1, int(wait_s * 1000)), writing
         )
-        self._load = self._redis.register_script(_LOAD)
-        self._commit = self._writer.register_script(_COMMIT)
-        self._delete = self._writer.register_script(_DELETE)
-        self._last_version = self._redis.register_script(_LAST_VERSION)
-        self._scripts_loaded, self._loading = False, asyncio.Lock()
+        self._load = Script(_LOAD, self._redis)
+        self._commit = Script(_COMMIT, self._writer)
+        self._delete = Script(_DELETE, self._writer)
+        self._last_version = Script(_LAST_VERSION, self._redis)
         self._tombstone_ms = max(1, int(tombstone_ttl_s * 1000))
         self._window = window
         self._maxlen = max(maxlen, window)  # the events outlive the applied records naming them
@@ -206,26 +235,12 @@ class RedisStore:
     async def _run(self, operation: str, call: Any) -> Any:
         start, failed = time.perf_counter(), False
         try:
-            if not self._scripts_loaded:
-                await self._load_scripts()
             return await call
         except (RedisError, OSError, TimeoutError) as exc:
             failed = True
             raise self._unavailable(operation, exc) from exc
         finally:
             self._observe(operation, time.perf_counter() - start, failed)
-
-    async def _load_scripts(self) -> None:
-        """Load the scripts (on every primary of a cluster) before their first use: redis-py's
-        cluster client breaks connections when many calls meet NOSCRIPT and load a script at
-        once. A server that lost them since (a restart, a promoted replica) gets them again
-        from the call that meets NOSCRIPT."""
-        async with self._loading:
-            if self._scripts_loaded:
-                return
-            for script in (self._load, self._commit, self._delete, self._last_version):
-                await script.registered_client.script_load(script.script)
-            self._scripts_loaded = True
 
     async def ping(self) -> None:
         await self._run("ping", self._redis.ping())
@@ -276,14 +291,26 @@ class RedisStore:
     async def _write(self, operation: str, script: Any, names: list[str], args: list[Any]) -> bool:
         done, confirmed = await self._run(operation, self._durable.run(script, names, args))
         if done and confirmed < self._durable.replicas:  # on the primary, not yet on enough
-            raise StoreUnavailable(  # replicas: a failover now could lose it
-                f"the state store's primary took the {operation} but {confirmed} of the "
-                f"{self._durable.replicas} replicas asked for (SMCT_REDIS_MIN_REPLICAS) "
-                "confirmed it in time; the write may or may not last: repeat the same request "
-                f"(it is idempotent) in {self._retry_after_s} s",
-                retry_after_s=self._retry_after_s, maybe_applied=True,
-            )
+            raise self._unconfirmed(operation, confirmed)  # replicas: a failover could lose it
         return bool(done)
+
+    async def confirm(self, series_id: str) -> None:
+        if not self._durable.replicas:
+            return
+        state = keys(series_id)[0]
+        marker = f"smct:{{{series_id}}}:sync"
+        confirmed = await self._run("confirm", self._durable.confirm(state, marker))
+        if confirmed < self._durable.replicas:
+            raise self._unconfirmed("repeat", confirmed)
+
+    def _unconfirmed(self, operation: str, confirmed: int) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the state store's primary took the {operation} but {confirmed} of the "
+            f"{self._durable.replicas} replicas asked for (SMCT_REDIS_MIN_REPLICAS) confirmed "
+            "it in time; the write may or may not last: repeat the same request (it is "
+            f"idempotent) in {self._retry_after_s} s",
+            retry_after_s=self._retry_after_s, maybe_applied=True,
+        )
 
     async def last_version(self, series_id: str) -> int:
         names = [keys(series_id)[0], tombstone_key(series_id)]
@@ -308,6 +335,12 @@ class RedisStore:
         async with self._blocking.pubsub() as feed:
             await feed.subscribe(feed_channel(series_id))
             deadline = time.monotonic() + min(timeout_s, EVENTS_BLOCK_S)
+            # the server's confirmation: from it on, no write goes unheard (one published
+            # between the first look and the subscription is found by the look below)
+            while (reply := await feed.get_message(timeout=deadline - time.monotonic())) and (
+                reply["type"] != "subscribe"
+            ):
+                pass
             while True:
                 found = await self._newer(series_id, after)
                 left = deadline - time.monotonic()

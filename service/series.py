@@ -267,6 +267,7 @@ class SeriesService:
             if n_old and self._unmetered:
                 self._meter_replayed(series_id, rec, seqs[:n_old])
             if n_old == len(obs):
+                await self.store.confirm(series_id)  # its write's answer may have been a 503
                 return Answer(
                     await self._replay(series_id, rec, seqs, params, covariates), replay=True
                 )

@@ -116,6 +116,13 @@ class StateStore(Protocol):
 
     async def meta(self, series_id: str) -> SeriesMeta | None: ...
 
+    async def confirm(self, series_id: str) -> None:
+        """Return once what the series holds is as durable as a commit makes it (on the
+        replicas a commit waits for; raise StoreUnavailable otherwise): a repeat that finds
+        its write applied is acknowledged only then, since that write's own answer may have
+        been a 503 for want of them."""
+        ...
+
     async def commit(self, series_id: str, write: Write) -> bool:
         """Apply `write` atomically if the version is still `write.expected_version` (and, for
         a create, if `write.meta.version` is above the name's tombstone: see last_version)."""
@@ -193,6 +200,9 @@ class EmbeddedStore:
         rec = self._series.get(series_id)
         self._timed("meta", start)
         return None if rec is None else rec.meta
+
+    async def confirm(self, series_id: str) -> None:
+        return None  # one process: its writes are as durable as they get
 
     async def commit(self, series_id: str, write: Write) -> bool:
         start = time.perf_counter()

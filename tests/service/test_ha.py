@@ -50,20 +50,35 @@ def test_every_route_on_a_cluster_and_behind_sentinel(
 
 
 def test_a_write_the_replicas_cannot_confirm_is_a_503_a_repeat_resolves(
-    make_client: Any, runtime: Any, sentinel_url: str
+    make_client: Any, runtime: Any, sentinel_url: str, redis_sentinel: Any
 ) -> None:
-    """Three replicas asked of a primary that has two: the write reaches the primary, the
-    answer says it may have been applied, and the repeat finds it applied, once."""
-    client = make_client(redis_url=sentinel_url, redis_min_replicas=3, redis_wait_s=0.2)
-    put = client.put("/v1/series/s", json={"values": history(runtime)})
-    assert put.status_code == 503 and "2 of the 3 replicas" in put.json()["message"]
-    t = client.get("/v1/series/s").json()["seq"]  # the create did land on the primary
+    """A write that a paused replica cannot confirm is on the primary, and the answer says it
+    may have been applied; a repeat is acknowledged only once the replicas hold it (here when
+    the replica is back), and applies nothing twice. Three replicas asked of a primary that
+    has two: never acknowledged."""
+    client = make_client(redis_url=sentinel_url, redis_min_replicas=2, redis_wait_s=0.3)
+    assert client.put("/v1/series/s", json={"values": history(runtime)}).status_code == 201
+    t = client.get("/v1/series/s").json()["seq"]
     body = {"observations": [{"seq": t, "value": 0.5}]}
-    r = client.post("/v1/series/s/observations", json=body)
-    assert r.status_code == 503 and "may or may not" in r.json()["message"]
+    primary = redis_sentinel.current_primary()
+    replica = next(r for r in redis_sentinel.servers if r is not primary)
+    replica.pause()
+    try:
+        r = client.post("/v1/series/s/observations", json=body)
+        assert r.status_code == 503 and "1 of the 2 replicas" in r.json()["message"]
+        again = client.post("/v1/series/s/observations", json=body)
+        assert again.status_code == 503 and "repeat" in again.json()["message"]
+    finally:
+        replica.resume()
+    redis_sentinel.wait_synced()
     again = client.post("/v1/series/s/observations", json=body)
     assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
     assert client.get("/v1/series/s").json()["seq"] == t + 1  # applied once
+    greedy = make_client(redis_url=sentinel_url, redis_min_replicas=3, redis_wait_s=0.2)
+    for _ in range(2):  # the write, then its repeat: neither acknowledged
+        r = greedy.post("/v1/series/s/observations",
+                        json={"observations": [{"seq": t + 1, "value": 0.7}]})
+        assert r.status_code == 503 and "2 of the 3 replicas" in r.json()["message"]
 
 
 def _appends(
@@ -113,8 +128,9 @@ def test_a_primary_lost_under_appends_loses_and_doubles_nothing(
     make_client: Any, runtime: Any, own_servers: Any
 ) -> None:
     """SIGKILL the primary holding the series a third of the way through 30 appends; its
-    replica is promoted (Sentinel, or the cluster's own failover); the appends go on through
-    503s, each repeated until answered. Then: the series is at exactly the acknowledged count,
+    replica is promoted (Sentinel, or the cluster's own failover; there the old primary comes
+    back 3 s later as the replica the writes wait for); the appends go on through 503s, each
+    repeated until answered. Then: the series is at exactly the acknowledged count,
     every acknowledged request repeated is answered the same bytes, and a follower resumes
     from the first update's event id."""
     servers = own_servers
@@ -126,23 +142,23 @@ def test_a_primary_lost_under_appends_loses_and_doubles_nothing(
     sid = "series-under-failover"
     assert client.put(f"/v1/series/{sid}", json={"values": history(runtime)}).status_code == 201
     start = client.get(f"/v1/series/{sid}").json()["seq"]
-    if setup == "sentinel":
-        victim = servers.current_primary()
-    else:
-        slot = int(servers.nodes[0].cli("CLUSTER", "KEYSLOT", f"{{{sid}}}"))
-        victim = next(
-            n for n in servers.primaries() if any(a <= slot <= b for a, b in _slots(n))
-        )
+    victim = servers_primary(servers, sid)
+
+    def lose_primary() -> None:
+        victim.kill()
+        if setup == "cluster":  # the promoted replica has none left to confirm its writes
+            time.sleep(3.0)  # until the old primary comes back, as its replica
+            victim.start()
 
     def on_ack(i: int) -> None:
         if i == N_APPENDS // 3:
-            threading.Thread(target=victim.kill).start()
+            threading.Thread(target=lose_primary).start()
 
     started = time.monotonic()
     acked, refused = _appends(client, sid, start, N_APPENDS, on_ack)
     print(f"{setup}: {N_APPENDS} appends in {time.monotonic() - started:.1f} s, {refused} 503s")
     assert len(acked) == N_APPENDS and refused > 0  # the failover was met
-    assert not victim.alive()
+    assert victim is not servers_primary(servers, sid)  # a replica took over
     _check_exactly_once(client, sid, start, acked)
     with client.stream("GET", f"/v1/series/{sid}/events", headers={"Last-Event-ID": "1"}) as s:
         ids = []
@@ -152,6 +168,14 @@ def test_a_primary_lost_under_appends_loses_and_doubles_nothing(
             if len(ids) == N_APPENDS:
                 break
     assert ids == list(range(2, 2 + N_APPENDS))  # one event per acknowledged write
+
+
+def servers_primary(servers: Any, sid: str) -> Any:
+    """The server that is the primary of series `sid` now."""
+    if isinstance(servers, LocalSentinel):
+        return servers.current_primary()
+    slot = int(servers.nodes[0].cli("CLUSTER", "KEYSLOT", f"{{{sid}}}"))
+    return next(n for n in servers.primaries() if any(a <= slot <= b for a, b in _slots(n)))
 
 
 def _slots(node: Any) -> list[tuple[int, int]]:

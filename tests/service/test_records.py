@@ -62,6 +62,18 @@ def test_multivariate_points_missing_parts_and_numbers_beyond_float32() -> None:
     assert r.value == [1.0, None] and r.intervals["80"].lo == [0.5, None]
     assert r.intervals["80"].hi == [1.5, 1e39] and r.pit == [0.123457, 0.123457]
     assert rec.forecast is not None and rec.forecast.mean == [[3e39, -0.25]] * 3
+    tiny = decode(encode(2, 1, [result(0, 1e-41, 1.23456789e-41, 1.4e-41)], None), "id")
+    assert tiny.result(0).intervals["80"].lo == 1.23457e-41  # below float32's normal range
+
+
+def test_standard_errors_missing_zero_or_out_of_range() -> None:
+    f = forecast(4, 1.0)
+    f.intervals["80"].lo_se[:] = [None, 0.0, 1e-130, 3.4e-5]
+    f.intervals["80"].hi_se[:] = [1e200, 99.0, 0.105, 1e-127]
+    rec = decode(encode(1, 1, [], f), "s")
+    assert rec.forecast is not None
+    assert rec.forecast.intervals["80"].lo_se == [None, 0.0, 0.0, 3.4e-5]
+    assert rec.forecast.intervals["80"].hi_se == [None, 99.0, 0.1, 1e-127]
 
 
 def test_an_update_without_forecast_and_the_events_render_as_json() -> None:

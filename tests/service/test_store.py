@@ -130,6 +130,24 @@ async def test_events_are_capped_and_outlive_the_applied_records(make_store: Sto
     assert sorted(loaded.events) == list(range(22, 30))  # each applied record's write
 
 
+async def test_a_lowered_window_trims_what_the_larger_one_kept(
+    make_store: StoreFactory, store_url: str | None
+) -> None:
+    """Events and applied records kept under larger windows go with the next write under
+    smaller ones (a service restarted with lower SMCT_EVENTS_MAXLEN, SMCT_IDEMPOTENCY_WINDOW)."""
+    if store_url is None:
+        pytest.skip("the embedded store's records live and die with its process")
+    larger = make_store(maxlen=8, window=8)
+    await larger.commit("a", write(1, 0, reset=True))
+    for v in range(2, 21):
+        await larger.commit("a", write(v, v, applied=[Applied(v - 1, "[0]", v)]))
+    smaller = make_store(maxlen=3, window=3)
+    await smaller.commit("a", write(21, 21, applied=[Applied(20, "[0]", 21)]))
+    assert [e.version for e in await smaller.read_events("a", 0, 0.1)] == [19, 20, 21]
+    loaded = await smaller.load("a", list(range(30)))
+    assert loaded is not None and sorted(loaded.applied) == [18, 19, 20]
+
+
 async def test_delete_then_recreate(make_store: StoreFactory) -> None:
     store = make_store()
     await store.commit("a", write(1, 0, reset=True))
