@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
-from bench_runtime import histories
+from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
 from model.predictive import samples_for
@@ -31,29 +31,18 @@ PATHS, STEPS = 1000, 24
 LEVELS = [0.8, 0.95]
 
 
-def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Median and minimum wall seconds of `repeat` calls after a warm-up."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
-
-
 def read_rate(n_bytes: int) -> float:
     """Bytes a second that one thread sums from an array of n_bytes (in cache)."""
     a = torch.ones(n_bytes // 4, dtype=torch.float32)
     reps = max(1, int(2e9 // n_bytes))
-    _, low = best(lambda: [a.sum() for _ in range(reps)], 5)
+    _, low = timed(lambda: [a.sum() for _ in range(reps)], 5)
     return n_bytes * reps / low
 
 
 def matmul_rate() -> float:
     """fp32 FLOPs a second of one thread's 1024 x 1024 products."""
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    _, low = best(lambda: a @ b, 5)
+    _, low = timed(lambda: a @ b, 5)
     return 2 * 1024**3 / low
 
 
@@ -84,7 +73,7 @@ def main() -> None:
     print(f"{'backend':>8} {'median ms':>10} {'min ms':>8} {'/ floor':>8} {'target':>7}")
     for backend, rt in rts.items():
         s = rt.create(histories(1))
-        med, low = best(lambda rt=rt, s=s: rt.forecast(s, STEPS, LEVELS, PATHS), args.repeat)
+        med, low = timed(partial(rt.forecast, s, STEPS, LEVELS, PATHS), args.repeat)
         verdict = "PASS" if low <= 3 * floor else "FAIL"
         print(f"{backend:>8} {med * 1e3:>10.1f} {low * 1e3:>8.1f} {low / floor:>8.1f} "
               f"{'<= 3':>7} {verdict}")
