@@ -87,9 +87,9 @@ def encode(
             band = forecast.intervals[lv]
             series += [band.lo, band.hi]
             errors += [band.lo_se, band.hi_se]
-        parts.append(np.array([[_row(p, o) for p in s] for s in series]).ravel())
-        codes = _error_codes(np.array([[_row(p, o) for p in s] for s in errors]).ravel())
-    floats = _rounded(np.concatenate(parts))
+        parts.append(np.concatenate([_rows(s, o) for s in series]).ravel())
+        codes = _error_codes(np.concatenate([_rows(s, o) for s in errors]).ravel())
+    floats = np.concatenate(parts)  # rounded when read: every answer is rendered from `decode`
     size = np.abs(floats[np.isfinite(floats) & (floats != 0)])
     wide = bool(np.any((size > _FLOAT32_MAX) | (size < _FLOAT32_TINY)))  # else float32 is exact
     labels = ",".join(levels) + "|" + ",".join(f_levels)
@@ -227,6 +227,13 @@ def _row(point: Any, o: int) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in items], dtype=np.float64)
 
 
+def _rows(points: list[Any], o: int) -> np.ndarray:
+    """Points (numbers, None, or lists of those) -> (len, O) float64, None as NaN."""
+    if o == 1 and not any(isinstance(p, list) for p in points):
+        return np.array([np.nan if p is None else p for p in points], np.float64)[:, None]
+    return np.array([_row(p, o) for p in points]).reshape(len(points), o)
+
+
 def _rounded(a: np.ndarray) -> np.ndarray:
     """To DIGITS significant digits (what float32 keeps exactly: a round trip gives the same)."""
     return np.array([float(f"{v:.{DIGITS}g}") for v in a.tolist()], dtype=np.float64)
@@ -234,28 +241,29 @@ def _rounded(a: np.ndarray) -> np.ndarray:
 
 def _error_codes(a: np.ndarray) -> np.ndarray:
     """Standard errors, given to 2 significant digits (service/engine.py), as (mantissa 10..99,
-    exponent) int8 pairs: 0.013 -> (13, -3); 0 -> (0, 0); NaN or out of range -> (-1, 0)."""
+    exponent) int8 pairs: 0.013 -> (13, -3); 0 and below 1e-127 -> (0, 0); NaN, negative or
+    above 1e128 -> (-1, 0)."""
     out = np.zeros((len(a), 2), np.int8)
-    for i, v in enumerate(a.tolist()):
-        if not np.isfinite(v) or v < 0:
-            out[i] = (-1, 0)
-            continue
-        if v == 0.0:
-            continue
-        digits, _, exp = f"{v:.1e}".partition("e")  # "1.3e-02"
-        e = int(exp) - 1
-        if e < -128:  # below 1e-127: nothing a float32 forecast holds
-            continue
-        out[i] = (int(digits.replace(".", "")), e) if e <= 127 else (-1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log10(a)) - 1.0
+        m = np.rint(a / 10.0**e)
+    e = np.where(m >= 100.0, e + 1.0, e)  # 99.6 -> 100 -> 10, one decade up
+    m = np.where(m >= 100.0, 10.0, m)
+    keep = np.isfinite(a) & (a > 0) & (e >= -128)
+    out[keep] = np.stack([m[keep], e[keep]], axis=1).clip(-128, 127).astype(np.int8)
+    out[~np.isfinite(a) | (a < 0) | (np.isfinite(a) & (e > 127))] = (-1, 0)
     return out
 
 
 def _errors(codes: np.ndarray) -> np.ndarray:
-    """The standard errors of `_error_codes` pairs (flat int8) -> float64, NaN for none."""
-    pairs = codes.reshape(-1, 2).tolist()
-    return np.array(
-        [np.nan if m < 0 else (0.0 if m == 0 else float(f"{m}e{e}")) for m, e in pairs]
-    )
+    """The standard errors of `_error_codes` pairs (flat int8) -> float64, NaN for none: m / 10^-e,
+    a correctly rounded division of exact numbers (13 / 1000 is the double nearest 0.013)."""
+    pairs = codes.reshape(-1, 2).astype(np.float64)
+    m, e = pairs[:, 0], pairs[:, 1]
+    value = np.where(e >= 0, m * 10.0 ** np.maximum(e, 0), m / 10.0 ** np.maximum(-e, 0))
+    for i in np.flatnonzero(np.abs(e) > 22):  # 10^23 and up are not exact doubles: parse
+        value[i] = float(f"{int(m[i])}e{int(e[i])}")
+    return np.where(m < 0, np.nan, value)
 
 
 def _finite(x: float) -> float | None:
@@ -270,4 +278,6 @@ def _point(a: np.ndarray) -> Any:
 
 def _points(a: np.ndarray) -> list[Any]:
     """(H, O) -> one point per step."""
+    if a.shape[1] == 1:
+        return [v if v == v else None for v in a[:, 0].tolist()]  # NaN != NaN: None
     return [_point(row) for row in a]
