@@ -13,24 +13,20 @@ same bytes the stream sent live.
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
-import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
 from redis import Redis
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.servers import RedisServer  # noqa: E402
+
 TARGET_BYTES = 16 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:
@@ -38,28 +34,12 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/default"))
     parser.add_argument("--updates", type=int, default=300)
     args = parser.parse_args()
-    server = shutil.which("redis-server")
-    if server is None:
-        raise SystemExit("redis-server is missing: bash scripts/install_system_deps.sh")
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [server, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", tmp],
-            stdout=subprocess.DEVNULL,
-        )
+        server = RedisServer(Path(tmp)).start()
         try:
-            url = f"redis://127.0.0.1:{port}/0"
-            redis = Redis.from_url(url)
-            for _ in range(100):
-                try:
-                    redis.ping()
-                    break
-                except Exception:  # noqa: BLE001 - starting
-                    time.sleep(0.05)
-            run(args, url, redis)
+            run(args, server.url, Redis.from_url(server.url))
         finally:
-            proc.terminate()
-            proc.wait()
+            server.kill()
 
 
 def run(args: argparse.Namespace, url: str, redis: Redis) -> None:

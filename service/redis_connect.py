@@ -119,12 +119,23 @@ class DurableWrites:
         asked for)."""
         if not self.replicas:
             return await script(keys, args), 0
+        return await self._waited(keys[0], lambda pipe: script(keys, args, client=pipe))
+
+    async def confirm(self, key: str, marker: str) -> int:
+        """The replicas that hold every write the primary of `key` took so far: a write of
+        `marker` (a key in `key`'s slot, expiring) on its primary, then WAIT; the replication
+        stream is in order, so a replica that has this write has the earlier ones."""
+        _, confirmed = await self._waited(key, lambda pipe: pipe.set(marker, b"1", px=60_000))
+        return confirmed
+
+    async def _waited(self, key: str, queue: Any) -> tuple[Any, int]:
+        """One pipeline on the primary of `key`: what `queue` puts in it, then WAIT."""
         client = self._writer
         if self._target.kind == "cluster":
             await self._writer.initialize()  # its map of slots (once)
-            client = self._node(keys[0])
+            client = self._node(key)
         pipe = client.pipeline(transaction=False)
-        script(keys, args, client=pipe)
+        queue(pipe)
         pipe.wait(self.replicas, self._wait_ms)
         try:
             result, confirmed = await pipe.execute()
@@ -133,25 +144,6 @@ class DurableWrites:
                 await self._writer.nodes_manager.initialize()
             raise
         return result, int(confirmed)
-
-    async def confirm(self, key: str, marker: str) -> int:
-        """The replicas that hold every write the primary of `key` took so far: a write of
-        `marker` (a key in `key`'s slot, expiring) on its primary, then WAIT; the replication
-        stream is in order, so a replica that has this write has the earlier ones."""
-        client = self._writer
-        if self._target.kind == "cluster":
-            await self._writer.initialize()
-            client = self._node(key)
-        pipe = client.pipeline(transaction=False)
-        pipe.set(marker, b"1", px=60_000)
-        pipe.wait(self.replicas, self._wait_ms)
-        try:
-            _, confirmed = await pipe.execute()
-        except Exception:
-            if self._target.kind == "cluster":
-                await self._writer.nodes_manager.initialize()
-            raise
-        return int(confirmed)
 
     def _node(self, key: str) -> Redis:
         node = self._writer.get_node_from_key(key)
