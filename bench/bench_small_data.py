@@ -100,7 +100,7 @@ def scores(model: torch.nn.Module, table: Path, key: str) -> list[float]:
     opts = SETS[key]
     data = load_dataset(str(table), window=opts["seq_len"], scaling="window",
                         split=opts["split"], seed=0)
-    cfg = TrainConfig(particles=10)
+    cfg = TrainConfig.of(particles=10)
     nll = [predictive_nll(model, torch.as_tensor(x), cfg, seed=1) for x in (data.val, data.test)]
     ev = evaluate(model, data, particles=10, n_samples=200, seed=0)
     return [*nll, ev["unistep"]["crps"], ev["multistep"]["crps"]]

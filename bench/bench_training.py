@@ -35,7 +35,7 @@ def main() -> None:
     print(f"{'d_model':>7} {'P':>4} {'s/epoch':>8} {'seq/s':>8} {'x faster than TF':>17}")
     for d_model in (8, 32):
         for p in (10, 30, 100):
-            cfg = TrainConfig(particles=p, d_model=d_model, epochs=args.epochs + 1, seed=0)
+            cfg = TrainConfig.of(particles=p, d_model=d_model, epochs=args.epochs + 1, seed=0)
             start = time.perf_counter()
             ckpt = train(cfg, data, progress=False)
             timed = ckpt.history[1:]

@@ -36,23 +36,25 @@ def evaluate(
     ckpt = load_checkpoint(checkpoint)
     cfg = ckpt.train_config
     # the training data set, or another of the same kind (a table: cut and read alike)
-    same_kind = dataset is None or is_table(dataset) == is_table(cfg.dataset)
-    options = cfg.data_options if same_kind else {}
-    data = load_data(dataset or cfg.dataset, seed=cfg.seed, limit=cfg.limit, options=options)
+    same_kind = dataset is None or is_table(dataset) == is_table(cfg.data.dataset)
+    options = cfg.data.options if same_kind else {}
+    data = load_data(
+        dataset or cfg.data.dataset, seed=cfg.seed, limit=cfg.data.limit, options=options
+    )
     features, takes = data.train.shape[-1], ckpt.model.cfg.d_in
     if features != takes:
         raise typer.BadParameter(
-            f"{dataset or cfg.dataset} has {features} feature(s) per step; this model takes "
+            f"{dataset or cfg.data.dataset} has {features} feature(s) per step; this model takes "
             f"{takes}", param_hint="--dataset",
         )
     result = run_eval(
         ckpt.model,
         data,
-        particles=particles or cfg.particles,
+        particles=particles or cfg.filter.particles,
         n_samples=samples,
         seed=seed,
-        resampling=cfg.resampling,
-        threshold=cfg.resample_threshold,
+        resampling=cfg.filter.resampling,
+        threshold=cfg.filter.resample_threshold,
         split=split,
         per_step=per_step,
     )

@@ -37,7 +37,7 @@ def export(
     if out.exists() and not force:
         raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
     ckpt = load_checkpoint(checkpoint)
-    count = particles or ckpt.train_config.particles
+    count = particles or ckpt.train_config.filter.particles
     if count < MIN_PARTICLES:
         raise typer.BadParameter(
             f"the artifact needs at least {MIN_PARTICLES} particles, got {count}"
@@ -64,7 +64,7 @@ def export(
         features={"inputs": list(names), "targets": list(names[: cfg.target_dim])},
         metrics=ckpt.metrics,
         training=training,
-        threshold=ckpt.train_config.resample_threshold,
+        threshold=ckpt.train_config.filter.resample_threshold,
         overwrite=force,
     )
     parity = artifact.manifest["graphs"]["parity_max_abs"]

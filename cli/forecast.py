@@ -96,7 +96,8 @@ def forecast(
             else Runtime.load(artifact, backend=backend, device=device)
         )
         names_in = runtime.manifest["features"].get("inputs", [])
-        table = (runtime.manifest.get("training") or {}).get("data_options") or {}
+        training = runtime.manifest.get("training") or {}  # the tree, or an older flat record
+        table = (training.get("data") or {}).get("options") or training.get("data_options") or {}
         ids, histories = read_histories(
             input,
             names_in,

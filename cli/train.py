@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -169,9 +168,9 @@ def train(
     from training.trainer import train as run_train
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    params = locals()
+    params = dict(ctx.params)  # every option by its name: TrainConfig's leaves and the command's
     _apply_preset(ctx, params)
-    _check_train_options(params)
+    _check_train_options(ctx, params)
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
@@ -186,16 +185,11 @@ def train(
         split=split,
         season_length=season_length,
     )
-    cfg = TrainConfig(
-        **{f.name: params[f.name] for f in fields(TrainConfig) if f.name in params},
-        data_options=options,
-    )
-    cfg.init = None if init is None else str(init.resolve())
     from training import distributed as dist_mod
 
     data = load_data(dataset, seed=seed, limit=limit, options=options)
     longest = data.train.shape[1] - 1  # a window's last step is a target only
-    if window is not None and window > longest:
+    if window is not None and window > longest:  # as given (an --init model's: check_fits)
         raise typer.BadParameter(
             f"the training windows hold {longest} input steps; the model cannot learn to attend "
             f"to {window} (raise --seq-len, or leave --window out)", param_hint="--window",
@@ -203,8 +197,15 @@ def train(
     too_few = too_few_message(len(data.train), len(data.val), batch_size, split)
     if too_few:
         raise typer.BadParameter(too_few, param_hint="--dataset")
-    if is_table(dataset):  # `smct evaluate` finds it again from any directory
-        cfg.dataset = str(Path(dataset).resolve())
+    leaves = {k: v for k, v in params.items() if k in TrainConfig.leaves()}
+    leaves.update(
+        options=options,
+        window=params["window"] or longest,  # default: the whole training window
+        init=None if init is None else str(init.resolve()),
+        # a table by its absolute path: `smct evaluate` finds it again from any directory
+        dataset=str(Path(dataset).resolve()) if is_table(dataset) else dataset,
+    )
+    cfg = TrainConfig.of(**leaves)
     try:
         ckpt = run_train(cfg, data, progress=progress)
     except ValueError as exc:  # an --init model that does not fit the data
@@ -297,7 +298,7 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
     p["scaling"] = wanted
 
 
-def _check_train_options(p: dict[str, Any]) -> None:
+def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
     """The train command's numeric and named options, before any data is read."""
     from model.export import MIN_PARTICLES
     from model.resampling import RESAMPLERS
@@ -342,7 +343,7 @@ def _check_train_options(p: dict[str, Any]) -> None:
 
         if not torch.cuda.is_available():
             raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
-    if p["schedule"] == "noam" and _given(p["ctx"], "lr"):
+    if p["schedule"] == "noam" and _given(ctx, "lr"):
         logging.getLogger(__name__).warning(
             "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
         )

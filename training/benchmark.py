@@ -30,8 +30,9 @@ from model.baselines import resolve
 from model.baselines.smc import SMCForecaster
 from timeseries.series import SeriesData
 from timeseries.tables import is_table
+from training.config import TrainConfig
 from training.data import DATASETS, PAPER_DATASETS, load_dataset
-from training.fitting import FitConfig, build, fit
+from training.fitting import benchmark_config, build, fit
 from training.metrics import picp_per_step, summarize
 from training.threads import default_threads
 
@@ -96,11 +97,11 @@ class BenchmarkConfig:
                                   ("samples", self.samples)) if v is not None}
         return replace(base, **over)
 
-    def fit_config(self, plan: Plan) -> FitConfig:
+    def fit_config(self, plan: Plan) -> TrainConfig:
         d_model = 16 if self.quick else self.d_model
-        return FitConfig(epochs=plan.epochs, batch_size=plan.batch_size, seed=self.seed,
-                         d_model=d_model, d_ff=d_model, particles=self.particles,
-                         threads=self.threads)
+        return benchmark_config(epochs=plan.epochs, batch_size=plan.batch_size, seed=self.seed,
+                                d_model=d_model, d_ff=d_model, particles=self.particles,
+                                threads=self.threads)
 
 
 def subset_windows(x: np.ndarray, n: int | None) -> np.ndarray:
@@ -238,7 +239,7 @@ def run_dataset(dataset: str, cfg: BenchmarkConfig, bar: Any) -> dict[str, Any]:
                "test_windows": len(x_test), "window": data.window, "history": data.history,
                "unistep_from": data.unistep_from,
                "target_dim": data.target_dim, "particles": cfg.particles,
-               "d_model": cfg.fit_config(plan).d_model, "seed": cfg.seed,
+               "d_model": cfg.fit_config(plan).model.d_model, "seed": cfg.seed,
                "data_options": dict(options)}
     if source != dataset:
         setting["source"] = source  # the table's path

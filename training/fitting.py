@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -27,51 +27,31 @@ from model.baselines.bayes import BayesianLSTMNet
 from model.baselines.classical import ETSForecaster
 from model.baselines.smc import SMCForecaster
 from timeseries.series import SeriesData
-from training.config import TrainConfig
+from training.config import OptimConfig, TrainConfig
+
+#: the benchmark's training of every forecaster: Adam at a constant rate (paper B.2 for the
+#: LSTMs), the SMC Transformer's last epoch kept
+BENCHMARK_OPTIM = OptimConfig(schedule="constant", lr=1e-3, patience=0)
 
 
-@dataclass
-class FitConfig:
-    """Training settings shared by all forecasters (each uses the fields it knows).
-
-    epochs: passes over data.train (the Bayesian LSTM multiplies by `bayes_epoch_factor`, as the
-    paper trained it 150 epochs against 50). lr: Adam step size (constant, paper B.2 for LSTMs).
-    d_model, d_ff, particles: the sizes a fresh forecaster is built with (`build`).
-    """
-
-    epochs: int = 50
-    batch_size: int = 32
-    lr: float = 1e-3
-    seed: int = 0
-    d_model: int = 32
-    d_ff: int = 32
-    particles: int = 10
-    grad_clip: float = 10.0
-    bayes_epoch_factor: float = 3.0
-    smc_schedule: str = "constant"
-    threads: int | None = None
-    device: str = "cpu"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FitConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    @property
-    def sizes(self) -> Sizes:
-        return Sizes(self.d_model, self.d_ff, self.particles, self.seed)
+def benchmark_config(**leaves: Any) -> TrainConfig:
+    """A training configuration for `fit`: TrainConfig.of's leaves over BENCHMARK_OPTIM."""
+    base = {**asdict(BENCHMARK_OPTIM), **leaves}
+    return TrainConfig.of(**base)
 
 
-def build(name: str, d_in: int, d_out: int, cfg: FitConfig | None = None) -> Forecaster:
+def sizes(cfg: TrainConfig) -> Sizes:
+    """The sizes a fresh baseline is built with: the model's d_model and d_ff, the particles."""
+    return Sizes(cfg.model.d_model, cfg.model.d_ff, cfg.filter.particles, cfg.seed)
+
+
+def build(name: str, d_in: int, d_out: int, cfg: TrainConfig | None = None) -> Forecaster:
     """A fresh forecaster of the registry, of the sizes in `cfg`."""
-    return make_forecaster(name, d_in, d_out, (cfg or FitConfig()).sizes)
+    return make_forecaster(name, d_in, d_out, sizes(cfg or benchmark_config()))
 
 
 def fit(
-    forecaster: Forecaster, data: SeriesData, cfg: FitConfig, *, progress: bool = False
+    forecaster: Forecaster, data: SeriesData, cfg: TrainConfig, *, progress: bool = False
 ) -> list[dict[str, Any]]:
     """Train `forecaster` in place; returns one record per epoch (empty for local models)."""
     if isinstance(forecaster, SMCForecaster):
@@ -85,15 +65,14 @@ def fit(
 
 
 def _fit_smc(
-    forecaster: SMCForecaster, data: SeriesData, cfg: FitConfig, progress: bool
+    forecaster: SMCForecaster, data: SeriesData, cfg: TrainConfig, progress: bool
 ) -> list[dict[str, Any]]:
     from training.trainer import train
 
-    tcfg = TrainConfig(
-        dataset=data.name, particles=forecaster.particles, epochs=cfg.epochs,
-        batch_size=cfg.batch_size, seed=cfg.seed, d_model=cfg.d_model, d_ff=cfg.d_ff,
-        schedule=cfg.smc_schedule, lr=cfg.lr, grad_clip=cfg.grad_clip, device=cfg.device,
-        threads=cfg.threads, patience=0,  # the benchmark keeps the SMC Transformer's last epoch
+    model = replace(cfg.model, window=data.train.shape[1] - 1)  # the whole training window
+    tcfg = replace(
+        cfg, model=model, data=replace(cfg.data, dataset=data.name),
+        filter=replace(cfg.filter, particles=forecaster.particles),
     )
     checkpoint = train(tcfg, data, progress=progress)
     forecaster.set_trained(checkpoint.model, checkpoint.save)
@@ -101,7 +80,7 @@ def _fit_smc(
 
 
 def _fit_net(
-    forecaster: NeuralForecaster, data: SeriesData, cfg: FitConfig, progress: bool
+    forecaster: NeuralForecaster, data: SeriesData, cfg: TrainConfig, progress: bool
 ) -> list[dict[str, Any]]:
     """Adam on `net.loss`; the weights of the epoch with the lowest validation loss are kept."""
     if cfg.threads:
@@ -109,15 +88,16 @@ def _fit_net(
     torch.manual_seed(cfg.seed)
     forecaster.fit_config = cfg.to_dict()
     net = forecaster.net.to(cfg.device)
-    epochs = cfg.epochs
+    epochs = cfg.optim.epochs
     if isinstance(net, BayesianLSTMNet):
         net.kl_weight = 1.0 / max(1, len(data.train))
-        epochs = max(1, round(cfg.epochs * cfg.bayes_epoch_factor))
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+        epochs = max(1, round(cfg.optim.epochs * cfg.optim.bayes_epoch_factor))
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.optim.lr)
     x_train = torch.as_tensor(data.train, dtype=torch.float32, device=cfg.device)
     x_val = torch.as_tensor(data.val, dtype=torch.float32, device=cfg.device)
     rng = np.random.default_rng(cfg.seed)
-    n_batches = max(1, int(np.ceil(len(x_train) / cfg.batch_size)))
+    size = cfg.optim.batch_size
+    n_batches = max(1, int(np.ceil(len(x_train) / size)))
     best, best_state, history = np.inf, copy.deepcopy(net.state_dict()), []
     bar = tqdm(total=epochs * n_batches, disable=not progress, desc=forecaster.name, leave=False)
     for epoch in range(1, epochs + 1):
@@ -125,10 +105,10 @@ def _fit_net(
         start, losses = time.perf_counter(), []
         order = rng.permutation(len(x_train))
         for b in range(n_batches):
-            loss = net.loss(x_train[order[b * cfg.batch_size : (b + 1) * cfg.batch_size]])
+            loss = net.loss(x_train[order[b * size : (b + 1) * size]])
             opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.optim.grad_clip)
             opt.step()
             losses.append(loss.item())
             bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")

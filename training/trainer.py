@@ -7,7 +7,7 @@ import copy
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,21 +29,8 @@ log = logging.getLogger(__name__)
 
 
 def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
-    """The model shape implied by a data set and the training overrides."""
-    return ModelConfig(
-        d_in=data.train.shape[-1],
-        d_out=data.target_dim,
-        d_model=cfg.d_model,
-        n_heads=cfg.n_heads,
-        window=cfg.window or data.train.shape[1] - 1,
-        d_ff=cfg.d_ff,
-        lags=cfg.lags,
-        skip=cfg.skip,
-        lag_inputs=cfg.lag_inputs,
-        obs_scale=cfg.obs_scale,
-        head=cfg.head,  # type: ignore[arg-type]
-        cov=cfg.cov,  # type: ignore[arg-type]
-    )
+    """The model of `cfg`, with the data's input and target features."""
+    return replace(cfg.model, d_in=data.train.shape[-1], d_out=data.target_dim)
 
 
 def initial_model(cfg: TrainConfig, data: SeriesData) -> SMCTransformer:
@@ -72,9 +59,9 @@ def predictive_nll(
         run = run_filter(
             model,
             x[i : i + 256],
-            cfg.particles,
-            resampling=cfg.resampling,
-            threshold=cfg.resample_threshold,
+            cfg.filter.particles,
+            resampling=cfg.filter.resampling,
+            threshold=cfg.filter.resample_threshold,
             generator=gen,
             season=None if season is None else season[i : i + 256],
         )
@@ -144,7 +131,8 @@ class _Run:
         self.model = initial_model(cfg, data).to(self.device)
         self.objective = distributed.wrap(
             distributed.FilterObjective(
-                self.model, cfg.particles, cfg.resampling, cfg.resample_threshold
+                self.model, cfg.filter.particles, cfg.filter.resampling,
+                cfg.filter.resample_threshold,
             ),
             info,
             self.device,
@@ -155,11 +143,15 @@ class _Run:
         self.x_val = torch.as_tensor(data.val, dtype=torch.float32, device=self.device)
         self.s_train = torch.as_tensor(data.seasons("train"), device=self.device)
         self.s_val = torch.as_tensor(data.seasons("val"), device=self.device)
-        self.batch_size = max(1, cfg.batch_size // info.world)
+        self.batch_size = max(1, cfg.optim.batch_size // info.world)
         shard = math.ceil(len(self.x_train) / info.world)
         self.n_batches = max(1, math.ceil(shard / self.batch_size))
-        self.total_steps = cfg.epochs * self.n_batches
+        self.total_steps = cfg.optim.epochs * self.n_batches
         self.step = 0
+
+    def rate(self) -> float:
+        """The learning rate of the current step."""
+        return learning_rate(self.cfg.optim, self.step, self.total_steps, self.model.cfg.d_model)
 
     def epoch(self, epoch: int, bar: Any) -> dict[str, Any]:
         """One pass over the (shard of the) training windows; the epoch's record."""
@@ -173,14 +165,14 @@ class _Run:
             batch, season = self.x_train[rows], self.s_train[rows]
             self.step += 1
             for group in self.opt.param_groups:
-                group["lr"] = learning_rate(cfg, self.step, self.total_steps)
+                group["lr"] = self.rate()
             loss, stats = self.objective(batch, self.gen, season)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
             self.opt.step()
             stats = distributed.all_reduce_mean(stats, self.info.world)
-            em_update(model, stats, self.step, cfg.em_exponent)
+            em_update(model, stats, self.step, cfg.optim.em_exponent)
             losses.append(loss.item())
             sigma = _sigma_obs(model)
             bar.set_postfix(
@@ -197,27 +189,27 @@ class _Run:
             "seconds": seconds,
             "sequences_per_second": len(order) * self.info.world / seconds,
             "sigma_obs": _sigma_obs(model),
-            "lr": learning_rate(cfg, self.step, self.total_steps),
+            "lr": self.rate(),
         }
 
 
 def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Checkpoint:
     """Train on `data.train`, score the validation NLL each epoch; returns the checkpoint.
 
-    With `cfg.patience` > 0, training stops once that many epochs in a row have not lowered
+    With `cfg.optim.patience` > 0, training stops once that many epochs in a row have not lowered
     the validation NLL, and the checkpoint holds the best epoch's weights (`kept_epoch`);
     with 0 it runs every epoch and keeps the last. With `cfg.init` the run starts from that
     model's weights. With `cfg.distributed` (under torchrun) each rank trains on its shard of
-    every epoch; the global batch stays `cfg.batch_size`.
+    every epoch; the global batch stays `cfg.optim.batch_size`.
     """
     info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
     torch.set_num_threads(default_threads(cfg.threads))  # the idle cores unless told
     run = _Run(cfg, data, info)
-    stopper = EarlyStopping(cfg.patience)
+    stopper = EarlyStopping(cfg.optim.patience)
     history: list[dict[str, Any]] = []
     bar = tqdm(total=run.total_steps, disable=not (progress and info.main), desc="train",
                unit="batch")
-    for epoch in range(1, cfg.epochs + 1):
+    for epoch in range(1, cfg.optim.epochs + 1):
         record = run.epoch(epoch, bar)
         history.append(record)
         stop = stopper.update(epoch, record["val_nll"], run.model)
@@ -227,7 +219,7 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
         if stop:
             if info.main:
                 log.info("early stop: no better val_nll in %d epochs; keeping epoch %d (%.4f)",
-                         cfg.patience, stopper.epoch, stopper.best)
+                         cfg.optim.patience, stopper.epoch, stopper.best)
             break
     bar.close()
     kept = len(history)
@@ -235,6 +227,6 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
         run.model.load_state_dict(stopper.state)
         kept = stopper.epoch
     return Checkpoint(
-        model=run.model.eval(), train_config=cfg, scaling=scaling_record(data), history=history,
-        kept_epoch=kept,
+        model=run.model.eval(), train_config=replace(cfg, model=run.model.cfg),
+        scaling=scaling_record(data), history=history, kept_epoch=kept,
     )

@@ -34,13 +34,15 @@ def _export(out: Path) -> None:
     from training.data import load_dataset
     from training.trainer import train
 
-    cfg = TrainConfig(dataset="synthetic-1", particles=10, epochs=1, d_model=8, limit=64, threads=1)
+    cfg = TrainConfig.of(
+        dataset="synthetic-1", particles=10, epochs=1, d_model=8, limit=64, threads=1
+    )
     ckpt = train(cfg, load_dataset("synthetic-1", limit=64), progress=False)
     record = ckpt.scaling
     export_artifact(
         ckpt.model,
         out,
-        particles=cfg.particles,
+        particles=cfg.filter.particles,
         scaling={"mode": "global", **record["scaler"]},
         features={"inputs": record["feature_names"], "targets": record["feature_names"][:1]},
         metrics={"val_nll": ckpt.history[-1]["val_nll"]},

@@ -15,7 +15,7 @@ from model.artifact import ArtifactError
 from model.runtime import InputError
 from model.state import series_scaling
 from model.stateless import StatelessRuntime, export_baseline, is_baseline, open_baseline
-from training.fitting import FitConfig, build
+from training.fitting import benchmark_config, build
 
 LEVELS = [0.8, 0.95]
 
@@ -25,7 +25,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An (untrained) MC-dropout LSTM saved as `smct benchmark --save-models` does, exported."""
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("baseline")
-    build("lstm-drop-0.1", 1, 1, FitConfig(d_model=8)).save(root / "saved")
+    build("lstm-drop-0.1", 1, 1, benchmark_config(d_model=8)).save(root / "saved")
     export_baseline(root / "saved", root / "art", context_length=16, metrics={"mse": 1.0})
     return root / "art"
 
@@ -143,7 +143,7 @@ def test_global_scaling_and_covariate_models(artifact: Path, tmp_path: Path) -> 
         export_baseline(artifact / "forecaster", tmp_path / "bad",
                         scaling={"mode": "global", "loc": [0.0], "scale": [0.0]})
     torch.manual_seed(0)
-    build("lstm", 3, 1, FitConfig(d_model=8)).save(tmp_path / "cov")
+    build("lstm", 3, 1, benchmark_config(d_model=8)).save(tmp_path / "cov")
     export_baseline(tmp_path / "cov", tmp_path / "cov-art")
     cov = StatelessRuntime.load(tmp_path / "cov-art")
     rng = np.random.default_rng(1)

@@ -85,8 +85,8 @@ def artifact(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     if cache:  # artifacts of older code are stale: drop them (the noise table is 32 MB)
         for old in root.iterdir():
             shutil.rmtree(old, ignore_errors=True)
-    cfg = TrainConfig(**TRAIN)  # type: ignore[arg-type]
-    ckpt = train(cfg, load_dataset(cfg.dataset, limit=cfg.limit), progress=False)
+    cfg = TrainConfig.of(**TRAIN)
+    ckpt = train(cfg, load_dataset(cfg.data.dataset, limit=cfg.data.limit), progress=False)
     _export(ckpt, out)
     return out
 

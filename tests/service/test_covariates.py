@@ -199,10 +199,10 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
     from model.stateless import export_baseline
     from service.main import create_app
     from service.settings import Settings
-    from training.fitting import FitConfig, build
+    from training.fitting import benchmark_config, build
 
     torch.manual_seed(0)
-    build("lstm-drop-0.1", 2, 1, FitConfig(d_model=8)).save(tmp_path / "saved")
+    build("lstm-drop-0.1", 2, 1, benchmark_config(d_model=8)).save(tmp_path / "saved")
     export_baseline(tmp_path / "saved", tmp_path / "art", context_length=16)
     settings = Settings(artifact=tmp_path / "art", batch_max_wait_ms=1.0)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:

@@ -13,7 +13,7 @@ from training.trainer import train
 
 if __name__ == "__main__":
     out = sys.argv[1]
-    cfg = TrainConfig(
+    cfg = TrainConfig.of(
         particles=5,
         epochs=4,
         d_model=8,

@@ -71,13 +71,13 @@ def test_train_evaluate_export_forecast_on_a_table(tmp_path: Path) -> None:
     )
     assert code == 0, out
     ckpt = Checkpoint.load(run)
-    assert ckpt.train_config.data_options["window"] == 16
+    assert ckpt.train_config.data.options["window"] == 16
     assert ckpt.scaling["mode"] == "window"
     assert ckpt.model.cfg.d_in == 1
     # the windows are the table's: attention over seq-len - 1 steps
     assert ckpt.model.cfg.window == 15
 
-    assert Path(ckpt.train_config.dataset).is_absolute()  # evaluate works from anywhere
+    assert Path(ckpt.train_config.data.dataset).is_absolute()  # evaluate works from anywhere
     code, out = _run("evaluate", "--checkpoint", str(run), "--json", "--samples", "50")
     assert code == 0, out
     scores = json.loads(out)

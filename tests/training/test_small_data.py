@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from cli.app import app
 from training import trainer
 from training.checkpoint import Checkpoint
-from training.config import PRESETS, TrainConfig, learning_rate
+from training.config import PRESETS, OptimConfig, TrainConfig, learning_rate
 from training.data import load_dataset
 
 TINY = ["--d-model", "8", "--d-ff", "8", "--particles", "5", "--threads", "1", "--no-progress"]
@@ -45,9 +45,9 @@ def _short_series(path: Path, n_series: int = 40, length: int = 25, columns: int
 
 
 def test_cosine_warms_up_to_the_peak_then_decays_to_a_tenth() -> None:
-    cfg = TrainConfig(lr=3e-3)
+    cfg = TrainConfig.of(lr=3e-3)
     total = 1000  # warm-up: 5 % of the run = 50 steps
-    rates = [learning_rate(cfg, s, total) for s in range(1, total + 1)]
+    rates = [learning_rate(cfg.optim, s, total, cfg.model.d_model) for s in range(1, total + 1)]
     assert rates[0] == pytest.approx(3e-3 / 50)
     assert rates[49] == pytest.approx(3e-3)  # the peak at the end of the warm-up
     assert all(a < b for a, b in zip(rates[:49], rates[1:50], strict=True))
@@ -55,19 +55,19 @@ def test_cosine_warms_up_to_the_peak_then_decays_to_a_tenth() -> None:
     assert rates[-1] == pytest.approx(3e-4)  # lr / 10 at the last step
     assert rates[49 + 475] == pytest.approx(3e-4 + 2.7e-3 / 2, rel=1e-2)  # halfway: the mean
     # the warm-up is at most 200 steps, at least 1, and --warmup sets it
-    long = [learning_rate(cfg, s, 100_000) for s in (199, 200, 201)]
+    long = [learning_rate(cfg.optim, s, 100_000, cfg.model.d_model) for s in (199, 200, 201)]
     assert long[0] < long[1] == pytest.approx(3e-3) and long[2] < long[1]
-    assert learning_rate(cfg, 1, 3) == pytest.approx(3e-3)
-    assert learning_rate(TrainConfig(lr=1e-2, warmup=10), 5, 1000) == pytest.approx(5e-3)
+    assert learning_rate(cfg.optim, 1, 3, cfg.model.d_model) == pytest.approx(3e-3)
+    assert learning_rate(OptimConfig(lr=1e-2, warmup=10), 5, 1000, 32) == pytest.approx(5e-3)
 
 
 def test_noam_stays_the_papers_schedule_under_the_paper_preset() -> None:
-    cfg = TrainConfig(d_model=32, **PRESETS["paper"])
-    assert (cfg.schedule, cfg.warmup, cfg.patience) == ("noam", 4000, 0)
+    cfg = TrainConfig.of(d_model=32, **PRESETS["paper"])
+    assert (cfg.optim.schedule, cfg.optim.warmup, cfg.optim.patience) == ("noam", 4000, 0)
     # d^-0.5 min(step^-0.5, step warmup^-1.5): still warming up at step 1250
     for step in (1, 1250, 4000, 9000):
         want = 32**-0.5 * min(step**-0.5, step * 4000**-1.5)
-        assert learning_rate(cfg, step, 1250) == pytest.approx(want)
+        assert learning_rate(cfg.optim, step, 1250, cfg.model.d_model) == pytest.approx(want)
 
 
 def test_cli_preset_paper_writes_the_papers_settings(tmp_path: Path) -> None:
@@ -76,11 +76,11 @@ def test_cli_preset_paper_writes_the_papers_settings(tmp_path: Path) -> None:
                       "--limit", "32", *TINY, "--no-evaluate", "--out", out)
     assert code == 0, text
     cfg = Checkpoint.load(out).train_config
-    assert (cfg.schedule, cfg.warmup, cfg.patience) == ("noam", 4000, 0)
+    assert (cfg.optim.schedule, cfg.optim.warmup, cfg.optim.patience) == ("noam", 4000, 0)
     code, text = _run("train", "--dataset", "synthetic-1", "--preset", "paper", "--patience",
                       "2", "--epochs", "1", "--limit", "32", *TINY, "--no-evaluate", "--out", out)
     assert code == 0, text
-    assert Checkpoint.load(out).train_config.patience == 2  # an option given wins
+    assert Checkpoint.load(out).train_config.optim.patience == 2  # an option given wins
     code, text = _run("train", "--preset", "fast", "--out", tmp_path / "x")
     assert code == 2 and "valid: paper" in text, text
 
@@ -100,7 +100,7 @@ def test_early_stopping_keeps_the_best_epoch(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(trainer, "predictive_nll", scripted)
     data = load_dataset("synthetic-1", limit=64)
-    cfg = TrainConfig(epochs=6, d_model=8, d_ff=8, particles=5, patience=2, threads=1)
+    cfg = TrainConfig.of(epochs=6, d_model=8, d_ff=8, particles=5, patience=2, threads=1)
     ckpt = trainer.train(cfg, data, progress=False)
     assert [h["epoch"] for h in ckpt.history] == [1, 2, 3, 4]
     assert ckpt.kept_epoch == 2
@@ -112,7 +112,7 @@ def test_early_stopping_keeps_the_best_epoch(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_patience_zero_runs_every_epoch_and_keeps_the_last(tmp_path: Path) -> None:
     data = load_dataset("synthetic-1", limit=64)
-    cfg = TrainConfig(epochs=3, d_model=8, d_ff=8, particles=5, patience=0, threads=1)
+    cfg = TrainConfig.of(epochs=3, d_model=8, d_ff=8, particles=5, patience=0, threads=1)
     ckpt = trainer.train(cfg, data, progress=False)
     assert len(ckpt.history) == 3 and ckpt.kept_epoch == 3
     ckpt.save(tmp_path / "ck")
@@ -184,7 +184,7 @@ def test_init_takes_the_models_scaling(tmp_path: Path) -> None:
     code, text = _run("train", *args, "--init", base, "--out", tuned)
     assert code == 0, text
     ckpt = Checkpoint.load(tuned)
-    assert ckpt.scaling["mode"] == "window" and ckpt.train_config.data_options["scaling"]
+    assert ckpt.scaling["mode"] == "window" and ckpt.train_config.data.options["scaling"]
     assert ckpt.model.cfg == Checkpoint.load(base).model.cfg
 
 
@@ -204,13 +204,13 @@ def test_split_series_trains_on_forty_short_series(tmp_path: Path) -> None:
     ckpt = Checkpoint.load(out)
     assert len(ckpt.history) == 3 and all(math.isfinite(h["val_nll"]) for h in ckpt.history)
     assert ckpt.history[-1]["val_nll"] < ckpt.history[0]["val_nll"]
-    data = load_dataset(ckpt.train_config.dataset, seed=0, **ckpt.train_config.data_options)
+    data = load_dataset(ckpt.train_config.data.dataset, seed=0, **ckpt.train_config.data.options)
     parts = {s: set(data.window_index[s][:, 0].tolist()) for s in ("train", "val", "test")}
     assert [len(parts[s]) for s in ("train", "val", "test")] == [28, 6, 6]
     assert parts["train"] | parts["val"] | parts["test"] == set(range(40))
     assert not (parts["train"] & parts["val"] or parts["train"] & parts["test"])
     assert data.train.shape == (28, 25, 1)
-    other = load_dataset(ckpt.train_config.dataset, seed=1, **ckpt.train_config.data_options)
+    other = load_dataset(ckpt.train_config.data.dataset, seed=1, **ckpt.train_config.data.options)
     assert set(other.window_index["val"][:, 0].tolist()) != parts["val"]  # a seeded shuffle
 
 

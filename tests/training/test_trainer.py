@@ -18,7 +18,7 @@ from training.trainer import train
 
 def test_training_lowers_the_validation_nll_and_round_trips(tmp_path: Path) -> None:
     data = load_dataset("synthetic-1", limit=128)
-    cfg = TrainConfig(particles=10, epochs=6, d_model=8, limit=128, schedule="constant", lr=3e-3)
+    cfg = TrainConfig.of(particles=10, epochs=6, d_model=8, limit=128, schedule="constant", lr=3e-3)
     ckpt = train(cfg, data, progress=False)
     nll = [h["val_nll"] for h in ckpt.history]
     assert nll[-1] < nll[0] - 0.05, nll
@@ -32,8 +32,8 @@ def test_training_lowers_the_validation_nll_and_round_trips(tmp_path: Path) -> N
 
 
 def test_noam_schedule_warms_up_then_decays() -> None:
-    cfg = TrainConfig(d_model=16, schedule="noam", warmup=100)
-    rates = [learning_rate(cfg, s, 400) for s in (1, 50, 100, 400)]
+    cfg = TrainConfig.of(d_model=16, schedule="noam", warmup=100)
+    rates = [learning_rate(cfg.optim, s, 400, cfg.model.d_model) for s in (1, 50, 100, 400)]
     assert rates[0] < rates[1] < rates[2] > rates[3]
 
 

@@ -7,8 +7,9 @@ import torch
 
 from tests.paper_data import require_data
 from timeseries.series import SeriesData
+from training.config import TrainConfig
 from training.data import load_dataset
-from training.fitting import FitConfig
+from training.fitting import benchmark_config
 
 
 @pytest.fixture(autouse=True)
@@ -29,5 +30,5 @@ def air() -> SeriesData:
 
 
 @pytest.fixture
-def tiny_cfg() -> FitConfig:
-    return FitConfig(epochs=3, batch_size=16, lr=3e-3, d_model=8, d_ff=8, particles=4)
+def tiny_cfg() -> TrainConfig:
+    return benchmark_config(epochs=3, batch_size=16, lr=3e-3, d_model=8, d_ff=8, particles=4)

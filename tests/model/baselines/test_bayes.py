@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch
 
 from model.baselines.bayes import BayesianLSTMNet, BayesianWeight, bayes_lstm
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit, validation_loss
+from training.config import TrainConfig
+from training.fitting import fit, validation_loss
 
 
 def test_kl_term_matches_the_gaussian_prior_formula() -> None:
@@ -45,10 +47,11 @@ def test_scan_equals_the_cell_loop() -> None:
     assert h.shape == (3, 2, 5, 4) and torch.equal(h[:, :, -1], state[0])
 
 
-def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
+def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: TrainConfig) -> None:
     f = bayes_lstm(1, 1, d_model=8)
     f.net.kl_weight = 1 / len(synthetic.train)
     before = validation_loss(f.net, torch.as_tensor(synthetic.val))
-    history = fit(f, synthetic, FitConfig(**{**tiny_cfg.to_dict(), "bayes_epoch_factor": 1.0}))
-    assert len(history) == tiny_cfg.epochs
+    once = replace(tiny_cfg, optim=replace(tiny_cfg.optim, bayes_epoch_factor=1.0))
+    history = fit(f, synthetic, once)
+    assert len(history) == tiny_cfg.optim.epochs
     assert min(h["val_loss"] for h in history) < before

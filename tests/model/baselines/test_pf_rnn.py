@@ -10,7 +10,8 @@ import torch
 
 from model.baselines.pf_rnn import PFRNNNet, pf_rnn, soft_resample
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit, validation_loss
+from training.config import TrainConfig
+from training.fitting import fit, validation_loss
 
 
 def test_soft_resampling_weights_follow_eq_3() -> None:
@@ -57,7 +58,7 @@ def test_unknown_cell_is_rejected() -> None:
         PFRNNNet(1, 1, cell="rnn")
 
 
-def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
+def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: TrainConfig) -> None:
     f = pf_rnn(1, 1, d_model=8, particles=4, cell="gru")
     before = validation_loss(f.net, torch.as_tensor(synthetic.val))
     history = fit(f, synthetic, tiny_cfg)

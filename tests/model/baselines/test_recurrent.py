@@ -8,7 +8,8 @@ import torch
 from model.baselines.base import NeuralForecaster
 from model.baselines.recurrent import LSTMNet, lstm
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit, validation_loss
+from training.config import TrainConfig
+from training.fitting import fit, validation_loss
 
 
 def test_deterministic_lstm_draws_one_point_per_step(synthetic: SeriesData) -> None:
@@ -41,7 +42,7 @@ def test_rollout_feeds_back_its_own_prediction() -> None:
         seq = torch.cat([seq, y.unsqueeze(1)], dim=1)
 
 
-def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
+def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: TrainConfig) -> None:
     f = lstm(1, 1, d_model=8)
     before = validation_loss(f.net, torch.as_tensor(synthetic.val))
     history = fit(f, synthetic, tiny_cfg)

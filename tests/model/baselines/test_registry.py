@@ -10,7 +10,7 @@ import pytest
 from model.baselines import load_forecaster, names, resolve
 from model.baselines.base import Forecaster
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, build
+from training.fitting import benchmark_config, build
 
 
 def test_resolve_and_unknown_names() -> None:
@@ -24,7 +24,7 @@ def test_resolve_and_unknown_names() -> None:
 
 @pytest.mark.parametrize("name", [n for n in names() if n not in ("smc-transformer", "ets")])
 def test_neural_forecasters_round_trip(name: str, air: SeriesData, tmp_path: Path) -> None:
-    cfg = FitConfig(epochs=1, d_model=8, d_ff=8, particles=3)
+    cfg = benchmark_config(epochs=1, d_model=8, d_ff=8, particles=3)
     f = build(name, air.n_features, air.target_dim, cfg)
     assert isinstance(f, Forecaster) and f.name == name
     x = air.test[:2]

@@ -9,12 +9,12 @@ import numpy as np
 from model.baselines import load_forecaster
 from model.baselines.smc import SMCForecaster
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit
+from training.fitting import benchmark_config, fit
 
 
 def test_wrapper_trains_samples_and_round_trips(synthetic: SeriesData, tmp_path: Path) -> None:
     f = SMCForecaster(particles=4)
-    history = fit(f, synthetic, FitConfig(epochs=1, d_model=8, d_ff=8, batch_size=32))
+    history = fit(f, synthetic, benchmark_config(epochs=1, d_model=8, d_ff=8, batch_size=32))
     assert len(history) == 1
     x = synthetic.test[:3]
     u, m = f.sample_unistep(x, 11, seed=0), f.sample_multistep(x, 12, 11, seed=0)

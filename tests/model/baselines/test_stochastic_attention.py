@@ -13,7 +13,8 @@ from model.baselines.stochastic_attention import (
     sto_trans,
 )
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit, validation_loss
+from training.config import TrainConfig
+from training.fitting import fit, validation_loss
 
 
 def test_gumbel_softmax_is_a_masked_distribution_that_varies() -> None:
@@ -51,7 +52,7 @@ def test_attention_stays_causal() -> None:
 
 
 def test_repeated_passes_give_spread_and_training_works(
-    synthetic: SeriesData, tiny_cfg: FitConfig
+    synthetic: SeriesData, tiny_cfg: TrainConfig
 ) -> None:
     for f in (sto_trans(1, 1, 8, 8), h_sto_trans(1, 1, 8, 8, centroids=4)):
         before = validation_loss(f.net, torch.as_tensor(synthetic.val))

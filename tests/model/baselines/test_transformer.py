@@ -7,7 +7,8 @@ import torch
 
 from model.baselines.transformer import EnsembleNet, TransformerNet, ensemble, transformer
 from timeseries.series import SeriesData
-from training.fitting import FitConfig, fit, validation_loss
+from training.config import TrainConfig
+from training.fitting import fit, validation_loss
 
 
 def test_attention_is_causal() -> None:
@@ -47,7 +48,7 @@ def test_ensemble_draws_from_every_member() -> None:
     assert not torch.allclose(means[0], means[1])  # different initialisations
 
 
-def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: FitConfig) -> None:
+def test_tiny_fit_lowers_the_validation_loss(synthetic: SeriesData, tiny_cfg: TrainConfig) -> None:
     for f in (transformer(1, 1, 8, 8), ensemble(1, 1, 8, 8, members=2)):
         before = validation_loss(f.net, torch.as_tensor(synthetic.val))
         history = fit(f, synthetic, tiny_cfg)
