@@ -28,7 +28,8 @@ def export(
 
     A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
     exported as a stateless artifact instead: its files and a manifest (model/stateless.py)."""
-    from model.export import MIN_PARTICLES, export_artifact
+    from model.export import export_artifact
+    from model.graphs import MIN_PARTICLES
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if (checkpoint / "manifest.json").is_file():

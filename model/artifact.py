@@ -100,6 +100,49 @@ def _regenerate_noise(path: Path, manifest: dict[str, Any]) -> None:
         ) from None
 
 
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the artifact at `path`, of this type and format version, with every
+    required key."""
+    if not (path / MANIFEST).is_file():
+        raise ArtifactError(
+            f"{path} is not an artifact directory: no {MANIFEST} (export one with `smct "
+            "export`, or point at one)"
+        )
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"{path / MANIFEST} is not valid JSON: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("type") != ARTIFACT_TYPE:
+        found = manifest.get("type") if isinstance(manifest, dict) else None
+        raise ArtifactError(f"{path}: artifact type is {found!r}, expected {ARTIFACT_TYPE!r}")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(
+            f"{path}: artifact format version {manifest.get('format_version')!r} is not "
+            f"supported (this code reads version {FORMAT_VERSION}); re-export it"
+        )
+    missing = [key for key in REQUIRED if key not in manifest]
+    if missing:
+        raise ArtifactError(f"{path}: manifest lacks {missing}")
+    return manifest
+
+
+def _check_files(path: Path, manifest: dict[str, Any], verify: bool) -> None:
+    """Every file of the manifest is there (the noise table regenerated if missing) and, if
+    `verify`, has its sha256."""
+    for name in FILES:
+        expected = manifest["files"].get(name)
+        if expected is None:
+            raise ArtifactError(f"{path}: manifest has no checksum for {name}")
+        if name == NOISE and not (path / name).is_file():
+            _regenerate_noise(path, manifest)
+        if not (path / name).is_file():
+            raise ArtifactError(f"{path}: file {name} is missing")
+        if verify and sha256_file(path / name) != expected:
+            raise ArtifactError(
+                f"{path}: checksum mismatch for {name} (the file was changed or corrupted)"
+            )
+
+
 @dataclass(frozen=True)
 class Artifact:
     """An opened, verified artifact directory."""
@@ -111,38 +154,8 @@ class Artifact:
     def open(cls, path: Path | str, *, verify: bool = True) -> Artifact:
         """Read the manifest and check type, version, files and (if `verify`) checksums."""
         path = Path(path)
-        if not (path / MANIFEST).is_file():
-            raise ArtifactError(
-                f"{path} is not an artifact directory: no {MANIFEST} (export one with `smct "
-                "export`, or point at one)"
-            )
-        try:
-            manifest = json.loads((path / MANIFEST).read_text())
-        except (OSError, ValueError) as err:
-            raise ArtifactError(f"{path / MANIFEST} is not valid JSON: {err}") from None
-        if not isinstance(manifest, dict) or manifest.get("type") != ARTIFACT_TYPE:
-            found = manifest.get("type") if isinstance(manifest, dict) else None
-            raise ArtifactError(f"{path}: artifact type is {found!r}, expected {ARTIFACT_TYPE!r}")
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ArtifactError(
-                f"{path}: artifact format version {manifest.get('format_version')!r} is not "
-                f"supported (this code reads version {FORMAT_VERSION}); re-export it"
-            )
-        missing = [key for key in REQUIRED if key not in manifest]
-        if missing:
-            raise ArtifactError(f"{path}: manifest lacks {missing}")
-        for name in FILES:
-            expected = manifest["files"].get(name)
-            if expected is None:
-                raise ArtifactError(f"{path}: manifest has no checksum for {name}")
-            if name == NOISE and not (path / name).is_file():
-                _regenerate_noise(path, manifest)
-            if not (path / name).is_file():
-                raise ArtifactError(f"{path}: file {name} is missing")
-            if verify and sha256_file(path / name) != expected:
-                raise ArtifactError(
-                    f"{path}: checksum mismatch for {name} (the file was changed or corrupted)"
-                )
+        manifest = _read_manifest(path)
+        _check_files(path, manifest, verify)
         if (
             verify
             and model_id_of(manifest["files"][WEIGHTS], manifest["files"][NOISE])

@@ -28,7 +28,8 @@ from torch import Tensor
 
 from model import artifact as art
 from model.compact import materialize
-from model.export import (
+from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
+from model.graphs import (
     MEAN_COEF,
     SEASON,
     UPDATE_INPUTS,
@@ -36,7 +37,6 @@ from model.export import (
     forecast_graph,
     forecast_io,
 )
-from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
 from model.resampling import get_resampler
 from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 

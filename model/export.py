@@ -1,19 +1,11 @@
 """Export a trained model as an artifact: weights, noise table, and ONNX graphs of the two steps
-the service runs, checked against eager PyTorch on the same noise.
+the service runs (model/graphs.py), checked against eager PyTorch on the same noise.
 
-Graphs (torch.onnx.export(dynamo=True), opset 18, dynamic batch B and particle/path axis P/N):
-    filter_step   model/compact.compact_step: noise, base, x_hist, valid, lineage, logw, x,
-                  observed -> x_hist_out, lineage_out, logw_out, ancestors, resampled, ess,
-                  logw_pred, pred, loglik: the model/filter.CompactState before and after the
-                  step flattened to its tensors (after it, less its valid mask, which follows
-                  from the step count the runtime keeps), then model/filter.StepStats.
-                  All randomness comes from the noise table input, so the graph is
-                  deterministic given its inputs. Resampling is `systematic` (cumsum +
-                  scatter-add): searchsorted and multinomial do not export with a dynamic
-                  particle count.
-    forecast_step model/filter.forecast_step: window, query, x_prev, valid, eps_z, eps_x,
-                  eps_qkv [, covariates] -> window_out, query_out, x_prev_out, valid_out, x_t.
-Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets, R head width.
+The graphs are exported with torch.onnx.export(dynamo=True), opset 18, with a dynamic batch B
+and particle/path axis P/N, traced on a realistic example (a few filter steps of noisy sines)
+and checked on another of other sizes; the manifest (model/artifact.py) records their inputs
+and outputs, the parity found and the library versions.
+Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
 
 from __future__ import annotations
@@ -33,7 +25,18 @@ from torch import Tensor, nn
 
 from model import artifact as art
 from model.compact import compact_step, materialize
-from model.filter import CompactState, FilterState, forecast_step
+from model.config import ModelConfig
+from model.filter import CompactState
+from model.graphs import (
+    MEAN_COEF,
+    MIN_PARTICLES,
+    SEASON,
+    UPDATE_OUTPUTS,
+    UpdateGraph,
+    forecast_graph,
+    forecast_io,
+    update_inputs,
+)
 from model.noise import (
     GENERATOR,
     TABLE_SEED,
@@ -49,141 +52,7 @@ from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 log = logging.getLogger(__name__)
 
 OPSET = 18
-MIN_PARTICLES = 3
 PARITY_TOL = 1e-4
-UPDATE_INPUTS = ("noise", "base", "x_hist", "valid", "lineage", "logw", "x", "observed")
-UPDATE_OUTPUTS = (
-    "x_hist_out",
-    "lineage_out",
-    "logw_out",
-    "ancestors",
-    "resampled",
-    "ess",
-    "logw_pred",
-    "pred",
-    "loglik",
-)
-FORECAST_INPUTS = ("window", "query", "x_prev", "valid", "eps_z", "eps_x", "eps_qkv", "covariates")
-FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
-# a model with ModelConfig.lag_inputs: each series' season length enters both steps, and the
-# forecast paths carry their input windows
-SEASON = "season"
-# and each series' own correction of the mean (model/adaptation.py), zeros for none
-MEAN_COEF = "mean_coef"
-LAGGED_FORECAST_INPUTS = (
-    *FORECAST_INPUTS[:4], "inputs", SEASON, MEAN_COEF, *FORECAST_INPUTS[4:]
-)
-LAGGED_FORECAST_OUTPUTS = (*FORECAST_OUTPUTS[:4], "inputs_out", "x_t")
-
-
-def update_inputs(model: SMCTransformer) -> tuple[str, ...]:
-    """Input names of the filter_step graph of `model`."""
-    return (*UPDATE_INPUTS, SEASON, MEAN_COEF) if model.cfg.lag_inputs else UPDATE_INPUTS
-
-
-def forecast_io(model: SMCTransformer) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Input and output names of the forecast_step graph of `model` (covariates last)."""
-    if model.cfg.lag_inputs:
-        return LAGGED_FORECAST_INPUTS, LAGGED_FORECAST_OUTPUTS
-    return FORECAST_INPUTS, FORECAST_OUTPUTS
-
-
-class UpdateGraph(nn.Module):
-    """compact_step with its resampling scheme and threshold fixed, as a module to export."""
-
-    def __init__(self, model: SMCTransformer, threshold: float = 1.0) -> None:
-        super().__init__()
-        self.model = model
-        self.threshold = threshold
-
-    def forward(
-        self,
-        noise: Tensor,
-        base: Tensor,
-        x_hist: Tensor,
-        valid: Tensor,
-        lineage: Tensor,
-        logw: Tensor,
-        x: Tensor,
-        observed: Tensor,
-        season: Tensor | None = None,
-        mean_coef: Tensor | None = None,
-    ) -> tuple[Tensor, ...]:
-        new, s = compact_step(
-            self.model,
-            noise,
-            base,
-            CompactState(x_hist, valid, lineage, logw, season, mean_coef),
-            x,
-            observed,
-            get_resampler("systematic"),
-            self.threshold,
-        )
-        return (
-            new.x_hist,
-            new.lineage,
-            new.logw,
-            s.ancestors,
-            s.resampled,
-            s.ess,
-            s.logw_pred,
-            s.pred,
-            s.loglik,
-        )
-
-
-class ForecastGraph(nn.Module):
-    """forecast_step on explicit tensors (N paths of equal weight)."""
-
-    def __init__(self, model: SMCTransformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self,
-        window: Tensor,
-        query: Tensor,
-        x_prev: Tensor,
-        valid: Tensor,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None = None,
-    ) -> tuple[Tensor, ...]:
-        paths = FilterState(window, query, x_prev, valid, logw=query[..., 0] * 0.0)
-        new, x_t = forecast_step(self.model, paths, eps_z, eps_x, eps_qkv, covariates)
-        return new.window, new.query, new.x_prev, new.valid, x_t
-
-
-class LaggedForecastGraph(ForecastGraph):
-    """forecast_step of a model with lag_inputs: the paths' input windows (B, 1 or N, L, F),
-    the series' season lengths (B,) and mean corrections (B, K + 1, O) go in, the windows
-    after the step come out."""
-
-    def forward(  # type: ignore[override]
-        self,
-        window: Tensor,
-        query: Tensor,
-        x_prev: Tensor,
-        valid: Tensor,
-        inputs: Tensor,
-        season: Tensor,
-        mean_coef: Tensor,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None = None,
-    ) -> tuple[Tensor, ...]:
-        logw = query[..., 0] * 0.0
-        paths = FilterState(window, query, x_prev, valid, logw, inputs, season, mean_coef)
-        new, x_t = forecast_step(self.model, paths, eps_z, eps_x, eps_qkv, covariates)
-        assert new.inputs is not None
-        return new.window, new.query, new.x_prev, new.valid, new.inputs, x_t
-
-
-def forecast_graph(model: SMCTransformer) -> nn.Module:
-    """The forecast_step module of `model`, as exported."""
-    return LaggedForecastGraph(model) if model.cfg.lag_inputs else ForecastGraph(model)
 
 
 @dataclass(frozen=True)
@@ -194,14 +63,11 @@ class Example:
     forecast: tuple[Tensor, ...]  # FORECAST_INPUTS (covariates only if the model has them)
 
 
-def example(
-    model: SMCTransformer, noise: Tensor, b: int, p: int, n: int, steps: int = 6
-) -> Example:
-    """Filter `steps` steps of a noisy sine through compact_step, starting at step 1."""
-    cfg, gen = model.cfg, torch.Generator().manual_seed(0)
-    layout = NoiseLayout(p, cfg.d_model, cfg.n_heads)
+def _start(
+    cfg: ModelConfig, b: int, p: int, steps: int, gen: torch.Generator
+) -> tuple[CompactState, Tensor]:
+    """The compact state at step 1 of b noisy sines, and the sines (B, steps + 2, F)."""
     n_lag, f = cfg.window, cfg.d_in
-    seeds = np.arange(1, b + 1, dtype=np.uint64) * np.uint64(7919)
     x_hist = torch.zeros(b, n_lag, f)
     valid = torch.zeros(b, n_lag, dtype=torch.bool)
     valid[:, 0] = True
@@ -216,7 +82,19 @@ def example(
     if cfg.lag_inputs:  # seasons 0, 2, 4; a small correction of the mean
         season = torch.arange(b, dtype=torch.long) % 3 * 2
         mean_coef = 0.1 * torch.randn(b, N_MEAN_TERMS, cfg.target_dim, generator=gen)
-    state = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season, mean_coef)
+    return CompactState(x_hist, valid, lineage, torch.zeros(b, p), season, mean_coef), series
+
+
+def example(
+    model: SMCTransformer, noise: Tensor, b: int, p: int, n: int, steps: int = 6
+) -> Example:
+    """Filter `steps` steps of a noisy sine through compact_step, starting at step 1."""
+    cfg, gen = model.cfg, torch.Generator().manual_seed(0)
+    layout = NoiseLayout(p, cfg.d_model, cfg.n_heads)
+    n_lag = cfg.window
+    seeds = np.arange(1, b + 1, dtype=np.uint64) * np.uint64(7919)
+    state, series = _start(cfg, b, p, steps, gen)
+    season, mean_coef = state.season, state.mean_coef
 
     def base(t: int) -> Tensor:
         step_nums = np.repeat(np.arange(t + 1, t - n_lag, -1)[None], b, axis=0)
@@ -383,6 +261,40 @@ def feature_spec(
     return {"inputs": inputs, "targets": targets, "covariates": inputs[target_dim:]}
 
 
+def _check_exportable(cfg: ModelConfig, scaling: dict[str, Any]) -> None:
+    """Raise ValueError unless a model of `cfg` with `scaling` can be served."""
+    if cfg.obs != "gaussian":
+        raise ValueError("only gaussian observation models can be exported for serving")
+    if scaling.get("mode") not in art.SCALING_MODES:
+        raise ValueError(
+            f"scaling mode must be one of {art.SCALING_MODES}, got {scaling.get('mode')!r}"
+        )
+    if scaling["mode"] == "global" and not (
+        len(scaling.get("loc", [])) == len(scaling.get("scale", [])) == cfg.d_in
+    ):
+        raise ValueError(f"global scaling needs loc and scale of {cfg.d_in} features")
+
+
+def _graph_manifest(model: SMCTransformer, checks: dict[str, float]) -> dict[str, Any]:
+    """The manifest's "graphs": each graph's input and output names, the opset and the
+    parity `checks` found."""
+    cfg = model.cfg
+    forecast_names, forecast_outputs = forecast_io(model)
+    covs = int(cfg.d_in > cfg.d_out)
+    return {
+        art.FILTER_GRAPH: {
+            "inputs": list(update_inputs(model)),
+            "outputs": list(UPDATE_OUTPUTS),
+        },
+        art.FORECAST_GRAPH: {
+            "inputs": list(forecast_names[: len(forecast_names) - 1 + covs]),
+            "outputs": list(forecast_outputs),
+        },
+        "opset": OPSET,
+        "parity_max_abs": checks,
+    }
+
+
 def _versions() -> dict[str, str]:
     out: dict[str, str] = {"torch": str(torch.__version__)}
     for name in ("onnx", "onnxruntime", "onnxscript", "numpy", "smct"):
@@ -411,16 +323,7 @@ def export_artifact(
     keys are kept); features: "targets" and "inputs" (or "covariates") names.
     """
     cfg = model.cfg
-    if cfg.obs != "gaussian":
-        raise ValueError("only gaussian observation models can be exported for serving")
-    if scaling.get("mode") not in art.SCALING_MODES:
-        raise ValueError(
-            f"scaling mode must be one of {art.SCALING_MODES}, got {scaling.get('mode')!r}"
-        )
-    if scaling["mode"] == "global" and not (
-        len(scaling.get("loc", [])) == len(scaling.get("scale", [])) == cfg.d_in
-    ):
-        raise ValueError(f"global scaling needs loc and scale of {cfg.d_in} features")
+    _check_exportable(cfg, scaling)
     features = feature_spec(features, cfg.d_in, cfg.target_dim)
     out = Path(out)
     if out.exists() and not overwrite:
@@ -434,8 +337,6 @@ def export_artifact(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model = model.cpu().eval()
-    forecast_names, forecast_outputs = forecast_io(model)
-    covs = int(cfg.d_in > cfg.d_out)
     try:
         torch.save(model.state_dict(), tmp / art.WEIGHTS)
         table.astype("<f4").tofile(tmp / art.NOISE)
@@ -458,18 +359,7 @@ def export_artifact(
                     "dtype": "float32",
                     "generator": GENERATOR,
                 },
-                "graphs": {
-                    art.FILTER_GRAPH: {
-                        "inputs": list(update_inputs(model)),
-                        "outputs": list(UPDATE_OUTPUTS),
-                    },
-                    art.FORECAST_GRAPH: {
-                        "inputs": list(forecast_names[: len(forecast_names) - 1 + covs]),
-                        "outputs": list(forecast_outputs),
-                    },
-                    "opset": OPSET,
-                    "parity_max_abs": checks,
-                },
+                "graphs": _graph_manifest(model, checks),
                 "versions": _versions(),
             },
         )

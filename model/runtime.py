@@ -49,7 +49,7 @@ from model.adaptation import (
 )
 from model.artifact import Artifact, ArtifactError
 from model.backends import Backend, OnnxBackend, StepOut, TorchBackend
-from model.export import MIN_PARTICLES
+from model.graphs import MIN_PARTICLES
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture, SampleSummary, summarize_samples
 from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS, GaussianObservation

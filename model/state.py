@@ -2,29 +2,13 @@
 
 This is what the state store (Redis) holds per series. It is the compact form of the filter's
 particles (model/compact.py): the last L scaled inputs, each particle's lineage over the
-window, the log-weights, the series' 64-bit noise seed and step count, and its scaling. The
-key/value windows are rebuilt from these and the artifact's noise table, so the bytes are a few
-kB instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an
-update after a round trip through bytes gives bit for bit the result it gives on the original.
-
-Binary format, version 5, little-endian:
-    magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
-    sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
-    x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
-    the n x F mask, little bit order: the input was a value, not the filter's imputed mean) |
-    lineage P x (n - 1) x index (lags 2..n; lag 1 of particle m is m itself) | logw P x f32 |
-    O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
-    cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
-    O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
-    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | crc32 u32 of all that precedes.
-The block after logw is the series' online adaptation (model/adaptation.py): the variance
-multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
-miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
-which a model with lag inputs reads (model/config.py); then the coefficients of its own
-correction of the mean, their covariance and the variance of its innovations (O = 0: none
-yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none).
-Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
-season) and 4 (no mean correction, no profile) are still read.
+window, the log-weights, the series' 64-bit noise seed and step count, and its scaling, then
+the series' online adaptation (model/adaptation.py): the variance multipliers of its predictive
+law with their weight, the miscoverage alpha_t of each monitored level, its season length, its
+own correction of the mean and its seasonal profile. The key/value windows are rebuilt from
+these and the artifact's noise table, so the bytes (model/state_format.py) are a few kB instead
+of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after a
+round trip through bytes gives bit for bit the result it gives on the original.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -32,23 +16,14 @@ Shapes: B series, P particles, L window, F input features.
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
+from model import state_format
 from model.adaptation import PRIOR_WEIGHT, mean_prior
-
-MAGIC = b"SMCS"
-_HEAD = struct.Struct("<4sHH32sQQIHH")
-_INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
-
-
-class StateFormatError(ValueError):
-    """Bytes that are not a series state this code can read."""
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -63,8 +38,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 class SeriesState:
     """Particles of one series after `t` observations (see the module docstring)."""
 
-    FORMAT_VERSION: ClassVar[int] = 5
-    READS: ClassVar[tuple[int, ...]] = (1, 2, 3, 4, 5)
+    FORMAT_VERSION: ClassVar[int] = state_format.VERSION
+    READS: ClassVar[tuple[int, ...]] = state_format.READS
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -185,170 +160,14 @@ class SeriesState:
     __hash__ = None  # type: ignore[assignment]
 
     def to_bytes(self) -> bytes:
-        p, n_lag = self.lineage.shape
-        f = self.n_features
-        n = min(self.t, n_lag)
-        width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
-        head = _HEAD.pack(
-            MAGIC,
-            self.FORMAT_VERSION,
-            width,
-            bytes.fromhex(self.model_id),
-            self.seed,
-            self.t,
-            p,
-            n_lag,
-            f,
-        )
-        body = b"".join(
-            (
-                head,
-                self.loc.astype("<f8").tobytes(),
-                self.scale.astype("<f8").tobytes(),
-                self.x_hist[:n].astype("<f4").tobytes(),
-                np.packbits(np.asarray(self.observed)[:n].reshape(-1), bitorder="little").tobytes(),
-                self.lineage[:, 1:n].astype(_INDEX[width]).tobytes(),
-                self.logw.astype("<f4").tobytes(),
-                struct.pack("<B", len(self.spread_factor)),
-                self.spread_factor.astype("<f4").tobytes(),
-                struct.pack("<fB", self.spread_weight, len(self.cover_levels)),
-                self.cover_levels.astype("<f4").tobytes(),
-                self.cover_alpha.astype("<f4").tobytes(),
-                struct.pack("<H", self.season),
-                struct.pack("<BB", *self.mean_coef.shape),
-                self.mean_coef.astype("<f4").tobytes(),
-                _upper(self.mean_cov).astype("<f4").tobytes(),
-                self.mean_noise.astype("<f4").tobytes(),
-                struct.pack("<HB", *self.profile.shape),
-                self.profile.astype("<f4").tobytes(),
-            )
-        )
-        return body + struct.pack("<I", zlib.crc32(body))
+        """The state in the binary format of model/state_format.py."""
+        return state_format.encode(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SeriesState:
-        """Parse `to_bytes` output; raises StateFormatError naming what is wrong."""
-        data = bytes(data)
-        if len(data) < _HEAD.size + 4:
-            raise StateFormatError(f"series state too short ({len(data)} bytes)")
-        magic, version, width, model_id, seed, t, p, n_lag, f = _HEAD.unpack_from(data)
-        if magic != MAGIC:
-            raise StateFormatError("not a series state (bad magic bytes)")
-        if version not in cls.READS:
-            raise StateFormatError(
-                f"series state format version {version} is not supported (this code reads "
-                f"versions {', '.join(map(str, cls.READS))}); rebuild the state from the "
-                "series' history"
-            )
-        if width not in _INDEX or p < 1 or n_lag < 1 or f < 1 or t < 1:
-            raise StateFormatError("corrupt series state header")
-        n = min(t, n_lag)
-        mask = (n * f + 7) // 8 if version >= 2 else 0
-        sizes = (8 * f, 8 * f, 4 * n * f, mask, width * p * (n - 1), 4 * p)
-        fixed = _HEAD.size + sum(sizes)
-        adapt = _adaptation_size(data, fixed) if version >= 3 else 0
-        adapt += 2 if version >= 4 else 0  # the season
-        if version >= 5:
-            adapt += _mean_size(data, fixed + adapt)
-        if len(data) != fixed + adapt + 4:
-            raise StateFormatError(
-                f"series state has {len(data)} bytes, its header implies {fixed + adapt + 4}"
-            )
-        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
-        if zlib.crc32(data[:-4]) != crc:
-            raise StateFormatError("series state checksum mismatch (corrupt bytes)")
-        parts, pos = [], _HEAD.size
-        for size in sizes:
-            parts.append(data[pos : pos + size])
-            pos += size
-        x_hist = np.zeros((n_lag, f), np.float32)
-        x_hist[:n] = np.frombuffer(parts[2], "<f4").reshape(n, f)
-        observed = np.zeros((n_lag, f), np.bool_)
-        if version >= 2:
-            bits = np.unpackbits(np.frombuffer(parts[3], np.uint8), bitorder="little")
-            observed[:n] = bits[: n * f].reshape(n, f).astype(np.bool_)
-        else:
-            observed[:n] = True
-        lineage = np.zeros((p, n_lag), np.int64)
-        lineage[:, 0] = np.arange(p)
-        lineage[:, 1:n] = np.frombuffer(parts[4], _INDEX[width]).reshape(p, n - 1)
-        if lineage.size and lineage.max() >= p:
-            raise StateFormatError("corrupt series state: ancestor index out of range")
-        extra: dict[str, Any] = {}
-        if version >= 3:
-            (o,) = struct.unpack_from("<B", data, pos)
-            spread_factor = np.frombuffer(data, "<f4", o, pos + 1)
-            weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
-            at = pos + 6 + 4 * o
-            extra = {
-                "spread_factor": spread_factor,
-                "spread_weight": weight,
-                "cover_levels": np.frombuffer(data, "<f4", k, at),
-                "cover_alpha": np.frombuffer(data, "<f4", k, at + 4 * k),
-            }
-            if version >= 4:
-                (extra["season"],) = struct.unpack_from("<H", data, at + 8 * k)
-            if version >= 5:
-                at += 8 * k + 2
-                o, j = struct.unpack_from("<BB", data, at)
-                tri = j * (j + 1) // 2
-                extra["mean_coef"] = np.frombuffer(data, "<f4", o * j, at + 2).reshape(o, j)
-                flat = np.frombuffer(data, "<f4", o * tri, at + 2 + 4 * o * j).reshape(o, tri)
-                extra["mean_cov"] = _full(flat, j)
-                at += 2 + 4 * o * (j + tri)
-                extra["mean_noise"] = np.frombuffer(data, "<f4", o, at)
-                at += 4 * o
-                rows, cols = struct.unpack_from("<HB", data, at)
-                extra["profile"] = np.frombuffer(data, "<f4", rows * cols, at + 3).reshape(
-                    rows, cols
-                )
-        return cls(
-            model_id=model_id.hex(),
-            seed=int(seed),
-            t=int(t),
-            x_hist=x_hist,
-            lineage=lineage,
-            logw=np.frombuffer(parts[5], "<f4"),
-            loc=np.frombuffer(parts[0], "<f8"),
-            scale=np.frombuffer(parts[1], "<f8"),
-            observed=observed,
-            **extra,
-        )
-
-
-def _adaptation_size(data: bytes, pos: int) -> int:
-    """Bytes of the adaptation block that starts at `pos` (read from its two counts)."""
-    o = data[pos] if len(data) > pos else 0
-    if len(data) < pos + 6 + 4 * o + 4:
-        raise StateFormatError(f"series state too short ({len(data)} bytes) for its adaptation")
-    return 6 + 4 * o + 8 * data[pos + 5 + 4 * o]
-
-
-def _mean_size(data: bytes, pos: int) -> int:
-    """Bytes of the mean correction block that starts at `pos` (read from its counts)."""
-    if len(data) < pos + 2:
-        raise StateFormatError(f"series state too short ({len(data)} bytes) for its mean")
-    o, j = data[pos], data[pos + 1]
-    size = 2 + 4 * o * j + 4 * o * (j * (j + 1) // 2) + 4 * o
-    if len(data) < pos + size + 3:
-        raise StateFormatError(f"series state too short ({len(data)} bytes) for its profile")
-    rows, cols = struct.unpack_from("<HB", data, pos + size)
-    return size + 3 + 4 * rows * cols
-
-
-def _upper(cov: np.ndarray) -> np.ndarray:
-    """(O, J, J) symmetric -> (O, J (J + 1) / 2) upper triangles, row by row."""
-    rows, cols = np.triu_indices(cov.shape[-1])
-    return cov[:, rows, cols]
-
-
-def _full(upper: np.ndarray, j: int) -> np.ndarray:
-    """Inverse of `_upper`: (O, J (J + 1) / 2) -> (O, J, J)."""
-    out = np.zeros((upper.shape[0], j, j), np.float32)
-    rows, cols = np.triu_indices(j)
-    out[:, rows, cols] = upper
-    out[:, cols, rows] = upper
-    return out
+        """Parse `to_bytes` output (or an older version still read); raises StateFormatError
+        naming what is wrong."""
+        return cls(**state_format.decode(data))
 
 
 @dataclass

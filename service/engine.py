@@ -24,7 +24,8 @@ import torch
 
 from model.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
-from model.state import SeriesState, StateFormatError
+from model.state import SeriesState
+from model.state_format import StateFormatError
 from model.stateless import StatelessRuntime, is_baseline
 from service.batching import MicroBatcher
 from service.errors import IncompatibleState, InvalidInput, StatelessModel

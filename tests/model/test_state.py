@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from model.runtime import Runtime, UpdateResult
-from model.state import SeriesState, StateFormatError
+from model.state import SeriesState
+from model.state_format import StateFormatError
 
 
 def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
@@ -107,7 +108,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     2 no adaptation block either, 1 no observed mask either."""
     import zlib
 
-    from model.state import _HEAD
+    from model.state_format import _HEAD
 
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
