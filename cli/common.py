@@ -66,7 +66,7 @@ def data_options(
     split: str = "time",
     season_length: int | None = None,
 ) -> dict[str, Any]:
-    """The loader options (training.data.load_dataset) of the train command's flags."""
+    """The loader options (training.datasets.load_dataset) of the train command's flags."""
     options: dict[str, Any] = {}
     if split not in ("time", "series"):
         raise typer.BadParameter(f"{split!r}; valid: time, series", param_hint="--split")
@@ -132,8 +132,8 @@ def data_options(
 
 
 def load_data(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
-    """training.data.load_dataset, its complaints about the data as a usage error."""
-    from training.data import load_dataset
+    """training.datasets.load_dataset, its complaints about the data as a usage error."""
+    from training.datasets import load_dataset
 
     if is_table(dataset) and not Path(dataset).is_file():
         raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")

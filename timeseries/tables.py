@@ -1,5 +1,5 @@
 """Reading users' long tables: value columns as numbers, time stamps as dates, one row per
-series and time. Training (training/data.load_long_table) and `smct forecast` read tables alike.
+series and time. Training (training/datasets/long_table.py) and `smct forecast` read tables alike.
 """
 
 from __future__ import annotations

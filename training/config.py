@@ -15,7 +15,7 @@ class TrainConfig:
     """How to train (model hyperparameters live in model.config.ModelConfig)."""
 
     dataset: str = "synthetic-1"
-    # loader options of training.data.load_dataset (a table's seq_len, history, value columns...)
+    # loader options (training.datasets.load_dataset): a table's seq_len, history, value columns...
     data_options: dict[str, Any] = field(default_factory=dict)
     particles: int = 10
     epochs: int = 50
