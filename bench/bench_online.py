@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from model.runtime import Runtime
-from training.data import default_data_dir
+from training.datasets.real import default_data_dir
 
 
 def real_series(data: Path, length: int) -> dict[str, np.ndarray]:

@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from training.config import TrainConfig  # noqa: E402
-from training.data import default_data_dir, load_dataset  # noqa: E402
+from training.datasets import load_dataset  # noqa: E402
+from training.datasets.real import default_data_dir  # noqa: E402
 from training.evaluate import evaluate  # noqa: E402
 from training.finetune import open_init  # noqa: E402
 from training.trainer import predictive_nll  # noqa: E402

@@ -16,7 +16,7 @@ import time
 import torch
 
 from training.config import TrainConfig
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.trainer import train
 
 TF_SECONDS_PER_EPOCH = 80.0

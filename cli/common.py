@@ -66,7 +66,7 @@ def data_options(
     split: str = "time",
     season_length: int | None = None,
 ) -> dict[str, Any]:
-    """The loader options (training.data.load_dataset) of the train command's flags."""
+    """The loader options (training.datasets.load_dataset) of the train command's flags."""
     options: dict[str, Any] = {}
     if split not in ("time", "series"):
         raise typer.BadParameter(f"{split!r}; valid: time, series", param_hint="--split")
@@ -78,13 +78,7 @@ def data_options(
             )
         options["split"] = "series"
     if scaling is not None:
-        valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
-        if dataset in ("air-quality", "stock") or scaling not in valid:
-            raise typer.BadParameter(
-                f"{scaling!r} is not a scaling of {dataset}; valid: "
-                + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
-                param_hint="--scaling",
-            )
+        _check_scaling(dataset, scaling)
         options["scaling"] = scaling
     if seq_len is not None:
         if seq_len < 3:
@@ -93,23 +87,53 @@ def data_options(
     if history is not None:
         options["history"] = history
     if not is_table(dataset):
-        table_only = {
-            "--value-cols": value_cols, "--target-dim": target_dim,
-            "--season-length": season_length,
-        }
-        given = [flag for flag, value in table_only.items() if value is not None]
-        if given or id_col != "series_id" or time_col != "timestamp":
-            raise typer.BadParameter(
-                f"{', '.join(given) or '--id-col/--time-col'} only apply to a table "
-                "(--dataset my.csv)",
-                param_hint="--dataset",
-            )
-        if dataset.startswith("synthetic-") and set(options) - {"scaling"}:
-            raise typer.BadParameter(
-                "the synthetic sets have fixed windows; drop --seq-len and --history",
-                param_hint="--dataset",
-            )
+        _check_named_set(dataset, options, value_cols, target_dim, season_length, id_col, time_col)
         return options
+    options.update(
+        _table_options(seq_len, history, value_cols, target_dim, season_length, id_col, time_col)
+    )
+    return options
+
+
+def _check_scaling(dataset: str, scaling: str) -> None:
+    """--scaling: one the data set can be loaded with (air-quality and stock have a fixed one)."""
+    valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
+    if dataset in ("air-quality", "stock") or scaling not in valid:
+        raise typer.BadParameter(
+            f"{scaling!r} is not a scaling of {dataset}; valid: "
+            + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
+            param_hint="--scaling",
+        )
+
+
+def _check_named_set(
+    dataset: str, options: dict[str, Any], value_cols: str | None, target_dim: int | None,
+    season_length: int | None, id_col: str, time_col: str,
+) -> None:
+    """A data set by name: no table flag, and no window flag for the synthetic sets."""
+    table_only = {
+        "--value-cols": value_cols, "--target-dim": target_dim,
+        "--season-length": season_length,
+    }
+    given = [flag for flag, value in table_only.items() if value is not None]
+    if given or id_col != "series_id" or time_col != "timestamp":
+        raise typer.BadParameter(
+            f"{', '.join(given) or '--id-col/--time-col'} only apply to a table "
+            "(--dataset my.csv)",
+            param_hint="--dataset",
+        )
+    if dataset.startswith("synthetic-") and set(options) - {"scaling"}:
+        raise typer.BadParameter(
+            "the synthetic sets have fixed windows; drop --seq-len and --history",
+            param_hint="--dataset",
+        )
+
+
+def _table_options(
+    seq_len: int | None, history: int | None, value_cols: str | None, target_dim: int | None,
+    season_length: int | None, id_col: str, time_col: str,
+) -> dict[str, Any]:
+    """The loader options that only a table takes; a table needs --seq-len."""
     if seq_len is None:
         raise typer.BadParameter(
             "training on a table needs the length of the windows cut from each series: add "
@@ -121,6 +145,7 @@ def data_options(
             f"must be in 1..{seq_len - 1} (fewer steps than --seq-len {seq_len}), got {history}",
             param_hint="--history",
         )
+    options: dict[str, Any] = {}
     if value_cols is not None:
         options["value_cols"] = [c.strip() for c in value_cols.split(",") if c.strip()]
     if target_dim is not None:
@@ -132,8 +157,8 @@ def data_options(
 
 
 def load_data(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
-    """training.data.load_dataset, its complaints about the data as a usage error."""
-    from training.data import load_dataset
+    """training.datasets.load_dataset, its complaints about the data as a usage error."""
+    from training.datasets import load_dataset
 
     if is_table(dataset) and not Path(dataset).is_file():
         raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")

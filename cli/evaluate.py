@@ -24,7 +24,7 @@ def evaluate(
 ) -> None:
     """Evaluate a checkpoint: unistep and multistep mse, dist-mse, PICP, MPIW, CRPS."""
     set_threads(threads)
-    from training.data import SPLITS
+    from timeseries.series import SPLITS
     from training.evaluate import evaluate as run_eval
 
     if split not in SPLITS:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from cli.charts import fan_chart
 from cli.common import Threads, set_threads
 from cli.tables import read_histories, table_seasons
+
+if TYPE_CHECKING:
+    from model.runtime import Runtime
+    from model.stateless import StatelessRuntime
 
 
 def forecast(
@@ -67,21 +71,7 @@ def forecast(
     """Forecast series from their history with an artifact (the SMC Transformer's or a
     baseline's); print JSON or CSV."""
     set_threads(threads)
-    from model.runtime import Runtime
-    from model.stateless import StatelessRuntime, is_baseline
-
-    try:
-        extra = [float(v) for v in ctx.args]
-    except ValueError:
-        raise typer.BadParameter(f"unexpected arguments {ctx.args}") from None
-    percents = [*levels, *extra]
-    bad = [v for v in percents if not 0.0 < v < 100.0]
-    if bad:
-        raise typer.BadParameter(
-            f"levels are percents in (0, 100), e.g. --levels 80 95; got {bad}",
-            param_hint="--levels",
-        )
-    fractions = [v / 100.0 for v in sorted(set(percents))]
+    fractions = _fractions(levels, ctx.args)
     for flag, given in (("--horizon", horizon), ("--samples", samples)):
         if given < 1:
             raise typer.BadParameter(f"must be at least 1, got {given}", param_hint=flag)
@@ -90,43 +80,23 @@ def forecast(
     from model.artifact import ArtifactError
 
     try:
-        runtime: Runtime | StatelessRuntime = (
-            StatelessRuntime.load(artifact, device=device)
-            if is_baseline(artifact)
-            else Runtime.load(artifact, backend=backend, device=device)
-        )
+        runtime = _load_runtime(artifact, backend, device)
         names_in = runtime.manifest["features"].get("inputs", [])
         training = runtime.manifest.get("training") or {}  # the tree, or an older flat record
         table = (training.get("data") or {}).get("options") or training.get("data_options") or {}
+        id_col = id_col or table.get("id_col", "series_id")
+        time_col = time_col or table.get("time_col", "timestamp")
         ids, histories = read_histories(
-            input,
-            names_in,
-            runtime.n_features,
-            id_col=id_col or table.get("id_col", "series_id"),
-            time_col=time_col or table.get("time_col", "timestamp"),
+            input, names_in, runtime.n_features, id_col=id_col, time_col=time_col
         )
-        n_cov = runtime.n_features - runtime.target_dim
-        if n_cov and covariates is None:
-            raise typer.BadParameter(
-                f"this model takes {n_cov} covariate(s) ({', '.join(names_in[-n_cov:])}); give "
-                f"their future values, {horizon} rows per series, with --covariates FILE",
-                param_hint="--covariates",
-            )
-        if covariates is not None and not n_cov:
-            raise typer.BadParameter(
-                "this model takes no covariates; leave --covariates out", param_hint="--covariates"
-            )
+        n_cov = _check_covariates(runtime, names_in, covariates, horizon)
         future: dict[str, Any] = {}
         seasons = _seasons(
-            runtime, input, ids, histories, season_length, freq,
-            id_col=id_col or table.get("id_col", "series_id"),
-            time_col=time_col or table.get("time_col", "timestamp"),
+            runtime, input, ids, histories, season_length, freq, id_col=id_col, time_col=time_col
         )
         if covariates is not None:
             cov_ids, futures = read_histories(
-                covariates, names_in[-n_cov:], n_cov,
-                id_col=id_col or table.get("id_col", "series_id"),
-                time_col=time_col or table.get("time_col", "timestamp"),
+                covariates, names_in[-n_cov:], n_cov, id_col=id_col, time_col=time_col
             )
             future["covariates"] = _match_futures(ids, cov_ids, futures, horizon)
         try:
@@ -141,38 +111,96 @@ def forecast(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     names = runtime.manifest["features"]["targets"]
-    if output_format == "csv":
-        typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
-    elif output_format == "json":
-        typer.echo(
-            json.dumps(
-                {
-                    "model_version": runtime.model_version,
-                    "backend": runtime.backend,
-                    "horizon": horizon,
-                    "levels": [round(100 * f, 6) for f in fractions],
-                    "targets": names,
-                    "forecasts": [
-                        {
-                            "id": i,
-                            "mean": f.mean.tolist(),
-                            "median": f.median.tolist(),
-                            "intervals": {
-                                f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
-                                for lv, (lo, hi) in f.intervals.items()
-                            },
-                        }
-                        for i, f in zip(ids, forecasts, strict=True)
-                    ],
-                },
-                indent=2,
-            )
-        )
-    else:
-        raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
+    _echo_forecasts(output_format, runtime, horizon, fractions, names, ids, forecasts)
     if plot is not None:
         fan_chart(plot, ids, histories, forecasts, names[0])
         typer.echo(f"fan chart written to {plot}", err=True)
+
+
+def _fractions(levels: list[float], args: list[str]) -> list[float]:
+    """The interval levels of --levels and of the bare numbers after it, as sorted fractions."""
+    try:
+        extra = [float(v) for v in args]
+    except ValueError:
+        raise typer.BadParameter(f"unexpected arguments {args}") from None
+    percents = [*levels, *extra]
+    bad = [v for v in percents if not 0.0 < v < 100.0]
+    if bad:
+        raise typer.BadParameter(
+            f"levels are percents in (0, 100), e.g. --levels 80 95; got {bad}",
+            param_hint="--levels",
+        )
+    return [v / 100.0 for v in sorted(set(percents))]
+
+
+def _load_runtime(artifact: Path, backend: str, device: str) -> Runtime | StatelessRuntime:
+    """The runtime of an artifact: a baseline's, or the SMC Transformer's on `backend`."""
+    from model.runtime import Runtime
+    from model.stateless import StatelessRuntime, is_baseline
+
+    if is_baseline(artifact):
+        return StatelessRuntime.load(artifact, device=device)
+    return Runtime.load(artifact, backend=backend, device=device)
+
+
+def _check_covariates(
+    runtime: Any, names_in: list[str], covariates: Path | None, horizon: int
+) -> int:
+    """The model's number of covariates, after checking --covariates is given if and only if
+    it takes some."""
+    n_cov: int = runtime.n_features - runtime.target_dim
+    if n_cov and covariates is None:
+        raise typer.BadParameter(
+            f"this model takes {n_cov} covariate(s) ({', '.join(names_in[-n_cov:])}); give "
+            f"their future values, {horizon} rows per series, with --covariates FILE",
+            param_hint="--covariates",
+        )
+    if covariates is not None and not n_cov:
+        raise typer.BadParameter(
+            "this model takes no covariates; leave --covariates out", param_hint="--covariates"
+        )
+    return n_cov
+
+
+def _echo_forecasts(
+    output_format: str, runtime: Any, horizon: int, fractions: list[float], names: list[str],
+    ids: list[str], forecasts: list,
+) -> None:
+    """Print the forecasts as CSV or JSON (--format)."""
+    if output_format == "csv":
+        typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
+    elif output_format == "json":
+        typer.echo(_forecast_json(runtime, horizon, fractions, names, ids, forecasts))
+    else:
+        raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
+
+
+def _forecast_json(
+    runtime: Any, horizon: int, fractions: list[float], names: list[str], ids: list[str],
+    forecasts: list,
+) -> str:
+    return json.dumps(
+        {
+            "model_version": runtime.model_version,
+            "backend": runtime.backend,
+            "horizon": horizon,
+            "levels": [round(100 * f, 6) for f in fractions],
+            "targets": names,
+            "forecasts": [
+                {
+                    "id": i,
+                    "mean": f.mean.tolist(),
+                    "median": f.median.tolist(),
+                    "intervals": {
+                        f"{100 * lv:g}": {"lo": lo.tolist(), "hi": hi.tolist()}
+                        for lv, (lo, hi) in f.intervals.items()
+                    },
+                }
+                for i, f in zip(ids, forecasts, strict=True)
+            ],
+        },
+        indent=2,
+    )
 
 
 def _seasons(

@@ -45,7 +45,7 @@ def quality(
 
     from model.artifact import ArtifactError
     from model.runtime import InputError, Runtime
-    from training.data import default_data_dir
+    from training.datasets.real import default_data_dir
     from training.quality import checks as checks_mod
     from training.quality import report
     from training.quality.figures import fan_charts

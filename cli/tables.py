@@ -31,7 +31,7 @@ def read_histories(
         if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
             from timeseries.tables import read_dates
 
-            try:  # text stamps sort as dates, as training.data.load_long_table reads them
+            try:  # text stamps sort as dates, as training.datasets.long_table reads them
                 frame[times] = read_dates(frame[times])
             except (ValueError, TypeError) as err:
                 raise typer.BadParameter(

@@ -336,14 +336,19 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
             f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
             param_hint="--resample-threshold",
         )
-    if p["device"] not in ("cpu", "cuda"):
-        raise typer.BadParameter(f"{p['device']!r}; valid: cpu, cuda", param_hint="--device")
-    if p["device"] == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
+    _check_device(p["device"])
     if p["schedule"] == "noam" and _given(ctx, "lr"):
         logging.getLogger(__name__).warning(
             "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
         )
+
+
+def _check_device(device: str) -> None:
+    """--device: cpu, or cuda where a CUDA device is available."""
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"{device!r}; valid: cpu, cuda", param_hint="--device")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise typer.BadParameter("no CUDA device is available here", param_hint="--device")

@@ -318,9 +318,9 @@ def flat_scale(loc: np.ndarray, scale: np.ndarray, flat: float = FLAT_FRACTION) 
     flat window as inputs that are all 0, and answers in scales, so a scale that is a small
     fraction of the level keeps its intervals near the level (a series stuck at 100 is
     forecast a median of 99.8 within [98.4, 101.1] at 80 % with the default model). Training
-    windows keep the level (`flat=1`, training.data.window_scaling): the inputs are the same,
-    all 0, and a window that moves after a flat history keeps targets of a few scales, not
-    hundreds."""
+    windows keep the level (`flat=1`, training.datasets.windows.window_scaling): the inputs
+    are the same, all 0, and a window that moves after a flat history keeps targets of a few
+    scales, not hundreds."""
     flat_ = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
     if not np.any(flat_):
         return scale
@@ -334,7 +334,7 @@ def series_scaling(
     """Location and scale of a series from its own history (T, F): mean and standard deviation
     per feature ignoring NaN; a feature that does not vary gets `flat` times its level as scale
     (:func:`flat_scale`), an unseen one location 0 and scale 1. Histories stacked as
-    (..., T, F) give (..., F) each (training.data.window_scaling, with flat=1)."""
+    (..., T, F) give (..., F) each (training.datasets.windows.window_scaling, with flat=1)."""
     x = np.asarray(history, dtype=np.float64)
     finite = np.isfinite(x)
     count = finite.sum(axis=-2)  # (..., F)

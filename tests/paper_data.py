@@ -1,6 +1,6 @@
 """The paper's real data sets, read from `$SMCT_DATA_DIR` (default `../shared/data` beside the
-repository, `training.data.default_data_dir`). They are not part of the repository, so a test
-that reads one skips, naming the path it looked at, where the file is missing."""
+repository, `training.datasets.real.default_data_dir`). They are not part of the repository, so
+a test that reads one skips, naming the path it looked at, where the file is missing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from training.data import default_data_dir
+from training.datasets.real import default_data_dir
 
 FILES = {  # data set name: its file under the data directory
     "air-quality": "air_quality/AirQualityUCI.csv",

@@ -1,6 +1,6 @@
 """Windows of a data set split in time order, their scaling, and the true law of a synthetic set.
 
-Every data loader (training/data.py) returns a :class:`SeriesData`; the splits hold sliding
+Every data loader (training/datasets/) returns a :class:`SeriesData`; the splits hold sliding
 windows ``x`` of shape (S, T, F_in) float32, already scaled, without NaN; the first
 ``target_dim`` features are the targets and the rest are covariates (docs/contracts.md).
 

@@ -1,5 +1,5 @@
 """Reading users' long tables: value columns as numbers, time stamps as dates, one row per
-series and time. Training (training/data.load_long_table) and `smct forecast` read tables alike.
+series and time. Training (training/datasets/long_table.py) and `smct forecast` read tables alike.
 """
 
 from __future__ import annotations
@@ -31,71 +31,86 @@ def numeric_values(
     beyond +-MAX_TABLE_VALUE: either would quietly make another model than the one asked for."""
     chosen = value_cols
     if chosen is None:
-        chosen = []
-        for col in frame.columns:
-            column = frame[col]
-            if col in (id_col, time_col):
-                continue
-            if (
-                pd.api.types.is_bool_dtype(column)
-                or pd.api.types.is_datetime64_any_dtype(column)
-                or pd.api.types.is_timedelta64_dtype(column)
-                or isinstance(column.dtype, pd.PeriodDtype)
-            ):
-                log.info("%s: column %r (%s) is not a value column", name, col, column.dtype)
-                continue
-            if column.isna().all():
-                log.warning("%s: column %r is empty; it is not a value column", name, col)
-                continue
-            if column.dtype == object and all(isinstance(v, bool) for v in column.dropna()):
-                log.info("%s: column %r (true/false) is not a value column", name, col)
-                continue
-            numbers = pd.to_numeric(column, errors="coerce")
-            if pd.api.types.is_numeric_dtype(column) or numbers.notna().any():
-                chosen.append(col)
-            elif NUMBER_AS_TEXT.fullmatch(str(column.dropna().iloc[0])):
-                chosen.append(col)  # numbers written as text (10,130 or 12 %): refused below
-            else:
-                log.info("%s: column %r holds no numbers; it is not a value column", name, col)
-        if not chosen:
-            raise ValueError(
-                f"{name}: no numeric value column besides {id_col!r} and {time_col!r}; found "
-                f"{list(frame.columns)}"
-            )
+        chosen = _value_columns(frame, name, id_col, time_col)
     frame = frame.copy()
     for col in chosen:
-        raw = frame[col]
-        if raw.isna().all():
-            raise ValueError(f"{name}: column {col!r} holds no value; name value columns that do")
-        if (
-            pd.api.types.is_datetime64_any_dtype(raw)
-            or pd.api.types.is_timedelta64_dtype(raw)
-            or isinstance(raw.dtype, pd.PeriodDtype)
-        ):
-            raise ValueError(
-                f"{name}: column {col!r} holds times ({raw.dtype}), not values; name value "
-                "columns of numbers"
-            )
-        values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
-        bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
-                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
-                "(write plain numbers: decimals with a point, no thousands separator, percent "
-                "or currency sign; leave a missing value empty; if it is not a value column, "
-                "name the value columns with --value-cols)"
-            )
-        big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
-        big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE
-        if big.any():
-            row = int(np.flatnonzero(big)[0])
-            raise ValueError(
-                f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is beyond "
-                f"+-{MAX_TABLE_VALUE:g}; rescale the column (e.g. to thousands)"
-            )
-        frame[col] = values
+        frame[col] = _numbers(frame[col], name, col)
     return frame, list(chosen)
+
+
+def _value_columns(frame: pd.DataFrame, name: str, id_col: str, time_col: str) -> list[str]:
+    """Every column but the id and time one that holds numbers, or numbers written as text
+    (refused later, with their row); ValueError if there is none."""
+    chosen = [
+        col for col in frame.columns
+        if col not in (id_col, time_col) and _holds_values(frame[col], name, col)
+    ]
+    if not chosen:
+        raise ValueError(
+            f"{name}: no numeric value column besides {id_col!r} and {time_col!r}; found "
+            f"{list(frame.columns)}"
+        )
+    return chosen
+
+
+def _holds_values(column: pd.Series, name: str, col: str) -> bool:
+    """Whether a column is a value column (logged when it is not): not flags, times or empty,
+    and holding numbers, or text that looks like numbers (10,130 or 12 %)."""
+    if pd.api.types.is_bool_dtype(column) or _holds_times(column):
+        log.info("%s: column %r (%s) is not a value column", name, col, column.dtype)
+        return False
+    if column.isna().all():
+        log.warning("%s: column %r is empty; it is not a value column", name, col)
+        return False
+    if column.dtype == object and all(isinstance(v, bool) for v in column.dropna()):
+        log.info("%s: column %r (true/false) is not a value column", name, col)
+        return False
+    numbers = pd.to_numeric(column, errors="coerce")
+    if pd.api.types.is_numeric_dtype(column) or numbers.notna().any():
+        return True
+    if NUMBER_AS_TEXT.fullmatch(str(column.dropna().iloc[0])):
+        return True  # numbers written as text (10,130 or 12 %): refused below
+    log.info("%s: column %r holds no numbers; it is not a value column", name, col)
+    return False
+
+
+def _holds_times(column: pd.Series) -> bool:
+    return (
+        pd.api.types.is_datetime64_any_dtype(column)
+        or pd.api.types.is_timedelta64_dtype(column)
+        or isinstance(column.dtype, pd.PeriodDtype)
+    )
+
+
+def _numbers(raw: pd.Series, name: str, col: str) -> pd.Series:
+    """A value column as float64; ValueError naming the first cell that is no number or is
+    beyond +-MAX_TABLE_VALUE, or the column if it holds no value or holds times."""
+    if raw.isna().all():
+        raise ValueError(f"{name}: column {col!r} holds no value; name value columns that do")
+    if _holds_times(raw):
+        raise ValueError(
+            f"{name}: column {col!r} holds times ({raw.dtype}), not values; name value "
+            "columns of numbers"
+        )
+    values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
+    bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(
+            f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is not a number "
+            "(write plain numbers: decimals with a point, no thousands separator, percent "
+            "or currency sign; leave a missing value empty; if it is not a value column, "
+            "name the value columns with --value-cols)"
+        )
+    big = ~np.isfinite(values.to_numpy()) & values.notna().to_numpy()
+    big |= np.abs(values.fillna(0.0).to_numpy()) > MAX_TABLE_VALUE
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        raise ValueError(
+            f"{name}: column {col!r}, row {row + 1}: {raw.iloc[row]!r} is beyond "
+            f"+-{MAX_TABLE_VALUE:g}; rescale the column (e.g. to thousands)"
+        )
+    return values
 
 
 def read_dates(column: pd.Series) -> pd.Series:

@@ -31,7 +31,7 @@ from model.baselines.smc import SMCForecaster
 from timeseries.series import SeriesData
 from timeseries.tables import is_table
 from training.config import TrainConfig
-from training.data import DATASETS, PAPER_DATASETS, load_dataset
+from training.datasets import DATASETS, PAPER_DATASETS, load_dataset
 from training.fitting import benchmark_config, build, fit
 from training.metrics import picp_per_step, summarize
 from training.threads import default_threads
@@ -64,9 +64,9 @@ FULL: dict[str, Plan] = {
 }
 QUICK = Plan(48, 1, 32, 12, 50)
 
-#: loader options per data set (training.data.load_dataset), in every plan, quick included:
-#: covid windows are scaled by their own history part (training.data.window_scaling) rather
-#: than by each county's training portion, whose scale the later epidemic waves far exceed.
+#: loader options per data set (training.datasets.load_dataset), in every plan, quick included:
+#: covid windows are scaled by their own history part (training.datasets.windows.window_scaling)
+#: rather than by each county's training portion, whose scale the later epidemic waves far exceed.
 DATA_OPTIONS: dict[str, dict[str, Any]] = {"covid": {"scaling": "window"}}
 
 
@@ -87,7 +87,7 @@ class BenchmarkConfig:
     progress: bool = True
     figures: bool = True
     save_models: bool = False  # write each trained forecaster to out/<dataset>/models/<name>
-    # loader options of the user tables among `datasets` (training.data.load_long_table)
+    # loader options of the user tables among `datasets` (training.datasets.long_table)
     table_options: dict[str, Any] = field(default_factory=dict)
 
     def plan(self, dataset: str) -> Plan:

@@ -18,7 +18,7 @@ class DataConfig:
     """What to train on: a named data set or a table's path, and its loader's options."""
 
     dataset: str = "synthetic-1"
-    # options of training.data.load_dataset (a table's seq_len, history, value columns...)
+    # loader options (training.datasets.load_dataset): a table's seq_len, history, value columns...
     options: dict[str, Any] = field(default_factory=dict)
     limit: int | None = None  # cap training sequences (quick runs)
 

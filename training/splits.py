@@ -1,8 +1,9 @@
 """Splits of a table's series into train / val / test, and the messages when data are too few.
 
 Two ways to split (``load_long_table(split=...)``):
-- ``"time"`` (training.data): every series is cut in time, a window goes to the split in
-  which its last step falls; a series needs room for a window in each of its three parts.
+- ``"time"`` (training/datasets/windows.py): every series is cut in time, a window goes to
+  the split in which its last step falls; a series needs room for a window in each of its
+  three parts.
 - ``"series"`` (here): whole series go to train, val or test in proportion to the splits, by
   a seeded shuffle of the series; every window of a series belongs to its series' split, so
   series as short as one window train. Needs at least one series per split.

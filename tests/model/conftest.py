@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _code_key() -> str:
     digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/*.py"), Path(__file__)]):
+    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/**/*.py"), Path(__file__)]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -31,7 +31,7 @@ def _code_key() -> str:
 def _export(out: Path) -> None:
     from model.export import export_artifact
     from training.config import TrainConfig
-    from training.data import load_dataset
+    from training.datasets import load_dataset
     from training.trainer import train
 
     cfg = TrainConfig.of(

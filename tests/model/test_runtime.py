@@ -12,7 +12,7 @@ import torch
 from model.adaptation import OFF
 from model.runtime import Forecast, InputError, Runtime
 from model.state import FLAT_FRACTION, SeriesState
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.evaluate import multistep
 from training.metrics import summarize
 

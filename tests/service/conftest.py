@@ -63,7 +63,7 @@ TRAIN = {"dataset": "synthetic-1", "particles": 10, "epochs": 1, "d_model": 8, "
 def _code_key() -> str:
     """Hash of the code that trains and exports the test artifact, and of its settings."""
     digest = hashlib.sha256(repr(sorted(TRAIN.items())).encode())
-    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/*.py")]):
+    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/**/*.py")]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -74,7 +74,7 @@ def artifact(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     as a serving artifact; cached in pytest's cache under a hash of the model and training
     code, so only the first run after a change pays for training and ONNX export."""
     from training.config import TrainConfig
-    from training.data import load_dataset
+    from training.datasets import load_dataset
     from training.trainer import train
 
     cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider

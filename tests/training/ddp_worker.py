@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from training.config import TrainConfig
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.trainer import train
 
 if __name__ == "__main__":

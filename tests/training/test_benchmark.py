@@ -27,7 +27,7 @@ from training.benchmark import (
     run_benchmark,
     subset_windows,
 )
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.report import dataset_markdown, metrics_table
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from training import corpus
-from training.data import load_dataset
+from training.datasets import load_dataset
 
 
 def test_corpus_is_deterministic_and_finite() -> None:

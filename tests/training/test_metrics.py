@@ -9,7 +9,7 @@ import pytest
 import scoringrules as sr
 
 from timeseries.series import SyntheticTruth
-from training.data import generate_synthetic
+from training.datasets.synthetic import generate_synthetic
 from training.metrics import (
     LEVELS,
     crps,

@@ -17,7 +17,7 @@ from cli.app import app
 from training import trainer
 from training.checkpoint import Checkpoint
 from training.config import PRESETS, OptimConfig, TrainConfig, learning_rate
-from training.data import load_dataset
+from training.datasets import load_dataset
 
 TINY = ["--d-model", "8", "--d-ff", "8", "--particles", "5", "--threads", "1", "--no-progress"]
 

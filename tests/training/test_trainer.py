@@ -12,7 +12,7 @@ from cli.app import app
 from model.inference import run_filter
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.trainer import train
 
 

@@ -8,7 +8,7 @@ import torch
 from tests.paper_data import require_data
 from timeseries.series import SeriesData
 from training.config import TrainConfig
-from training.data import load_dataset
+from training.datasets import load_dataset
 from training.fitting import benchmark_config
 
 
