@@ -67,8 +67,9 @@ def forecast(
     """Forecast series from their history with an artifact (the SMC Transformer's or a
     baseline's); print JSON or CSV."""
     set_threads(threads)
+    from model.baseline_artifact import is_baseline
     from model.runtime import Runtime
-    from model.stateless import StatelessRuntime, is_baseline
+    from model.stateless import StatelessRuntime
 
     try:
         extra = [float(v) for v in ctx.args]
