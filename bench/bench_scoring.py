@@ -1,6 +1,7 @@
 """The cost of scoring an observation: what an update adds to the filter step to issue and
-score the one-step law (model/runtime.Runtime._score: the median and the equal-tailed bounds at
-80 and 95 %, solved exactly on the mixture; PIT, log score, CRPS; the per-series results).
+score the one-step law (model/runtime.Runtime._score, model/scoring.score: the median and the
+equal-tailed bounds at 80 and 95 %, solved exactly on the mixture; PIT, log score, CRPS; the
+per-series results).
 
     python bench/bench_scoring.py [--artifact artifacts/default] [--threads 1] [--repeat 30]
 

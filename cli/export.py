@@ -27,7 +27,8 @@ def export(
     """Export a checkpoint as a serving artifact: weights, noise table, ONNX graphs, manifest.
 
     A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
-    exported as a stateless artifact instead: its files and a manifest (model/stateless.py)."""
+    exported as a stateless artifact instead: its files and a manifest
+    (model/baseline_artifact.py)."""
     from model.export import export_artifact
     from model.graphs import MIN_PARTICLES
 
@@ -118,7 +119,7 @@ def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -
     """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled as
     its training data were (default), or as --scaling says."""
     from model.artifact import ArtifactError
-    from model.stateless import DEFAULT_CONTEXT, export_baseline
+    from model.baseline_artifact import DEFAULT_CONTEXT, export_baseline
 
     if (out / "manifest.json").exists() and not force:
         raise typer.BadParameter(f"{out} already holds an artifact; pass --force to replace it")

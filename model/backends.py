@@ -7,19 +7,16 @@ model/compact.compact_step (UpdateGraph), which returns the state after the step
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
 model/filter.forecast_step.
 
-Paths are drawn from P particles (N >> P in the service: 100 samples from 10 particles), so
-the windows are rebuilt once per particle and gathered into the paths (model/filter.
-expand_paths); the torch backend goes further and keeps the paths as particles plus ancestors
-(`LazyPaths`) through the first step, whose attention is then computed once per particle: a
-one-step forecast never builds the N windows. Gathering copies values, so the numbers are
-those of the paths built one by one.
+Paths are drawn from P particles (model/paths.py): the torch backend keeps them as particles
+plus ancestors (`LazyPaths`) through the first step, the onnx backend gathers the N windows
+at the start.
 
 Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -27,8 +24,7 @@ import torch
 from torch import Tensor
 
 from model import artifact as art
-from model.compact import materialize
-from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
+from model.filter import CompactState, FilterState
 from model.graphs import (
     MEAN_COEF,
     SEASON,
@@ -37,7 +33,8 @@ from model.graphs import (
     forecast_graph,
     forecast_io,
 )
-from model.resampling import get_resampler
+from model.inputs import InputError
+from model.paths import LazyPaths, start_paths
 from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 
 
@@ -99,78 +96,6 @@ class Backend(Protocol):
         """One step of the paths; `mean_coef` (B, J, O): the correction of the mean at this
         step (None: the one they started with)."""
         ...
-
-
-def draw_paths(logw: Tensor, u: Tensor) -> Tensor:
-    """Particle of each of N equally weighted paths, drawn by weight (systematic, uniforms
-    u (B, N)), section 3.3: logw (B, P) -> ancestors (B, N)."""
-    return get_resampler("systematic")(logw, u)
-
-
-def start_paths(
-    model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState, u: Tensor
-) -> FilterState:
-    """N equally weighted paths drawn by weight (uniforms u (B, N)) from the particles of a
-    compact state, as a FilterState (B, N, ...): the P particles' windows, gathered."""
-    return LazyPaths.start(model, table, base, state, u).expand()
-
-
-def _gather(x: Tensor, idx: Tensor) -> Tensor:
-    """Select particles: x (B, P, ...), idx (B, N) -> (B, N, ...) (as filter._gather)."""
-    view = idx.view(idx.shape + (1,) * (x.dim() - 2))
-    return x.gather(1, view.expand(idx.shape + x.shape[2:]))
-
-
-@dataclass(frozen=True)
-class LazyPaths:
-    """N forecast paths held as the P particles they descend from and each path's particle
-    (ancestors (B, N)), and, once a step has moved them, what that step fed each path: its
-    query, key and value (B, N, 3, D) and input (B, N, F). `expand` builds the FilterState of
-    the N paths, which later steps move with model/filter.forecast_step."""
-
-    particles: FilterState  # (B, P, ...) with zero log-weights
-    ancestors: Tensor  # (B, N)
-    qkv: Tensor | None = None  # (B, N, 3, D)
-    x_prev: Tensor | None = None  # (B, N, F)
-
-    @classmethod
-    def start(
-        cls, model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState, u: Tensor
-    ) -> LazyPaths:
-        return cls(materialize(model, table, base, state), draw_paths(state.logw, u))
-
-    def last_inputs(self) -> Tensor:
-        """X_t of every path (B, N, F): the same for all particles (compact.materialize), as
-        the same stride-0 view that materialize makes (a linear layer rounds it alike)."""
-        x_prev = self.particles.x_prev
-        return x_prev[:, :1].expand(x_prev.shape[0], self.ancestors.shape[1], x_prev.shape[2])
-
-    def expand(self) -> FilterState:
-        paths = expand_paths(self.particles, self.ancestors)  # (B, N, ...)
-        if self.qkv is None:
-            return replace(paths, x_prev=self.last_inputs())
-        assert self.x_prev is not None
-        return enter(paths, self.qkv, self.x_prev)  # the absorption the first step deferred
-
-    def first_step(
-        self,
-        model: SMCTransformer,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None,
-    ) -> tuple[LazyPaths, Tensor]:
-        """model/filter.forecast_step on the paths, with the attention of eq. (3) computed
-        once per particle (a path's window and query are its particle's), and the absorption
-        of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
-        parts = self.particles
-        mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
-        pred = mutate(
-            model, mu, eps_z, self.last_inputs(), parts.lagged(model), parts.mean_coef
-        )  # (B, N, O)
-        x_t, x_in = draw_next(model, pred, eps_x, covariates)  # (B, N, O), (B, N, F)
-        qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), eq. (3.1)
-        return replace(self, qkv=qkv, x_prev=x_in), x_t
 
 
 class TorchBackend:
@@ -384,6 +309,22 @@ class OnnxBackend:
         if MEAN_COEF in feeds:
             moved.append(feeds[MEAN_COEF])
         return moved, x_t
+
+
+def backend_device(backend: str, device: str) -> str:
+    """The device a backend runs on: device auto|cpu|cuda, auto the GPU where the backend has
+    CUDA here, else the cpu."""
+    if backend == "torch":
+        available = torch.cuda.is_available()
+    else:
+        import onnxruntime as ort
+
+        available = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if device == "cuda" and not available:
+        raise InputError(f"device cuda was asked for but the {backend} backend has no CUDA here")
+    return device
 
 
 def _season_array(season: np.ndarray | None, b: int) -> np.ndarray:

@@ -23,10 +23,11 @@ import numpy as np
 import torch
 
 from model.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
+from model.baseline_artifact import is_baseline
 from model.runtime import Forecast, InputError, Runtime, UpdateResult
 from model.state import SeriesState
 from model.state_format import StateFormatError
-from model.stateless import StatelessRuntime, is_baseline
+from model.stateless import StatelessRuntime
 from service.batching import MicroBatcher
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.schemas import (

@@ -195,7 +195,10 @@ def test_push_shifts_the_window_one_lag_back() -> None:
 
 MODEL = Path(__file__).resolve().parents[2] / "model"
 # the callers of the filter step: none may write a phase of it again
-CALLERS = ("compact.py", "backends.py", "graphs.py", "export.py", "runtime.py", "inference.py")
+CALLERS = (
+    "compact.py", "backends.py", "paths.py", "graphs.py", "export.py", "runtime.py",
+    "forecasting.py", "scoring.py", "scaling.py", "adapter.py", "inference.py",
+)
 
 
 def _tree(name: str) -> ast.Module:
@@ -275,9 +278,9 @@ def test_the_filter_step_is_written_once() -> None:
     assert {"mutate", "draw_next", "absorb"} <= _calls(_function(filt, "forecast_step"))
     compact = _function(_tree("compact.py"), "compact_step")
     assert phases | {"absorb_inputs"} <= _calls(compact)
-    first_step = _function(_tree("backends.py"), "first_step")
+    first_step = _function(_tree("paths.py"), "first_step")
     assert {"mutate", "draw_next"} <= _calls(first_step)
-    assert "enter" in _calls(_function(_tree("backends.py"), "expand"))
+    assert "enter" in _calls(_function(_tree("paths.py"), "expand"))
     graphs = _tree("graphs.py")
     assert "compact_step" in _calls(_function(graphs, "forward", within="UpdateGraph"))
     assert "forecast_step" in _calls(_function(graphs, "forward", within="ForecastGraph"))

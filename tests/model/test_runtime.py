@@ -60,11 +60,11 @@ def test_forecasts_in_chunks_of_paths_match_one_call(
 ) -> None:
     """Over MAX_PATHS paths, `forecast` runs the series in chunks (memory stays bounded); each
     series keeps its own draws, so the answers are those of one call (to float32 rounding)."""
-    from model import runtime as runtime_module
+    from model import forecasting
 
     states = rt_torch.create(ar_series(5, 20))
     whole = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)
-    monkeypatch.setattr(runtime_module, "MAX_PATHS", 80)  # 2 series per chunk
+    monkeypatch.setattr(forecasting, "MAX_PATHS", 80)  # 2 series per chunk
     chunked = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)
     assert len(chunked) == 5
     for a, b in zip(whole, chunked, strict=True):

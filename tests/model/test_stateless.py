@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from model.artifact import ArtifactError
-from model.runtime import InputError
+from model.baseline_artifact import export_baseline, is_baseline, open_baseline
+from model.inputs import InputError
 from model.state import series_scaling
-from model.stateless import StatelessRuntime, export_baseline, is_baseline, open_baseline
+from model.stateless import StatelessRuntime
 from training.fitting import benchmark_config, build
 
 LEVELS = [0.8, 0.95]
