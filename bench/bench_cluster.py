@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from service.errors import SeqConflict, StoreUnavailable  # noqa: E402
 from service.main import create_app  # noqa: E402
-from service.schemas import ObservationsRequest  # noqa: E402
+from service.schemas.series import ObservationsRequest  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from tests.servers import LocalCluster, RedisServer  # noqa: E402
 

@@ -16,7 +16,7 @@ from service.engine import Engine
 from service.errors import StatelessModel, Unauthorized, key_refusal
 from service.forecasting import ForecastService
 from service.metrics import Metrics
-from service.schemas import SERIES_ID_PATTERN
+from service.schemas.values import SERIES_ID_PATTERN
 from service.series import SeriesService
 from service.settings import Settings
 from service.store import StateStore

@@ -6,16 +6,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from service.engine import Engine, ForecastParams
+from service.engine import Engine
 from service.errors import InvalidInput
-from service.schemas import (
+from service.inputs import ForecastParams, forecast_params
+from service.schemas.events import StreamStep
+from service.schemas.forecasts import (
     ForecastRequest,
     ForecastResponse,
     Interval,
     SeriesForecast,
-    StreamStep,
 )
-from service.series import forecast_params
 from service.settings import Settings, level_label
 
 
@@ -33,18 +33,19 @@ class ForecastService:
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
             return_samples=req.return_samples, n_series=len(req.series), stream=stream,
         )
+        inputs = self.engine.inputs
         histories = [
-            self.engine.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
+            inputs.history(s.values, f"series[{i}].values") for i, s in enumerate(req.series)
         ]
         seasons = [
-            self.engine.season(h, s.season_length, s.freq, f"series[{i}].")
+            inputs.season(h, s.season_length, s.freq, f"series[{i}].")
             for i, (s, h) in enumerate(zip(req.series, histories, strict=True))
         ]
         covariates = []
         for i, s in enumerate(req.series):
             field = f"series[{i}].covariates"
-            future = self.engine.future(s.covariates, params.horizon, field)
-            self.engine.need_future(future, params.horizon, field)
+            future = inputs.future(s.covariates, params.horizon, field)
+            inputs.need_future(future, params.horizon, field)
             covariates.append(future)
         return params, histories, covariates, seasons
 
@@ -86,7 +87,7 @@ class ForecastService:
         Input is checked and the histories filtered before the first event."""
         params, histories, covariates, seasons = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
-        future = covariates if self.engine.n_covariates else None
+        future = covariates if self.engine.inputs.n_covariates else None
         try:
             states = await self.engine.start_stream(histories, seasons)
             steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input

@@ -35,7 +35,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from service.schemas import ObservationResult
+from service.schemas.series import ObservationResult
 from service.settings import level_label
 
 disable_created_metrics()  # no `_created` samples: one series per histogram/counter
@@ -220,7 +220,7 @@ class Metrics:
         (self.update_duration if kind == "update" else self.forecast_duration).observe(seconds)
 
     def observe_write(self, state_bytes: int, adaptation: dict[str, Any] | None = None) -> None:
-        """A written state: its size, and its adaptation (engine.adaptation_of)."""
+        """A written state: its size, and its adaptation (outputs.adaptation_of)."""
         self.state_bytes.observe(state_bytes)
         if not adaptation:
             return
@@ -238,26 +238,29 @@ class Metrics:
             self.ess_ratio.observe(min(1.0, res.ess / max(particles, 1)))
             if res.resampled:
                 self.resampling.inc()
-            if res.covered is None:  # a missing value: no score
-                continue
-            self.observations.inc()
-            for label, hit in res.covered.items():
-                if hit:
-                    self._child(self.covered, "level", label).inc()
-                self._roll(label, hit)
-            for label, interval in res.intervals.items():
-                width_child = self._child(self.interval_width, "level", label)
-                for width in _widths(interval.lo, interval.hi):
-                    width_child.observe(width)
-            for p in _flat(res.pit):
-                self.pit.observe(p)
-            if res.log_score is not None:  # the answer's log density, as a loss
-                self.log_score.observe(-res.log_score)
-                self._log_scores.append(-res.log_score)
-            if res.crps is not None:
-                self.crps.observe(res.crps)
-            if res.anomaly:
-                self.anomalies.inc()
+            if res.covered is not None:  # else a missing value: no score
+                self._observe_scored(res, res.covered)
+
+    def _observe_scored(self, res: ObservationResult, covered: dict[str, bool]) -> None:
+        """The scores of an observed value: coverage, interval widths, PIT, log score, CRPS."""
+        self.observations.inc()
+        for label, hit in covered.items():
+            if hit:
+                self._child(self.covered, "level", label).inc()
+            self._roll(label, hit)
+        for label, interval in res.intervals.items():
+            width_child = self._child(self.interval_width, "level", label)
+            for width in _widths(interval.lo, interval.hi):
+                width_child.observe(width)
+        for p in _flat(res.pit):
+            self.pit.observe(p)
+        if res.log_score is not None:  # the answer's log density, as a loss
+            self.log_score.observe(-res.log_score)
+            self._log_scores.append(-res.log_score)
+        if res.crps is not None:
+            self.crps.observe(res.crps)
+        if res.anomaly:
+            self.anomalies.inc()
 
     def _roll(self, label: str, hit: bool) -> None:
         window = self._rolling.get(label)

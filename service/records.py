@@ -9,8 +9,9 @@ of the forecast's bounds, given to 2 significant digits, take two bytes each. An
 12-step forecast at two levels takes about 0.5 KB, against 3.5 KB of JSON.
 
 The answer sent, the event streamed and a replay of either are all rendered from the record
-(`decode`), so that they are the same bytes: a repeated request gets exactly the answer of the
-first, and a follower resuming from an event id gets exactly the events it missed.
+(`decode`, then service/answers.py), so that they are the same bytes: a repeated request gets
+exactly the answer of the first, and a follower resuming from an event id gets exactly the
+events it missed.
 
 Events that are not updates (`created`, `replaced`, `deleted`) are small and kept as their
 JSON, as are the events written before these records (told apart by their first byte).
@@ -18,14 +19,14 @@ JSON, as are the events written before these records (told apart by their first 
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from service.schemas import Interval, ObservationResult, PointInterval, SeriesForecast
+from service.schemas.forecasts import Interval, SeriesForecast
+from service.schemas.series import ObservationResult, PointInterval
 
 MAGIC = b"\x00smct1"  # JSON starts with "{": older records are told apart
 _HEAD = struct.Struct("<6sQQQHHIHHB")  # magic, version, next seq, first seq, observations,
@@ -133,80 +134,63 @@ def decode(data: bytes, series_id: str) -> UpdateRecord:
     floats = _rounded(np.frombuffer(data, dtype, count, at).astype(np.float64))
     at += count * np.dtype(dtype).itemsize
     numbers = floats[: n * per].reshape(n, per)
-    results = []
-    for i in range(n):
-        missing = bool(marks[i] & _MISSING)
-        row = numbers[i]
-        results.append(
-            ObservationResult.model_construct(
-                seq=first + i,
-                value=None if missing else _point(values[i]),
-                intervals={
-                    lv: PointInterval.model_construct(
-                        lo=_point(row[2 * j * o : (2 * j + 1) * o]),
-                        hi=_point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
-                    )
-                    for j, lv in enumerate(levels)
-                },
-                covered=None if missing else {
-                    lv: bool(covered[i, j]) for j, lv in enumerate(levels)
-                },
-                pit=None if missing else _point(row[2 * n_lv * o : -3]),
-                log_score=_finite(row[-3]),
-                crps=_finite(row[-2]),
-                anomaly=None if missing else bool(marks[i] & _ANOMALY),
-                ess=float(row[-1]),
-                resampled=bool(marks[i] & _RESAMPLED),
-            )
-        )
+    results = [
+        _result(first + i, values[i], int(marks[i]), covered[i], numbers[i], levels, o)
+        for i in range(n)
+    ]
     forecast = None
     if flags & _HAS_FORECAST:
         series = floats[n * per :].reshape(2 + 2 * n_flv, h, o)
         codes = np.frombuffer(data, np.int8, 2 * 2 * n_flv * h * o, at)
-        errors = _errors(codes).reshape(2 * n_flv, h, o)
-        forecast = SeriesForecast.model_construct(
-            id=series_id,
-            mean=_points(series[0]),
-            median=_points(series[1]),
-            intervals={
-                lv: Interval.model_construct(
-                    lo=_points(series[2 + 2 * j]), hi=_points(series[3 + 2 * j]),
-                    lo_se=_points(errors[2 * j]), hi_se=_points(errors[2 * j + 1]),
-                )
-                for j, lv in enumerate(f_levels)
-            },
-            samples=None,
-        )
+        forecast = _forecast(series_id, series, _errors(codes).reshape(2 * n_flv, h, o), f_levels)
     return UpdateRecord(version, seq, first, results, forecast)
 
 
-def update_json(
-    series_id: str, record: UpdateRecord, results: list[ObservationResult | str]
-) -> str:
-    """The JSON of an answer (schemas.ObservationsResponse) of `record` listing `results` (the
-    request's: those of earlier writes it repeated, then the record's own)."""
-    return _json(series_id, record, results, "")
-
-
-def event_json(series_id: str, data: bytes) -> tuple[str, str]:
-    """(type, JSON of schemas.SeriesEvent) of a stored event."""
-    if not data.startswith(MAGIC):
-        text = data.decode()
-        return str(json.loads(text).get("type", "update")), text
-    record = decode(data, series_id)
-    return "update", _json(series_id, record, list(record.results), '"type":"update",')
-
-
-def _json(
-    series_id: str, record: UpdateRecord, results: list[ObservationResult | str], kind: str
-) -> str:
-    """`results` as objects, or as JSON (those kept before update records)."""
-    head = f'{kind}"id":{json.dumps(series_id)},"seq":{record.seq},"version":{record.version}'
-    observations = ",".join(r if isinstance(r, str) else r.model_dump_json() for r in results)
-    forecast = (
-        "null" if record.forecast is None else record.forecast.model_dump_json(exclude_none=True)
+def _result(
+    seq: int, value: np.ndarray, marks: int, covered: np.ndarray, row: np.ndarray,
+    levels: list[str], o: int,
+) -> ObservationResult:
+    """One observation's result from its value (O,), flags, coverage bits (levels,) and numbers
+    (per level lo and hi (O,) each, then pit (O,), log score, CRPS, ESS)."""
+    missing = bool(marks & _MISSING)
+    return ObservationResult.model_construct(
+        seq=seq,
+        value=None if missing else _point(value),
+        intervals={
+            lv: PointInterval.model_construct(
+                lo=_point(row[2 * j * o : (2 * j + 1) * o]),
+                hi=_point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
+            )
+            for j, lv in enumerate(levels)
+        },
+        covered=None if missing else {lv: bool(covered[j]) for j, lv in enumerate(levels)},
+        pit=None if missing else _point(row[2 * len(levels) * o : -3]),
+        log_score=_finite(row[-3]),
+        crps=_finite(row[-2]),
+        anomaly=None if missing else bool(marks & _ANOMALY),
+        ess=float(row[-1]),
+        resampled=bool(marks & _RESAMPLED),
     )
-    return f'{{{head},"observations":[{observations}],"forecast":{forecast}}}'
+
+
+def _forecast(
+    series_id: str, series: np.ndarray, errors: np.ndarray, levels: list[str]
+) -> SeriesForecast:
+    """A forecast from its series (mean, median, then lo and hi per level; each (H, O)) and the
+    standard errors of its bounds (lo and hi per level; each (H, O))."""
+    return SeriesForecast.model_construct(
+        id=series_id,
+        mean=_points(series[0]),
+        median=_points(series[1]),
+        intervals={
+            lv: Interval.model_construct(
+                lo=_points(series[2 + 2 * j]), hi=_points(series[3 + 2 * j]),
+                lo_se=_points(errors[2 * j]), hi_se=_points(errors[2 * j + 1]),
+            )
+            for j, lv in enumerate(levels)
+        },
+        samples=None,
+    )
 
 
 def _width(results: list[ObservationResult], forecast: SeriesForecast | None) -> int:
@@ -240,7 +224,7 @@ def _rounded(a: np.ndarray) -> np.ndarray:
 
 
 def _error_codes(a: np.ndarray) -> np.ndarray:
-    """Standard errors, given to 2 significant digits (service/engine.py), as (mantissa 10..99,
+    """Standard errors, given to 2 significant digits (service/outputs.py), as (mantissa 10..99,
     exponent) int8 pairs: 0.013 -> (13, -3); 0 and below 1e-127 -> (0, 0); NaN, negative or
     above 1e128 -> (-1, 0)."""
     out = np.zeros((len(a), 2), np.int8)

@@ -18,14 +18,14 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from service import records
-from service.engine import Engine, ForecastParams, NewState, Update
+from service import answers, records
+from service.answers import Answer, SentEvent
+from service.engine import Engine
 from service.errors import (
     Busy,
     IncompatibleState,
@@ -34,14 +34,16 @@ from service.errors import (
     SeriesNotFound,
     StoreUnavailable,
 )
+from service.inputs import ForecastParams, forecast_params
 from service.metrics import Metrics
-from service.schemas import (
+from service.model_calls import NewState, Update
+from service.schemas.events import SeriesEvent
+from service.schemas.forecasts import SeriesForecast
+from service.schemas.series import (
     ForecastQuery,
     ObservationResult,
     ObservationsRequest,
     SeriesAdaptation,
-    SeriesEvent,
-    SeriesForecast,
     SeriesForecastRequest,
     SeriesInfo,
     SeriesList,
@@ -52,63 +54,7 @@ from service.store import Applied, Loaded, SeriesMeta, StateStore, Write
 log = logging.getLogger(__name__)
 
 MAX_UNMETERED = 4096  # observations of failed writes kept to meter on their repeat
-MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
 EVENTS_POLL_S = 10.0
-
-
-def _default_samples(
-    settings: Settings, levels: Sequence[float], h: int, n_series: int, stream: bool
-) -> int:
-    """The sample count of a request that names none: the service's for `levels`, within what
-    the limits allow the request (at least 1)."""
-    n = min(settings.samples_for(levels), settings.sample_steps_limit // (h * n_series))
-    if stream:
-        n = min(n, settings.max_paths // n_series)
-    return max(n, 1)
-
-
-def forecast_params(
-    settings: Settings, *, horizon: int | None, levels: Sequence[float] | None,
-    num_samples: int | None, return_samples: bool = False, n_series: int = 1,
-    stream: bool = False,
-) -> ForecastParams:
-    """Request parameters with the service defaults, checked against the configured limits."""
-    h = horizon or min(settings.default_horizon, settings.max_horizon)
-    chosen = tuple(sorted(set(levels))) if levels else settings.monitor_levels
-    n = num_samples or _default_samples(settings, chosen, h, n_series, stream)
-    if h > settings.max_horizon:
-        raise InvalidInput(
-            f"horizon {h} is over this service's maximum {settings.max_horizon} "
-            "(SMCT_MAX_HORIZON); ask for a shorter horizon", field="horizon",
-        )
-    if n > settings.max_samples:
-        raise InvalidInput(
-            f"num_samples {n} is over this service's maximum {settings.max_samples} "
-            "(SMCT_MAX_SAMPLES); ask for fewer samples", field="num_samples",
-        )
-    field = "series" if n_series > 1 else "num_samples"
-    if stream and n * n_series > settings.max_paths:
-        raise InvalidInput(
-            f"{n_series} series x {n} samples is {n * n_series} sample paths, over this "
-            f"service's maximum {settings.max_paths} for one stream (SMCT_MAX_PATHS); stream "
-            "the series in smaller requests, ask for fewer samples, or use POST /v1/forecast",
-            field=field,
-        )
-    limit = settings.sample_steps_limit
-    if n * h * n_series > limit:
-        raise InvalidInput(
-            f"{n_series} series x {n} samples x {h} steps is {n * h * n_series} sample steps, "
-            f"over this service's maximum {limit} per request (SMCT_MAX_SAMPLE_STEPS); send "
-            "the series in smaller requests, or ask for fewer samples or a shorter horizon",
-            field=field,
-        )
-    if return_samples and n * h * n_series > MAX_RETURNED_SAMPLE_VALUES:
-        raise InvalidInput(
-            f"returning {n} samples x {h} steps x {n_series} series is over "
-            f"{MAX_RETURNED_SAMPLE_VALUES} values; ask for fewer samples or a shorter horizon, "
-            "or set return_samples to false", field="num_samples",
-        )
-    return ForecastParams(h, chosen, n, return_samples)
 
 
 def _shifted(exc: InvalidInput, offset: int) -> InvalidInput:
@@ -125,23 +71,6 @@ def _shifted(exc: InvalidInput, offset: int) -> InvalidInput:
 def canonical(value: Any) -> str:
     """The form in which an observation's value is remembered and compared."""
     return json.dumps(value if isinstance(value, list) else [value])
-
-
-@dataclass(frozen=True)
-class SentEvent:
-    """An event of a series as its followers get it."""
-
-    version: int  # the SSE id
-    kind: str  # created | replaced | update | deleted
-    data: str  # JSON of schemas.SeriesEvent
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An answer rendered once, as JSON of its response schema (also what the store keeps)."""
-
-    json: str
-    replay: bool = False  # it repeats the answer to an earlier request
 
 
 def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
@@ -166,7 +95,7 @@ class SeriesService:
         self.store = store
         self.metrics = metrics
         self.settings = settings
-        # (series, seq) -> (answer, result, particles) of writes that may have been applied
+        # (series, seq) -> (writer, result, particles) of writes that may have been applied
         self._unmetered: OrderedDict[tuple[str, int], tuple[str, ObservationResult, int]] = (
             OrderedDict()
         )
@@ -178,9 +107,9 @@ class SeriesService:
         freq: str | None = None,
     ) -> tuple[SeriesInfo, bool]:
         """Create or replace a series from its history (values 0..t-1) and its season
-        (Engine.season); -> (its metadata, whether it was created)."""
-        history = self.engine.history(values, "values")
-        season = self.engine.season(history, season_length, freq, "")
+        (ModelInputs.season); -> (its metadata, whether it was created)."""
+        history = self.engine.inputs.history(values, "values")
+        season = self.engine.inputs.season(history, season_length, freq, "")
         new = await self.engine.create(history, season)
         for _ in range(self.settings.commit_retries):
             old = await self.store.meta(series_id)
@@ -240,27 +169,27 @@ class SeriesService:
             num_samples=query.num_samples, return_samples=query.return_samples,
         )
         raw = query.covariates if isinstance(query, SeriesForecastRequest) else None
-        covariates = self.engine.future(raw, params.horizon, "covariates")
+        covariates = self.engine.inputs.future(raw, params.horizon, "covariates")
         hint = (
             f" of POST /v1/series/{series_id}/forecast (a GET has no body)"
             if isinstance(query, ForecastQuery) else ""
         )
-        self.engine.need_future(covariates, params.horizon, "covariates", hint)
+        self.engine.inputs.need_future(covariates, params.horizon, "covariates", hint)
         rec = await self._load(series_id)
         return await self.engine.forecast(series_id, rec.state, params, covariates)
 
     # ------------------------------------------------------------------ observations
 
     async def append(self, series_id: str, req: ObservationsRequest) -> Answer:
-        """Absorb observations; the answer is JSON of schemas.ObservationsResponse."""
+        """Absorb observations; the answer is JSON of schemas.series.ObservationsResponse."""
         obs = req.observations
         seqs = [o.seq for o in obs]
         values = [canonical(o.value) for o in obs]
-        x = self.engine.matrix([o.value for o in obs], "observations", suffix=".value")
+        x = self.engine.inputs.matrix([o.value for o in obs], "observations", suffix=".value")
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=None, num_samples=req.num_samples
         )
-        covariates = self.engine.future(req.covariates, params.horizon, "covariates")
+        covariates = self.engine.inputs.future(req.covariates, params.horizon, "covariates")
         for _ in range(self.settings.commit_retries):
             rec = await self._load(series_id, seqs)
             n_old = self._check_seqs(rec, seqs, values)
@@ -340,7 +269,7 @@ class SeriesService:
 
     def _write(
         self, series_id: str, rec: Loaded, seqs: list[int], values: list[str], upd: Update,
-        repeated: list[ObservationResult | str],
+        repeated: list[answers.Result],
     ) -> tuple[str, Write]:
         """The answer (JSON, with the `repeated` results first) and the write that stores the
         new state, the applied records and the update event: the record of the answer's new
@@ -361,14 +290,14 @@ class SeriesService:
             )
             for s, v in zip(seqs, values, strict=True)
         ]
-        body = records.update_json(series_id, record, [*repeated, *record.results])
+        body = answers.update_answer(series_id, record, [*repeated, *record.results])
         write = Write(
             expected_version=rec.meta.version, state=new.state, meta=meta, applied=applied,
             event=event,
         )
         return body, write
 
-    def _answered(self, series_id: str, rec: Loaded, seq: int) -> ObservationResult | str:
+    def _answered(self, series_id: str, rec: Loaded, seq: int) -> answers.Result:
         """The result given for an applied seq (the JSON of one written before update
         records), from the event of the write that applied it."""
         applied = rec.applied[seq]
@@ -391,23 +320,19 @@ class SeriesService:
     ) -> str:
         """The answer to a request whose observations were all applied before: the stored
         one when the request ends where an earlier one ended."""
-        answers = [self._answered(series_id, rec, s) for s in seqs]
+        results = [self._answered(series_id, rec, s) for s in seqs]
         last = rec.applied[seqs[-1]]
+        forecast: answers.AnswerForecast = None
         if last.legacy is not None and last.legacy[1] is not None:
-            version, _, forecast = last.legacy[1].partition(" ")
+            version, _, forecast = last.legacy[1].partition(" ")  # its forecast's JSON
         elif last.legacy is None and last.ending:
             record = self._record(series_id, rec, last)
-            return records.update_json(series_id, record, answers)
+            return answers.update_answer(series_id, record, results)
         else:  # the repeat ends elsewhere than the original request: forecast afresh
             version = str(rec.meta.version)
-            if covariates is None and self.engine.n_covariates:
-                forecast = "null"
-            else:
-                fresh = await self.engine.forecast(series_id, rec.state, params, covariates)
-                forecast = fresh.model_dump_json(exclude_none=True)
-        head = f'"id":{json.dumps(series_id)},"seq":{seqs[-1] + 1},"version":{version}'
-        listed = ",".join(a if isinstance(a, str) else a.model_dump_json() for a in answers)
-        return f'{{{head},"observations":[{listed}],"forecast":{forecast}}}'
+            if covariates is not None or not self.engine.inputs.n_covariates:
+                forecast = await self.engine.forecast(series_id, rec.state, params, covariates)
+        return answers.answer_json(series_id, seqs[-1] + 1, int(version), results, forecast)
 
     async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:
         rec = await self.store.load(series_id, seqs)
@@ -454,7 +379,7 @@ class SeriesService:
                 continue
             for event in events:
                 after = event.version
-                kind, data = records.event_json(series_id, event.data)
-                yield SentEvent(event.version, kind, data)
-                if kind == "deleted":
+                sent = answers.sent_event(series_id, event.version, event.data)
+                yield sent
+                if sent.kind == "deleted":
                     return

@@ -176,7 +176,7 @@ class Settings(BaseSettings):
         return parse_levels(self.levels)
 
 
-MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas.MAX_SERIES)
+MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas.values.MAX_SERIES)
 
 
 def parse_levels(text: str) -> tuple[float, ...]:

@@ -46,7 +46,7 @@ class SeriesMeta:
     state_bytes: int
     created_at: float  # unix seconds
     updated_at: float
-    adaptation: dict[str, Any] | None = None  # schemas.SeriesAdaptation as a dict
+    adaptation: dict[str, Any] | None = None  # schemas.series.SeriesAdaptation as a dict
     season_length: int | None = None  # the series' season length (0: none)
 
     def to_json(self) -> str:
@@ -87,7 +87,7 @@ class Loaded:
 @dataclass(frozen=True)
 class StoredEvent:
     version: int
-    data: bytes  # schemas.SeriesEvent: an update's record (service/records.py), else JSON
+    data: bytes  # schemas.events.SeriesEvent: an update's record (service/records.py), else JSON
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The service's answers as typed objects (the JSON of `service/schemas.py`, docs/api.md).
+"""The service's answers as typed objects (the JSON of `service/schemas/`, docs/api.md).
 
 Unknown fields are kept (`extra="allow"`), so a newer service does not break an older client.
 A value is a number for a univariate series, a list (one entry per target) otherwise.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.schemas import ErrorBody
+from service.schemas.common import ErrorBody
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:

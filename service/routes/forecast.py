@@ -7,7 +7,7 @@ from sse_starlette import EventSourceResponse
 
 from service.deps import ForecastsDep
 from service.routes import errors
-from service.schemas import ForecastRequest, ForecastResponse
+from service.schemas.forecasts import ForecastRequest, ForecastResponse
 
 router = APIRouter(prefix="/v1", tags=["forecast"])  # + the API key check (service/main.py)
 

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from service.deps import MetricsDep, StoreDep
 from service.errors import StoreUnavailable
-from service.schemas import Health
+from service.schemas.common import Health
 
 router = APIRouter(tags=["operations"])
 

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 from sse_starlette import EventSourceResponse
 
+from service.answers import SentEvent
 from service.deps import EngineDep, LastEventId, SeriesDep, SeriesIdPath
 from service.routes import errors
-from service.schemas import (
+from service.schemas.common import ModelInfo, ModelsResponse
+from service.schemas.events import MissedEvent
+from service.schemas.forecasts import SeriesForecast
+from service.schemas.series import (
     ForecastQuery,
-    ModelInfo,
-    ModelsResponse,
     ObservationsRequest,
     ObservationsResponse,
     SeriesCreate,
-    SeriesForecast,
     SeriesForecastRequest,
     SeriesInfo,
     SeriesList,
 )
-from service.series import SentEvent
 
 router = APIRouter(prefix="/v1", tags=["series"])  # + the API key check (service/main.py)
 
@@ -121,9 +120,8 @@ async def _sse(
     expected = None if last_event_id is None else last_event_id + 1
     async for event in events:
         if expected is not None and event.version > expected:  # the follower fell behind
-            gap = {"type": "missed", "first": expected, "last": event.version - 1,
-                   "resumes_at": event.version}
-            yield {"event": "missed", "data": json.dumps(gap, separators=(",", ":"))}
+            gap = MissedEvent(first=expected, last=event.version - 1, resumes_at=event.version)
+            yield {"event": "missed", "data": gap.model_dump_json()}
         expected = None
         yield {"id": str(event.version), "event": event.kind, "data": event.data}
 

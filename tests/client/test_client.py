@@ -197,20 +197,21 @@ async def test_the_async_client(server: ProcessServer) -> None:
 
 
 def test_the_client_reads_every_field_the_service_answers() -> None:
-    """The client's models hold every field of the service's answers (service/schemas.py)."""
+    """The client's models hold every field of the service's answers (service/schemas/)."""
     import smct_client.models as client
 
-    from service import schemas
+    from service.schemas import common, events, forecasts, series
 
     pairs = [
-        (client.Forecast, schemas.SeriesForecast),
-        (client.ForecastAnswer, schemas.ForecastResponse),
-        (client.ObservationResult, schemas.ObservationResult),
-        (client.ObservationsAnswer, schemas.ObservationsResponse),
-        (client.SeriesAdaptation, schemas.SeriesAdaptation),
-        (client.SeriesInfo, schemas.SeriesInfo),
-        (client.Event, schemas.SeriesEvent),
-        (client.ModelInfo, schemas.ModelInfo),
+        (client.Forecast, forecasts.SeriesForecast),
+        (client.ForecastAnswer, forecasts.ForecastResponse),
+        (client.ObservationResult, series.ObservationResult),
+        (client.ObservationsAnswer, series.ObservationsResponse),
+        (client.SeriesAdaptation, series.SeriesAdaptation),
+        (client.SeriesInfo, series.SeriesInfo),
+        (client.Event, events.SeriesEvent),
+        (client.Event, events.UpdateEvent),
+        (client.ModelInfo, common.ModelInfo),
     ]
     for mine, theirs in pairs:
         assert set(theirs.model_fields) <= set(mine.model_fields), (mine, theirs)

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from model.predictive import samples_for
-from service.schemas import ObservationsResponse
+from service.schemas.series import ObservationsResponse
 from tests.service.conftest import TEST_SAMPLES
 
 LEVELS = ["80", "95"]

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import redis
 
-from service.records import event_json
+from service.answers import sent_event
 from service.redis_store import keys
 from tests.service.conftest import ProcessServer
 from tests.service.test_api import history
@@ -73,7 +73,7 @@ def test_concurrent_appends_from_two_workers(
     client.close()
     applied = []
     for version in sorted(log, key=int):
-        kind, data = event_json("hot", log[version])
-        if kind == "update":
-            applied += [(o["seq"], o["value"]) for o in json.loads(data)["observations"]]
+        event = sent_event("hot", int(version), log[version])
+        if event.kind == "update":
+            applied += [(o["seq"], o["value"]) for o in json.loads(event.data)["observations"]]
     assert applied == sorted(accepted)

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.engine import Engine, ForecastParams
+from service.engine import Engine
 from service.errors import InvalidInput
+from service.inputs import ForecastParams
 from tests.service.test_api import history
 
 pytestmark = pytest.mark.anyio
@@ -88,17 +89,6 @@ async def test_a_bad_series_fails_alone(engine: Engine, runtime: Any) -> None:
     )
     assert not isinstance(out[0], BaseException) and not isinstance(out[2], BaseException)
     assert isinstance(out[1], InvalidInput)
-
-
-def test_values_are_checked_against_the_model(runtime: Any) -> None:
-    eng = Engine(runtime)
-    f = runtime.n_features
-    x = eng.matrix([1.0, None, [2.0] * f if f > 1 else 2.0], "values")
-    assert x.shape == (3, f) and np.isnan(x[1]).all()
-    with pytest.raises(InvalidInput, match="features"):
-        eng.matrix([[1.0] * (f + 1)], "values")
-    with pytest.raises(InvalidInput, match="no observed value"):
-        eng.history([None] * max(runtime.min_history, 2), "values")
 
 
 def test_load_passes_the_filter_step_bound(artifact: Any) -> None:

@@ -118,8 +118,8 @@ def test_work_limits_per_request(make_client: AppFactory, runtime: Any) -> None:
 def test_default_work_limits_admit_what_the_other_limits_allow() -> None:
     """Unset, SMCT_MAX_SAMPLE_STEPS admits one series at the maximum samples and horizon and
     the largest request at the default samples and horizon, whatever those are set to."""
-    from service.schemas import MAX_SERIES
-    from service.series import forecast_params
+    from service.inputs import forecast_params
+    from service.schemas.values import MAX_SERIES
     from service.settings import Settings
 
     for settings in (Settings(), Settings(max_horizon=512, max_samples=20_000)):
@@ -137,7 +137,7 @@ def test_default_samples_follow_the_levels_within_the_limits() -> None:
     samples_for), never more than the limits admit, so that it is not refused for a count it
     did not ask for."""
     from model.predictive import samples_for
-    from service.series import forecast_params
+    from service.inputs import forecast_params
     from service.settings import Settings
 
     free = Settings()

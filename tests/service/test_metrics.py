@@ -253,7 +253,7 @@ def test_a_write_that_failed_unapplied_is_not_metered_when_another_worker_applie
     it); a later repeat through A finds B's write, not its own, and meters nothing."""
     from service.errors import StoreUnavailable
     from service.metrics import Metrics
-    from service.schemas import ObservationsRequest
+    from service.schemas.series import ObservationsRequest
     from service.series import SeriesService
 
     t = put(client, runtime)["seq"]

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from service.records import decode, encode, event_json, update_json
-from service.schemas import Interval, ObservationResult, PointInterval, SeriesForecast
+from service.answers import SentEvent, sent_event, update_answer
+from service.records import decode, encode
+from service.schemas.forecasts import Interval, SeriesForecast
+from service.schemas.series import ObservationResult, PointInterval
 
 
 def result(seq: int, value: Any, lo: Any, hi: Any, **kw: Any) -> ObservationResult:
@@ -52,7 +54,7 @@ def test_a_record_keeps_values_exactly_and_numbers_to_six_digits() -> None:
     assert f.intervals["95"].lo_se == [0.013] * 12 and f.intervals["95"].hi_se == [2.1e-7] * 12
     assert len(data) < 600  # the JSON of this answer is about 3.5 KB
     again = decode(encode(9, 7, rec.results, rec.forecast), "s")  # rendering is a fixed point
-    assert update_json("s", again, again.results) == update_json("s", rec, rec.results)
+    assert update_answer("s", again, again.results) == update_answer("s", rec, rec.results)
 
 
 def test_multivariate_points_missing_parts_and_numbers_beyond_float32() -> None:
@@ -78,13 +80,13 @@ def test_standard_errors_missing_zero_or_out_of_range() -> None:
 
 def test_an_update_without_forecast_and_the_events_render_as_json() -> None:
     rec_data = encode(4, 3, [result(2, 1.0, 0.0, 2.0)], None)
-    kind, text = event_json("s", rec_data)
-    event = json.loads(text)
-    assert kind == "update" and event["type"] == "update" and event["forecast"] is None
+    sent = sent_event("s", 4, rec_data)
+    event = json.loads(sent.data)
+    assert sent.kind == "update" and event["type"] == "update" and event["forecast"] is None
     assert (event["id"], event["version"], event["seq"]) == ("s", 4, 3)
     assert event["observations"][0]["value"] == 1.0
     older = b'{"type":"update","id":"s","version":2,"seq":1,"observations":[]}'
-    assert event_json("s", older) == ("update", older.decode())  # written before records
-    assert event_json("s", b'{"type":"deleted","id":"s","version":5,"seq":3}')[0] == "deleted"
+    assert sent_event("s", 2, older) == SentEvent(2, "update", older.decode())  # before records
+    assert sent_event("s", 5, b'{"type":"deleted","id":"s","version":5,"seq":3}').kind == "deleted"
     with pytest.raises(ValueError, match="not an update record"):
         decode(older, "s")

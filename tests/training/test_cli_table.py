@@ -378,4 +378,4 @@ def test_a_model_with_covariates_forecasts_from_their_future_values(tmp_path: Pa
     from service.engine import Engine
     from service.settings import Settings
 
-    assert Engine.load(Settings(artifact=art)).n_covariates == 1
+    assert Engine.load(Settings(artifact=art)).inputs.n_covariates == 1

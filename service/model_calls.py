@@ -1,0 +1,232 @@
+"""The model calls over a batch of requests, run in the model thread (service/batching.py
+gathers the batches, service/engine.py submits them).
+
+Each call takes the payloads of the requests of one batch and returns one result per payload,
+in order: a result, or the exception that fails only that request. A batch the runtime
+refuses is run again item by item, so that only the bad items fail.
+
+Shapes: T history length, K observations, F features, C covariates, H horizon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from model.runtime import Forecast, InputError, Runtime
+from model.state import SeriesState
+from model.state_format import StateFormatError
+from model.stateless import StatelessRuntime
+from service.errors import IncompatibleState, InvalidInput, StatelessModel
+from service.inputs import ForecastParams
+from service.outputs import adaptation_of, observation_result, series_forecast
+from service.schemas.forecasts import SeriesForecast
+from service.schemas.series import ObservationResult
+
+#: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
+BatchObserver = Callable[[str, int, float], None]
+
+#: (series id, stored state, observations (K, F), future covariates (H, C) or None)
+UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None]
+#: (series id, stored state, future covariates (H, C) or None)
+ForecastItem = tuple[str, bytes, np.ndarray | None]
+#: (series id, history (T, F), future covariates (H, C) or None, season length)
+HistoryItem = tuple[str, np.ndarray, np.ndarray | None, int]
+
+
+def no_observer(kind: str, size: int, seconds: float) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class NewState:
+    """A state to store, with what the store records beside it."""
+
+    state: bytes
+    seq: int
+    ess: float
+    particles: int
+    adaptation: dict[str, Any] | None = None  # schemas.series.SeriesAdaptation as a dict
+    season: int = 0  # the series' season length
+
+
+@dataclass(frozen=True)
+class Update:
+    """The outcome of absorbing observations: new state, per-observation results, forecast."""
+
+    state: NewState
+    results: list[ObservationResult]
+    forecast: SeriesForecast | None  # None: a model with covariates, none sent
+
+
+def invalid(exc: Exception, model_version: str) -> Exception:
+    """A runtime refusal as the service's error (others as they are)."""
+    if isinstance(exc, InputError):
+        return InvalidInput(str(exc), field=exc.field)
+    if isinstance(exc, StateFormatError):
+        return IncompatibleState(
+            f"the stored state cannot be read by model {model_version} ({exc}); "
+            "re-create the series with PUT /v1/series/{id}"
+        )
+    return exc
+
+
+class ModelCalls:
+    """The batched calls of one runtime; `monitor_levels` (percent, ascending) are the levels
+    the results of observations are scored at."""
+
+    def __init__(
+        self, runtime: Runtime | StatelessRuntime, monitor_levels: tuple[float, ...],
+        observer: BatchObserver = no_observer,
+    ) -> None:
+        self.runtime = runtime
+        self.monitor_levels = monitor_levels
+        self._observe = observer
+
+    @property
+    def _filter(self) -> Runtime:
+        """The stateful runtime, for the series operations (routes refuse them before)."""
+        if not self.runtime.stateful:
+            raise StatelessModel(self.runtime.model_version)
+        return cast(Runtime, self.runtime)
+
+    @property
+    def _covariates(self) -> bool:
+        return bool(self.runtime.n_features - self.runtime.target_dim)
+
+    def create(self, items: Sequence[tuple[np.ndarray, int]]) -> list[Any]:
+        """New states from (history (T, F), season length) pairs."""
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
+        def run(batch: Sequence[tuple[np.ndarray, int]]) -> list[NewState]:
+            states = self._timed(
+                "update", len(batch), lambda: self._filter.create(
+                    [h for h, _ in batch], levels=fractions, seasons=[s for _, s in batch]
+                ),
+            )
+            return [self._new_state(s) for s in states]
+
+        return self._each(run, items)
+
+    def update(self, params: ForecastParams, items: Sequence[UpdateItem]) -> list[Any]:
+        """Absorb each item's observations, then forecast from the new states (a model with
+        covariates: only the items that sent their future values)."""
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
+        def run(batch: Sequence[UpdateItem]) -> list[Update]:
+            states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
+            observations = [obs for _, _, obs, _ in batch]
+            updated = self._timed(
+                "update", len(batch), lambda: self._filter.update(states, observations, fractions)
+            )
+            forecasts = self._forecast_updated(params, batch, [new for new, _ in updated])
+            return [
+                Update(
+                    state=self._new_state(state),
+                    results=[observation_result(r, self.monitor_levels) for r in results],
+                    forecast=None if forecast is None else series_forecast(i, forecast, params),
+                )
+                for (i, _, _, _), (state, results), forecast in zip(
+                    batch, updated, forecasts, strict=True
+                )
+            ]
+
+        return self._each(run, items)
+
+    def _forecast_updated(
+        self, params: ForecastParams, batch: Sequence[UpdateItem], states: list[SeriesState]
+    ) -> list[Forecast | None]:
+        """The forecasts from the updated states: None for an item of a model with covariates
+        that sent none of their future values."""
+        due = [i for i, item in enumerate(batch) if item[3] is not None or not self._covariates]
+        forecasts: list[Forecast | None] = [None] * len(batch)
+        if not due:
+            return forecasts
+        # a model with covariates: the due items are those that sent them
+        cov = cast(list[np.ndarray], [batch[i][3] for i in due]) if self._covariates else None
+        done = self._timed(
+            "forecast", len(due),
+            lambda: self._filter.forecast(
+                [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
+                return_samples=params.return_samples, covariates=cov,
+            ),
+        )
+        for i, f in zip(due, done, strict=True):
+            forecasts[i] = f
+        return forecasts
+
+    def forecast(self, params: ForecastParams, items: Sequence[ForecastItem]) -> list[Any]:
+        """Forecasts from stored states."""
+
+        def run(batch: Sequence[ForecastItem]) -> list[SeriesForecast]:
+            states = [SeriesState.from_bytes(state) for _, state, _ in batch]
+            # a model with covariates: every item sent them (Engine.forecast checks)
+            cov = cast(list[np.ndarray], [c for _, _, c in batch]) if self._covariates else None
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self._filter.forecast(
+                    states, params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples, covariates=cov,
+                ),
+            )
+            ids = [series_id for series_id, _, _ in batch]
+            return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    def history(self, params: ForecastParams, items: Sequence[HistoryItem]) -> list[Any]:
+        """Forecasts from histories (stateless; a baseline's too)."""
+
+        def run(batch: Sequence[HistoryItem]) -> list[SeriesForecast]:
+            extra: dict[str, Any] = {}
+            if self._covariates:
+                extra["covariates"] = [c for _, _, c, _ in batch]
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self.runtime.forecast_history(
+                    [h for _, h, _, _ in batch], params.horizon, params.fractions,
+                    params.n_samples, return_samples=params.return_samples,
+                    seasons=[s for _, _, _, s in batch], **extra,
+                ),
+            )
+            ids = [series_id for series_id, _, _, _ in batch]
+            return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _each(self, fn: Callable[[Sequence[Any]], list[Any]], items: Sequence[Any]) -> list[Any]:
+        """fn over the batch; if the runtime rejects the input, item by item, so that only
+        the bad items fail (with InvalidInput)."""
+        version = self.runtime.model_version
+        try:
+            return fn(items)
+        except Exception as exc:  # retry one by one: a bad item must not fail the others
+            if len(items) == 1:
+                return [invalid(exc, version) if isinstance(exc, InputError | ValueError) else exc]
+        out: list[Any] = []
+        for item in items:
+            try:
+                out.extend(fn([item]))
+            except (InputError, ValueError) as exc:
+                out.append(invalid(exc, version))
+            except Exception as exc:  # noqa: BLE001 - only this item's request fails
+                out.append(exc)
+        return out
+
+    def _timed(self, kind: str, size: int, call: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = call()
+        self._observe(kind, size, time.perf_counter() - start)
+        return out
+
+    def _new_state(self, state: SeriesState) -> NewState:
+        return NewState(
+            state.to_bytes(), state.t, float(state.ess), state.n_particles,
+            adaptation_of(state, self._filter.adapt).model_dump(), state.season,
+        )

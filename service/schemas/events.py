@@ -1,0 +1,51 @@
+"""The data of the Server-Sent Events: the steps of a forecast stream, and the events of a
+series (GET /v1/series/{series_id}/events)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from service.schemas.forecasts import SeriesForecast
+from service.schemas.series import ObservationResult
+
+
+class StreamStep(BaseModel):
+    """Data of one `step` event of POST /v1/forecast/stream (one value per series)."""
+
+    step: int = Field(description="1-based forecast step")
+    forecasts: list[SeriesForecast]
+
+
+class SeriesEvent(BaseModel):
+    """Data of an event of GET /v1/series/{series_id}/events; the SSE id is `version`."""
+
+    type: str = Field(description="created | replaced | update | deleted")
+    id: str
+    version: int
+    seq: int
+    observations: list[ObservationResult] | None = None
+    forecast: SeriesForecast | None = None
+
+
+class UpdateEvent(BaseModel):
+    """Data of an `update` event of GET /v1/series/{series_id}/events: the answer of the update
+    (ObservationsResponse, field for field) with its type first."""
+
+    type: Literal["update"] = "update"
+    id: str
+    seq: int = Field(description="the next seq")
+    version: int
+    observations: list[ObservationResult]
+    forecast: SeriesForecast | None
+
+
+class MissedEvent(BaseModel):
+    """Data of the `missed` event (no SSE id) that a resume from beyond the retained events
+    gets first: the versions it will not see."""
+
+    type: Literal["missed"] = "missed"
+    first: int
+    last: int
+    resumes_at: int
