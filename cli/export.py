@@ -33,7 +33,7 @@ def export(
     from model.graphs import MIN_PARTICLES
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if (checkpoint / "manifest.json").is_file():
+    if _kind(checkpoint) != "checkpoint":  # a saved baseline (or what its reader refuses)
         _export_baseline(checkpoint, out, force, scaling)
         return
     if out.exists() and not force:
@@ -113,6 +113,17 @@ def _serving_scaling(trained: str, asked: str | None) -> str:
             err=True,
         )
     return mode
+
+
+def _kind(path: Path) -> str:
+    """model.manifest.kind; "checkpoint" where it is none (load_checkpoint says what lacks)."""
+    from model import manifest
+    from model.artifact import ArtifactError
+
+    try:
+        return manifest.kind(path)
+    except ArtifactError:
+        return "checkpoint"
 
 
 def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -> None:

@@ -135,13 +135,9 @@ def _fractions(levels: list[float], args: list[str]) -> list[float]:
 
 def _load_runtime(artifact: Path, backend: str, device: str) -> Runtime | StatelessRuntime:
     """The runtime of an artifact: a baseline's, or the SMC Transformer's on `backend`."""
-    from model.baseline_artifact import is_baseline
-    from model.runtime import Runtime
-    from model.stateless import StatelessRuntime
+    from model import manifest
 
-    if is_baseline(artifact):
-        return StatelessRuntime.load(artifact, device=device)
-    return Runtime.load(artifact, backend=backend, device=device)
+    return manifest.load(artifact, backend=backend, device=device)
 
 
 def _check_covariates(

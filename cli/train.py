@@ -162,9 +162,7 @@ def train(
     their own (an artifact exported with per-series scaling), train with `--scaling window`.
     Fine-tune the default model: `--init artifacts/default`. Many short series: `--split
     series`. The paper's settings: `--preset paper`."""
-    from training.config import TrainConfig
     from training.evaluate import evaluate as run_eval
-    from training.splits import too_few_message
     from training.trainer import train as run_train
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -174,62 +172,68 @@ def train(
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
-        dataset,
-        seq_len=seq_len,
-        history=history,
-        value_cols=value_cols,
-        target_dim=target_dim,
-        id_col=id_col,
-        time_col=time_col,
-        scaling=params["scaling"],
-        split=split,
-        season_length=season_length,
+        dataset, seq_len=seq_len, history=history, value_cols=value_cols,
+        target_dim=target_dim, id_col=id_col, time_col=time_col, scaling=params["scaling"],
+        split=split, season_length=season_length,
     )
-    from training import distributed as dist_mod
-
     data = load_data(dataset, seed=seed, limit=limit, options=options)
-    longest = data.train.shape[1] - 1  # a window's last step is a target only
-    if window is not None and window > longest:  # as given (an --init model's: check_fits)
-        raise typer.BadParameter(
-            f"the training windows hold {longest} input steps; the model cannot learn to attend "
-            f"to {window} (raise --seq-len, or leave --window out)", param_hint="--window",
-        )
-    too_few = too_few_message(len(data.train), len(data.val), batch_size, split)
-    if too_few:
-        raise typer.BadParameter(too_few, param_hint="--dataset")
-    leaves = {k: v for k, v in params.items() if k in TrainConfig.leaves()}
-    leaves.update(
-        options=options,
-        window=params["window"] or longest,  # default: the whole training window
-        init=None if init is None else str(init.resolve()),
-        # a table by its absolute path: `smct evaluate` finds it again from any directory
-        dataset=str(Path(dataset).resolve()) if is_table(dataset) else dataset,
-    )
-    cfg = TrainConfig.of(**leaves)
+    cfg = _config(params, data, options, window)
     try:
         ckpt = run_train(cfg, data, progress=progress)
     except ValueError as exc:  # an --init model that does not fit the data
         raise typer.BadParameter(str(exc), param_hint="--init") from None
-    if distributed:
-        import torch.distributed as tdist
-
-        rank = tdist.get_rank()
-        dist_mod.shutdown()
-        if rank != 0:  # checkpoints and logs from rank 0 only
-            return
+    if distributed and not _last_rank():
+        return
     if evaluate_after:
         ckpt.metrics = run_eval(
-            ckpt.model,
-            data,
-            particles=particles,
-            seed=seed,
-            resampling=resampling,
+            ckpt.model, data, particles=particles, seed=seed, resampling=resampling,
             threshold=resample_threshold,
         )
     ckpt.save(out)
     typer.echo(f"checkpoint written to {out} (weights of epoch {ckpt.kept_epoch})")
     if ckpt.metrics:
         typer.echo(json.dumps(ckpt.metrics, indent=2))
+
+
+def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: int | None) -> Any:
+    """The TrainConfig of the options, once the data are read: their windows bound the --window
+    `given` and --batch-size; refused with what to change."""
+    from training.config import TrainConfig
+    from training.splits import too_few_message
+
+    longest = data.train.shape[1] - 1  # a window's last step is a target only
+    window = params["window"]  # given, or an --init model's (which check_fits compares)
+    if given is not None and given > longest:
+        raise typer.BadParameter(
+            f"the training windows hold {longest} input steps; the model cannot learn to attend "
+            f"to {given} (raise --seq-len, or leave --window out)", param_hint="--window",
+        )
+    too_few = too_few_message(len(data.train), len(data.val), params["batch_size"],
+                              params["split"])
+    if too_few:
+        raise typer.BadParameter(too_few, param_hint="--dataset")
+    dataset, init = params["dataset"], params["init"]
+    leaves = {k: v for k, v in params.items() if k in TrainConfig.leaves()}
+    leaves.update(
+        options=options,
+        window=window or longest,  # default: the whole training window
+        init=None if init is None else str(Path(init).resolve()),
+        # a table by its absolute path: `smct evaluate` finds it again from any directory
+        dataset=str(Path(dataset).resolve()) if is_table(dataset) else dataset,
+    )
+    return TrainConfig.of(**leaves)
+
+
+def _last_rank() -> bool:
+    """Under torchrun, after training: close the group; whether this is rank 0 (the one that
+    writes the checkpoint and the logs)."""
+    import torch.distributed as tdist
+
+    from training import distributed as dist_mod
+
+    rank = tdist.get_rank()
+    dist_mod.shutdown()
+    return rank == 0
 
 
 def _given(ctx: typer.Context, name: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.baseline_artifact import is_baseline
+from model import manifest
 from model.runtime import InputError, Runtime
 from model.stateless import StatelessRuntime
 from service.batching import MicroBatcher
@@ -56,17 +56,13 @@ class Engine:
     def load(cls, settings: Settings, observer: BatchObserver = no_observer) -> Engine:
         """Load the artifact of `settings` (raises the runtime's ArtifactError)."""
         torch.set_num_threads(settings.threads)  # more only thrashes beside the event loop
-        runtime: Runtime | StatelessRuntime
-        if is_baseline(settings.artifact):
-            runtime = StatelessRuntime.load(settings.artifact, device=settings.device)
-            if settings.backend != "torch":
-                log.warning("a baseline runs on torch; SMCT_BACKEND=%s ignored", settings.backend)
-        else:
-            runtime = Runtime.load(
-                settings.artifact, backend=settings.backend, device=settings.device,
-                threads=settings.threads, max_filter_steps=settings.max_filter_steps,
-                adapt=settings.adaptation,
-            )
+        runtime = manifest.load(
+            settings.artifact, backend=settings.backend, device=settings.device,
+            threads=settings.threads, max_filter_steps=settings.max_filter_steps,
+            adapt=settings.adaptation,
+        )
+        if isinstance(runtime, StatelessRuntime) and settings.backend != "torch":
+            log.warning("a baseline runs on torch; SMCT_BACKEND=%s ignored", settings.backend)
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
             runtime.model_version, settings.artifact, runtime.backend, runtime.device,

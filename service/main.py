@@ -68,6 +68,33 @@ def make_store(settings: Settings, observer: StoreObserver) -> StateStore:
     )
 
 
+def _configure_logging(settings: Settings) -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("service").setLevel(settings.log_level.upper())
+    if multiprocessing.parent_process() is not None and not multiprocess():
+        log.warning(
+            "this process was started by another (uvicorn --workers, or --reload) and %s "
+            "is unset: if several workers serve, each one's /metrics counts its own "
+            "requests only; start several with `smct serve --workers N`", MULTIPROC_ENV,
+        )
+
+
+async def _start_engine(settings: Settings, metrics: Metrics, runtime: Any) -> Engine:
+    """The engine of SMCT_ARTIFACT, or of `runtime` (tests)."""
+    if runtime is not None:
+        return Engine(
+            runtime, max_batch=settings.batch_max_size,
+            max_wait_s=settings.batch_max_wait_ms / 1000.0,
+            monitor_levels=settings.monitor_levels, observer=metrics.observe_batch,
+        )
+    try:
+        return await asyncio.to_thread(Engine.load, settings, metrics.observe_batch)
+    except Exception as exc:
+        log.error("cannot serve the artifact %s (SMCT_ARTIFACT): %s", settings.artifact, exc)
+        raise
+
+
 def create_app(settings: Settings | None = None, *, runtime: Any = None) -> FastAPI:
     """The service app; `runtime` (tests) replaces loading SMCT_ARTIFACT."""
     settings = settings or Settings()
@@ -75,29 +102,8 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if not logging.getLogger().handlers:
-            logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        logging.getLogger("service").setLevel(settings.log_level.upper())
-        if multiprocessing.parent_process() is not None and not multiprocess():
-            log.warning(
-                "this process was started by another (uvicorn --workers, or --reload) and %s "
-                "is unset: if several workers serve, each one's /metrics counts its own "
-                "requests only; start several with `smct serve --workers N`", MULTIPROC_ENV,
-            )
-        if runtime is None:
-            try:
-                engine = await asyncio.to_thread(Engine.load, settings, metrics.observe_batch)
-            except Exception as exc:
-                log.error(
-                    "cannot serve the artifact %s (SMCT_ARTIFACT): %s", settings.artifact, exc
-                )
-                raise
-        else:
-            engine = Engine(
-                runtime, max_batch=settings.batch_max_size,
-                max_wait_s=settings.batch_max_wait_ms / 1000.0,
-                monitor_levels=settings.monitor_levels, observer=metrics.observe_batch,
-            )
+        _configure_logging(settings)
+        engine = await _start_engine(settings, metrics, runtime)
         store = make_store(settings, metrics.observe_store)
         metrics.set_model(engine.model_version, engine.runtime.backend, engine.runtime.device)
         metrics.count_series(store.series_count)

@@ -79,6 +79,39 @@ class Metrics:
 
     def __init__(self, levels: Sequence[float]) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
+        self._declare_http(r)
+        self._declare_model(r)
+        self._declare_calibration(r)
+        self._declare_store(r)
+        self.rolling_picp = Gauge(
+            "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
+            ["level"], registry=r, multiprocess_mode="livemostrecent",
+        )
+        self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
+        # this process' own collectors (multiprocess mode collects the others from files)
+        self._local = CollectorRegistry(auto_describe=True)
+        self._local.register(_RollingMean(
+            "smct_rolling_log_score",
+            f"Mean -log p(y) of the last {ROLLING_WINDOW} observed values (the mean to read: "
+            "smct_log_score_sum can decrease, -log p being negative where p > 1); absent "
+            "before the first observed value",
+            self._log_scores,
+        ))
+        self.model_info = Gauge(
+            "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
+            registry=r, multiprocess_mode="livemax",
+        )
+        self._registry = r
+        self._series_active: _Callback | None = None  # only where the store can count
+        self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
+        self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
+        self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
+        for label in self._rolling:  # every level series exists from the start
+            self._child(self.covered, "level", label)
+            self._child(self.interval_width, "level", label)
+
+    def _declare_http(self, r: CollectorRegistry) -> None:
+        """HTTP requests: their latency and count."""
         self.request_duration = Histogram(
             "smct_http_request_duration_seconds", "Time to the response start of HTTP requests",
             ["route", "method", "status"], buckets=LATENCY_BUCKETS, registry=r,
@@ -87,6 +120,9 @@ class Metrics:
             "smct_http_requests_total", "HTTP requests answered", ["route", "method", "status"],
             registry=r,
         )
+
+    def _declare_model(self, r: CollectorRegistry) -> None:
+        """The model's batched calls and their filters."""
         self.update_duration = Histogram(
             "smct_filter_update_duration_seconds", "Duration of one batched filter update call",
             buckets=LATENCY_BUCKETS, registry=r,
@@ -103,6 +139,9 @@ class Metrics:
             "smct_ess_ratio", "ESS / particles of the weights each update selects from (0..1)",
             buckets=RATIO_BUCKETS, registry=r,
         )
+
+    def _declare_calibration(self, r: CollectorRegistry) -> None:
+        """The forecasts' scores and each series' adaptation; the observations' counts."""
         self.interval_width = Histogram(
             "smct_interval_width", "Width of the issued one-step interval, series units",
             ["level"], buckets=SCALE_BUCKETS, registry=r,
@@ -135,14 +174,6 @@ class Metrics:
             "Level each written series issues its monitored level's intervals at (coverage "
             "correction)", ["level"], buckets=LEVEL_BUCKETS, registry=r,
         )
-        self.state_bytes = Histogram(
-            "smct_state_bytes", "Bytes of one stored series state", buckets=BYTES_BUCKETS,
-            registry=r,
-        )
-        self.store_duration = Histogram(
-            "smct_state_store_operation_duration_seconds", "Duration of state store operations",
-            ["operation"], buckets=FAST_BUCKETS, registry=r,
-        )
         self.observations = Counter(
             "smct_observations_total", "Observed (non-missing) values absorbed", registry=r
         )
@@ -157,6 +188,17 @@ class Metrics:
             "smct_anomalies_total", "Observed values outside the widest issued interval",
             registry=r,
         )
+
+    def _declare_store(self, r: CollectorRegistry) -> None:
+        """The state store's operations, their latency, errors and bytes."""
+        self.state_bytes = Histogram(
+            "smct_state_bytes", "Bytes of one stored series state", buckets=BYTES_BUCKETS,
+            registry=r,
+        )
+        self.store_duration = Histogram(
+            "smct_state_store_operation_duration_seconds", "Duration of state store operations",
+            ["operation"], buckets=FAST_BUCKETS, registry=r,
+        )
         self.store_ops = Counter(
             "smct_state_store_operations_total", "State store operations", ["operation"],
             registry=r,
@@ -165,32 +207,6 @@ class Metrics:
             "smct_state_store_errors_total", "State store operations that failed", ["operation"],
             registry=r,
         )
-        self.rolling_picp = Gauge(
-            "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
-            ["level"], registry=r, multiprocess_mode="livemostrecent",
-        )
-        self._log_scores = deque[float](maxlen=ROLLING_WINDOW)
-        # this process' own collectors (multiprocess mode collects the others from files)
-        self._local = CollectorRegistry(auto_describe=True)
-        self._local.register(_RollingMean(
-            "smct_rolling_log_score",
-            f"Mean -log p(y) of the last {ROLLING_WINDOW} observed values (the mean to read: "
-            "smct_log_score_sum can decrease, -log p being negative where p > 1); absent "
-            "before the first observed value",
-            self._log_scores,
-        ))
-        self.model_info = Gauge(
-            "smct_model_info", "The served model (value 1)", ["model_version", "backend", "device"],
-            registry=r, multiprocess_mode="livemax",
-        )
-        self._registry = r
-        self._series_active: _Callback | None = None  # only where the store can count
-        self._rolling = {level_label(lv): deque[bool](maxlen=ROLLING_WINDOW) for lv in levels}
-        self._hits = dict.fromkeys(self._rolling, 0)  # covered values in each window
-        self._children: dict[tuple[str, ...], Any] = {}  # labelled series, looked up once
-        for label in self._rolling:  # every level series exists from the start
-            self._child(self.covered, "level", label)
-            self._child(self.interval_width, "level", label)
 
     def _child(self, metric: Any, *names_values: str) -> Any:
         key = (metric._name, *names_values)

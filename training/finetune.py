@@ -9,12 +9,11 @@ by their own history: `window`; a global one on data scaled by one scaler: `glob
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.artifact import MANIFEST, Artifact, ArtifactError
-from model.checkpoint import MODEL_CONFIG, WEIGHTS, load_model
+from model import manifest
+from model.artifact import ArtifactError
 from model.config import ModelConfig
 from model.smc_transformer import SMCTransformer
 
@@ -50,23 +49,11 @@ class InitModel:
 
 def open_init(path: Path | str) -> InitModel:
     """The model of an artifact or checkpoint directory; ValueError if it is neither."""
-    path = Path(path)
-    if (path / MANIFEST).is_file():
-        try:
-            artifact = Artifact.open(path)
-            model = artifact.load_model()
-        except ArtifactError as err:
-            raise ValueError(str(err)) from None
-        mode = artifact.manifest["scaling"]["mode"]
-        return InitModel(path, model, "global" if mode == "global" else "window")
-    if (path / MODEL_CONFIG).is_file() and (path / WEIGHTS).is_file():
-        scaling_file = path / "scaling.json"
-        record = json.loads(scaling_file.read_text()) if scaling_file.is_file() else {}
-        return InitModel(path, load_model(path), str(record.get("mode", "global")))
-    raise ValueError(
-        f"{path} is neither an artifact ({MANIFEST}, `smct export`) nor a checkpoint "
-        f"({MODEL_CONFIG} and {WEIGHTS}, `smct train --out`)"
-    )
+    try:
+        model, scaling = manifest.load_model(path)
+    except ArtifactError as err:
+        raise ValueError(str(err)) from None
+    return InitModel(Path(path), model, scaling)
 
 
 def loader_scaling(init: InitModel, dataset: str, valid: tuple[str, ...]) -> str | None:
