@@ -49,8 +49,9 @@ def kind(path: Path | str) -> Kind:
     if (path / MODEL_CONFIG).is_file() and (path / WEIGHTS).is_file():
         return "checkpoint"
     raise ArtifactError(
-        f"{path} is not a model directory: no {MANIFEST} (`smct export`, `smct benchmark "
-        f"--save-models`) and no {MODEL_CONFIG} with {WEIGHTS} (`smct train --out`)"
+        f"{path} is neither an artifact nor a checkpoint: no {MANIFEST} (`smct export`; a "
+        f"baseline's: `smct benchmark --save-models`) and no {MODEL_CONFIG} with {WEIGHTS} "
+        "(`smct train --out`)"
     )
 
 
