@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -106,3 +106,56 @@ class MicroBatcher:
                 item.future.set_exception(result)
             else:
                 item.future.set_result(result)
+
+
+#: run(items) -> one result per item, in order; a result may be an exception instance
+GroupFn = Callable[[list[Any]], Awaitable[list[Any]]]
+
+
+class Coalescer:
+    """Calls made in the same turn of the event loop go out as one: `submit(item)` queues the
+    item, and once the requests that were ready have all had their turn, one task runs the
+    group function on every queued item (for the Redis store: one pipeline, one round trip).
+    A micro-batch's requests resume together after their model call, so their writes form
+    one group; nothing waits for more."""
+
+    def __init__(self, run: GroupFn) -> None:
+        self._run = run
+        self._queued: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, item: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.append((item, future))
+        return await future
+
+    def _flush(self) -> None:
+        group, self._queued = self._queued, []
+        task = asyncio.get_running_loop().create_task(self._go(group), name="smct-coalesced")
+        self._tasks.add(task)  # held until done: the loop keeps weak references only
+        task.add_done_callback(self._tasks.discard)
+
+    async def _go(self, group: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        try:
+            results = await self._run([item for item, _ in group])
+        except asyncio.CancelledError:
+            for _, future in group:
+                future.cancel()
+            raise
+        except Exception as exc:  # the whole group failed: every caller gets the error
+            results = [exc] * len(group)
+        for (_, future), result in zip(group, results, strict=True):
+            if future.done():  # its request went away
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def close(self) -> None:
+        """Wait for the groups in flight."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -13,6 +13,8 @@ The same user and password serve the Sentinels and the servers.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -114,36 +116,68 @@ class DurableWrites:
         self._options = options
         self._nodes: dict[tuple[str, int], Redis] = {}
 
-    async def run(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, int]:
-        """(the script's result, the replicas that confirmed it: `replicas` when none are
-        asked for)."""
+    async def run(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Run `script` once per (keys, args) of `calls`, in one pipeline a node (one round
+        trip); for each, (its result, the replicas that confirmed it: 0 when none are asked
+        for) or the exception it met."""
         if not self.replicas:
-            return await script(keys, args), 0
-        return await self._waited(keys[0], lambda pipe: script(keys, args, client=pipe))
+            pipe = self._writer.pipeline(transaction=False)
+            for keys, args in calls:
+                script(keys, args, client=pipe)
+            replies = await pipe.execute(raise_on_error=False)
+            return [r if isinstance(r, Exception) else (r, 0) for r in replies]
+        groups: dict[int, tuple[Any, list[int]]] = {}  # by the primary that takes the keys
+        for i, (keys, _) in enumerate(calls):
+            client = await self._primary(keys[0])
+            groups.setdefault(id(client), (client, []))[1].append(i)
+
+        def queued(idx: list[int]) -> Any:
+            return lambda pipe: [script(*calls[i], client=pipe) for i in idx]
+
+        done = await asyncio.gather(
+            *(self._waited(client, queued(idx)) for client, idx in groups.values()),
+            return_exceptions=True,
+        )
+        out: list[Any] = [None] * len(calls)
+        for (_, idx), got in zip(groups.values(), done, strict=True):
+            for n, i in enumerate(idx):
+                out[i] = got if isinstance(got, BaseException) else _confirmed(got, n)
+        return out
 
     async def confirm(self, key: str, marker: str) -> int:
         """The replicas that hold every write the primary of `key` took so far: a write of
         `marker` (a key in `key`'s slot, expiring) on its primary, then WAIT; the replication
         stream is in order, so a replica that has this write has the earlier ones."""
-        _, confirmed = await self._waited(key, lambda pipe: pipe.set(marker, b"1", px=60_000))
+        client = await self._primary(key)
+        results, confirmed = await self._waited(
+            client, lambda pipe: pipe.set(marker, b"1", px=60_000)
+        )
+        if isinstance(results[0], Exception):
+            raise results[0]
         return confirmed
 
-    async def _waited(self, key: str, queue: Any) -> tuple[Any, int]:
-        """One pipeline on the primary of `key`: what `queue` puts in it, then WAIT."""
-        client = self._writer
-        if self._target.kind == "cluster":
-            await self._writer.initialize()  # its map of slots (once)
-            client = self._node(key)
+    async def _primary(self, key: str) -> Any:
+        """The client whose connections reach the primary of `key`."""
+        if self._target.kind != "cluster":
+            return self._writer
+        await self._writer.initialize()  # its map of slots (once)
+        return self._node(key)
+
+    async def _waited(self, client: Any, queue: Any) -> tuple[list[Any], int]:
+        """One pipeline on `client`: what `queue` puts in it, then WAIT; the results of what
+        it queued (each a reply or the exception it met) and the replicas that confirmed."""
         pipe = client.pipeline(transaction=False)
         queue(pipe)
         pipe.wait(self.replicas, self._wait_ms)
         try:
-            result, confirmed = await pipe.execute()
+            *results, confirmed = await pipe.execute(raise_on_error=False)
         except Exception:
             if self._target.kind == "cluster":  # a failover or a moved slot: learn the map again
                 await self._writer.nodes_manager.initialize()
             raise
-        return result, int(confirmed)
+        if isinstance(confirmed, Exception):
+            raise confirmed
+        return results, int(confirmed)
 
     def _node(self, key: str) -> Redis:
         node = self._writer.get_node_from_key(key)
@@ -158,3 +192,9 @@ class DurableWrites:
     async def close(self) -> None:
         for client in self._nodes.values():
             await client.aclose()
+
+
+def _confirmed(got: tuple[list[Any], int], n: int) -> Any:
+    """The n-th call's (result, confirmations) of a pipeline's, or the exception it met."""
+    results, confirmed = got
+    return results[n] if isinstance(results[n], Exception) else (results[n], confirmed)

@@ -27,8 +27,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
+from service.batching import Coalescer
 from service.errors import StoreUnavailable
 from service.redis_connect import DurableWrites, Target
+from service.redis_scripts import COMMIT, DELETE, LAST_VERSION, LOAD, Script
 from service.store import (
     Applied,
     Loaded,
@@ -41,82 +43,6 @@ from service.store import (
 
 # a hash of numbered fields holding more than `keep` (its window was lowered since they were
 # written): drop the fields numbered `upto` or less
-_TRIM = """
-local function trim(key, upto, keep)
-  if redis.call('HLEN', key) <= keep then return end
-  for _, field in ipairs(redis.call('HKEYS', key)) do
-    if tonumber(field) <= upto then redis.call('HDEL', key, field) end
-  end
-end
-"""
-
-# KEYS: state, applied, log, gone, and the stream of events written before the log (dropped).
-# ARGV: expected version, reset (1/0), window, events kept, event, state, meta, version, feed
-# channel, then (seq, applied record) pairs
-_COMMIT = _TRIM + """
-local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if current ~= tonumber(ARGV[1]) then return 0 end
-local version = tonumber(ARGV[8])
-if current == 0 then
-  if tonumber(redis.call('GET', KEYS[4]) or '0') >= version then return 0 end
-  redis.call('DEL', KEYS[3])
-end
-if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
-redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
-local window = tonumber(ARGV[3])
-local last = nil
-for i = 10, #ARGV, 2 do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  redis.call('HDEL', KEYS[2], tostring(tonumber(ARGV[i]) - window))
-  last = tonumber(ARGV[i])
-end
-if last then trim(KEYS[2], last - window, window) end
-redis.call('HSET', KEYS[3], version, ARGV[5])
-redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
-trim(KEYS[3], version - tonumber(ARGV[4]), tonumber(ARGV[4]))
-redis.call('DEL', KEYS[5])
-redis.call('PUBLISH', ARGV[9], version)
-return 1
-"""
-
-# the state, the applied records of the seqs ARGV, and the events those records name
-_LOAD = """
-local state = redis.call('HGETALL', KEYS[1])
-if #state == 0 or #ARGV == 0 then return {state, {}, {}, {}} end
-local records = redis.call('HMGET', KEYS[2], unpack(ARGV))
-local versions, seen = {}, {}
-for _, raw in ipairs(records) do
-  local version = raw and string.match(raw, '^[^\\n]*\\n(%d+)\\n')
-  if version and not seen[version] then
-    seen[version] = true
-    table.insert(versions, version)
-  end
-end
-if #versions == 0 then return {state, records, {}, {}} end
-return {state, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))}
-"""
-
-# KEYS: as _COMMIT's. ARGV: expected version, events kept, event, events TTL (ms), tombstone
-# TTL (ms), feed channel
-_DELETE = _TRIM + """
-local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
-redis.call('HSET', KEYS[3], current + 1, ARGV[3])
-redis.call('HDEL', KEYS[3], tostring(current + 1 - tonumber(ARGV[2])))
-trim(KEYS[3], current + 1 - tonumber(ARGV[2]), tonumber(ARGV[2]))
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call('SET', KEYS[4], current + 1, 'PX', ARGV[5])
-redis.call('PUBLISH', ARGV[6], current + 1)
-return 1
-"""
-
-_LAST_VERSION = """
-local current = redis.call('HGET', KEYS[1], 'version')
-if current then return tonumber(current) end
-return tonumber(redis.call('GET', KEYS[2]) or '0')
-"""
-
 _DELETED_EVENTS_TTL_MS = 60_000
 EVENTS_BLOCK_S = 10.0  # the longest a blocking read of events waits
 _SEP = b"\n"  # between the parts of an applied record (JSON never holds a raw newline)
@@ -142,19 +68,22 @@ def tombstone_key(series_id: str) -> str:
     return f"smct:{{{series_id}}}:gone"
 
 
-class Script:
-    """A Lua script sent whole (EVAL) at each call; Redis keeps it compiled by its hash. Not
-    EVALSHA: a server that lost its scripts (a restart, a promoted replica) would answer
-    NOSCRIPT to every call in flight, and redis-py's cluster client breaks connections when
-    many calls load a script at once."""
-
-    def __init__(self, text: str, client: Any) -> None:
-        self.text = text
-        self.client = client
-
-    def __call__(self, keys: list[str], args: list[Any] | None = None, client: Any = None) -> Any:
-        """The call's coroutine, or, on a pipeline `client`, the pipeline with it queued."""
-        return (client or self.client).eval(self.text, len(keys), *keys, *(args or []))
+def _loaded(seqs: tuple[int, ...], reply: Any) -> Loaded | None:
+    """A load's reply: the state hash's fields (HGETALL), or the load script's (the fields
+    flat, the applied records of `seqs`, and the versions and events they name)."""
+    if seqs:
+        flat, records, *named = reply
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    else:
+        fields, records, named = reply, [], []
+    if not fields:
+        return None
+    state, meta = fields[b"state"], SeriesMeta.from_json(fields[b"meta"])
+    applied = {s: _applied(s, raw) for s, raw in zip(seqs, records, strict=False) if raw}
+    events = {}
+    if len(named) == 2:
+        events = {int(v): d for v, d in zip(*named, strict=True) if d}
+    return Loaded(meta=meta, state=state, applied=applied, events=events)
 
 
 def _applied(seq: int, raw: bytes) -> Applied:
@@ -198,10 +127,12 @@ class RedisStore:
         self._durable = DurableWrites(
             target, self._writer, min_replicas, max(1, int(wait_s * 1000)), writing
         )
-        self._load = Script(_LOAD, self._redis)
-        self._commit = Script(_COMMIT, self._writer)
-        self._delete = Script(_DELETE, self._writer)
-        self._last_version = Script(_LAST_VERSION, self._redis)
+        self._loads = Coalescer(self._load_group)
+        self._commits = Coalescer(self._commit_group)
+        self._load = Script(LOAD, self._redis)
+        self._commit = Script(COMMIT, self._writer)
+        self._delete = Script(DELETE, self._writer)
+        self._last_version = Script(LAST_VERSION, self._redis)
         self._tombstone_ms = max(1, int(tombstone_ttl_s * 1000))
         self._window = window
         self._maxlen = max(maxlen, window)  # the events outlive the applied records naming them
@@ -242,28 +173,48 @@ class RedisStore:
         finally:
             self._observe(operation, time.perf_counter() - start, failed)
 
+    async def _group(self, operation: str, call: Any, n: int) -> list[Any]:
+        """The replies of a pipeline of n calls, each a reply or an exception: the store's
+        errors as StoreUnavailable (one that failed the whole pipeline, for each call)."""
+        start = time.perf_counter()
+        try:
+            replies = await call
+        except (RedisError, OSError, TimeoutError) as exc:
+            replies = [exc] * n
+        seconds = time.perf_counter() - start
+        out = []
+        for reply in replies:
+            failed = isinstance(reply, (RedisError, OSError, TimeoutError))
+            self._observe(operation, seconds, failed)
+            if failed:
+                error = self._unavailable(operation, reply)
+                error.__cause__ = reply
+                reply = error
+            out.append(reply)
+        return out
+
     async def ping(self) -> None:
         await self._run("ping", self._redis.ping())
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
-        state_key, applied_key, log_key = keys(series_id)
-        if seqs:  # one round trip for the state, the applied records and their answers
-            call = self._load(
-                keys=[state_key, applied_key, log_key], args=[str(s) for s in seqs]
-            )
-            flat, records, *named = await self._run("load", call)
-            fields = dict(zip(flat[::2], flat[1::2], strict=True))
-        else:
-            fields, records = await self._run("load", self._redis.hgetall(state_key)), []
-            named = []
-        if not fields:
-            return None
-        state, meta = fields[b"state"], SeriesMeta.from_json(fields[b"meta"])
-        applied = {s: _applied(s, raw) for s, raw in zip(seqs, records, strict=False) if raw}
-        events = {}
-        if len(named) == 2:
-            events = {int(v): d for v, d in zip(*named, strict=True) if d}
-        return Loaded(meta=meta, state=state, applied=applied, events=events)
+        """The series' state, with the applied records of `seqs` and their answers; the loads
+        of one turn of the event loop share one pipeline."""
+        loaded: Loaded | None = await self._loads.submit((series_id, tuple(seqs)))
+        return loaded
+
+    async def _load_group(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for series_id, seqs in items:
+            state_key, applied_key, log_key = keys(series_id)
+            if seqs:  # the state, the applied records and their answers, in one script
+                self._load([state_key, applied_key, log_key], [str(s) for s in seqs], pipe)
+            else:
+                pipe.hgetall(state_key)
+        replies = await self._group("load", pipe.execute(raise_on_error=False), len(items))
+        return [
+            r if isinstance(r, Exception) else _loaded(seqs, r)
+            for (_, seqs), r in zip(items, replies, strict=True)
+        ]
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
         raw = await self._run("meta", self._redis.hget(keys(series_id)[0], "meta"))
@@ -278,7 +229,14 @@ class RedisStore:
         for a in write.applied:
             args += [a.seq, f"{a.value}\n{a.version}\n{int(a.ending)}\n{a.writer or ''}"]
         names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
-        return await self._write("commit", self._commit, names, args)
+        committed: bool = await self._commits.submit((names, args))
+        return committed
+
+    async def _commit_group(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """The commits of one turn of the event loop (a micro-batch's): one pipeline a node,
+        with its WAIT where replicas must confirm."""
+        replies = await self._group("commit", self._durable.run(self._commit, calls), len(calls))
+        return [self._written("commit", r) for r in replies]
 
     async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
         args: list[Any] = [
@@ -286,12 +244,21 @@ class RedisStore:
             feed_channel(series_id),
         ]
         names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
-        return await self._write("delete", self._delete, names, args)
+        (reply,) = await self._group("delete", self._durable.run(self._delete, [(names, args)]), 1)
+        deleted = self._written("delete", reply)
+        if isinstance(deleted, Exception):
+            raise deleted
+        return deleted
 
-    async def _write(self, operation: str, script: Any, names: list[str], args: list[Any]) -> bool:
-        done, confirmed = await self._run(operation, self._durable.run(script, names, args))
-        if done and confirmed < self._durable.replicas:  # on the primary, not yet on enough
-            raise self._unconfirmed(operation, confirmed)  # replicas: a failover could lose it
+    def _written(self, operation: str, reply: Any) -> Any:
+        """A write's outcome: True, False (the version had moved), or the exception to raise
+        (the store's, or: taken by the primary, not yet by enough replicas, so a failover
+        could lose it)."""
+        if isinstance(reply, Exception):
+            return reply
+        done, confirmed = reply
+        if done and confirmed < self._durable.replicas:
+            return self._unconfirmed(operation, confirmed)
         return bool(done)
 
     async def confirm(self, series_id: str) -> None:
@@ -368,6 +335,8 @@ class RedisStore:
         return list(await self._run("list", scan()))
 
     async def close(self) -> None:
+        await self._loads.close()
+        await self._commits.close()
         await self._durable.close()
         await self._redis.aclose()
         await self._writer.aclose()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from service.batching import MicroBatcher
+from service.batching import Coalescer, MicroBatcher
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +122,46 @@ async def test_requests_queue_while_a_call_runs(executor: Any) -> None:
     await asyncio.gather(first, *rest)
     assert [len(c) for c in run.calls] == [1, 10]
     await batcher.close()
+
+
+async def test_calls_of_one_turn_form_one_group() -> None:
+    groups: list[list[int]] = []
+
+    async def run(items: list[int]) -> list[Any]:
+        groups.append(items)
+        await asyncio.sleep(0)
+        return [ValueError(f"bad {i}") if i < 0 else i * 2 for i in items]
+
+    coalescer = Coalescer(run)
+    got = await asyncio.gather(*(coalescer.submit(i) for i in (1, 2, -3, 4)),
+                               return_exceptions=True)
+    assert got[:2] == [2, 4] and got[3] == 8 and str(got[2]) == "bad -3"
+    assert groups == [[1, 2, -3, 4]]
+    assert await coalescer.submit(5) == 10  # a later turn: a group of its own
+    assert groups[-1] == [5]
+    await coalescer.close()
+
+
+async def test_a_group_that_fails_fails_each_caller_and_a_caller_may_leave() -> None:
+    release = asyncio.Event()
+
+    async def run(items: list[int]) -> list[Any]:
+        await release.wait()
+        if 0 in items:
+            raise ConnectionError("gone")
+        return items
+
+    coalescer = Coalescer(run)
+    failing = [asyncio.ensure_future(coalescer.submit(i)) for i in (0, 1)]
+    await asyncio.sleep(0.01)
+    leaving = asyncio.ensure_future(coalescer.submit(7))
+    staying = asyncio.ensure_future(coalescer.submit(8))
+    await asyncio.sleep(0.01)
+    leaving.cancel()  # its request went away: the others still get their answers
+    release.set()
+    for task in failing:
+        with pytest.raises(ConnectionError, match="gone"):
+            await task
+    assert await staying == 8
+    assert leaving.cancelled()
+    await coalescer.close()

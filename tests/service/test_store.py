@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -192,6 +193,54 @@ async def test_last_version_outlives_the_events_of_a_deleted_series(
     await asyncio.sleep(0.7)
     assert await store.last_version("a") == 0
     assert await store.commit("a", stale)  # expired: any number goes
+
+
+async def test_concurrent_calls_of_many_series_each_get_their_own_answer(
+    make_store: StoreFactory,
+) -> None:
+    """Calls made together (one pipeline on Redis) are answered one by one: each series' own
+    compare-and-set, state and applied records."""
+    store = make_store()
+    ids = [f"g{i}" for i in range(12)]
+    assert all(await asyncio.gather(*(store.commit(i, write(1, 0, reset=True)) for i in ids)))
+    applied = [Applied(4, "[4.0]", 2, True, "w")]
+    results = await asyncio.gather(
+        *(store.commit(i, write(2, 5, applied=applied)) for i in ids),
+        store.commit(ids[0], write(1, 0, reset=True)),  # exists already: refused
+        store.commit("other", write(3, 5)),  # no version 2 to follow: refused
+    )
+    assert results == [True] * len(ids) + [False, False]
+    loaded = await asyncio.gather(*(store.load(i, [4]) for i in ids), store.load("absent"))
+    assert [(got.state, got.applied) for got in loaded[:-1] if got] == [
+        (b"s2", {4: applied[0]})
+    ] * len(ids)
+    assert loaded[-1] is None
+
+
+async def test_a_turn_of_the_event_loop_is_one_round_trip(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loads (and the commits) of requests that are ready together go out as one
+    pipeline: one round trip, not one a series."""
+    store = RedisStore(redis_url)
+    pipelines = {"reads": 0, "writes": 0}
+    for name, client in (("reads", store._redis), ("writes", store._writer)):
+        def counted(*args: object, _make: Any = client.pipeline, _name: str = name,
+                    **kwargs: object) -> Any:
+            pipelines[_name] += 1
+            return _make(*args, **kwargs)
+
+        monkeypatch.setattr(client, "pipeline", counted)
+    try:
+        ids = [f"trip{i}" for i in range(10)]
+        assert all(await asyncio.gather(*(store.commit(i, write(1, 0, reset=True)) for i in ids)))
+        loaded = await asyncio.gather(*(store.load(i, [0]) for i in ids), store.load(ids[0]))
+        assert all(got is not None and got.state == b"s1" for got in loaded)
+        assert pipelines == {"reads": 1, "writes": 1}
+        await store.load(ids[0])  # a later turn: its own
+        assert pipelines == {"reads": 2, "writes": 1}
+    finally:
+        await store.close()
 
 
 async def test_redis_keys_share_a_hash_tag(redis_url: str) -> None:
