@@ -115,16 +115,20 @@ GroupFn = Callable[[list[Any]], Awaitable[list[Any]]]
 class Coalescer:
     """Calls made in the same turn of the event loop go out as one: `submit(item)` queues the
     item, and once the requests that were ready have all had their turn, one task runs the
-    group function on every queued item (for the Redis store: one pipeline, one round trip).
-    A micro-batch's requests resume together after their model call, so their writes form
-    one group; nothing waits for more."""
+    group function on the queued items, at most `max_size` a group (for the Redis store: one
+    pipeline, one round trip). A micro-batch's requests resume together after their model
+    call, so their writes form one group; nothing waits for more."""
 
-    def __init__(self, run: GroupFn) -> None:
+    def __init__(self, run: GroupFn, max_size: int = 256) -> None:
         self._run = run
+        self._max_size = max_size
         self._queued: list[tuple[Any, asyncio.Future[Any]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     async def submit(self, item: Any) -> Any:
+        if self._closed:
+            raise RuntimeError("submitted to a closed coalescer")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._queued:
@@ -133,29 +137,40 @@ class Coalescer:
         return await future
 
     def _flush(self) -> None:
-        group, self._queued = self._queued, []
-        task = asyncio.get_running_loop().create_task(self._go(group), name="smct-coalesced")
-        self._tasks.add(task)  # held until done: the loop keeps weak references only
-        task.add_done_callback(self._tasks.discard)
+        loop = asyncio.get_running_loop()
+        while self._queued:
+            group, self._queued = self._queued[: self._max_size], self._queued[self._max_size :]
+            task = loop.create_task(self._go(group), name="smct-coalesced")
+            self._tasks.add(task)  # held until done: the loop keeps weak references only
+            task.add_done_callback(self._tasks.discard)
 
     async def _go(self, group: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        results: list[Any] = [RuntimeError("the call did not finish")] * len(group)
         try:
             results = await self._run([item for item, _ in group])
+            if len(results) != len(group):
+                raise RuntimeError(f"{len(results)} results for {len(group)} calls")
         except asyncio.CancelledError:
-            for _, future in group:
-                future.cancel()
+            results = [asyncio.CancelledError()] * len(group)
             raise
         except Exception as exc:  # the whole group failed: every caller gets the error
             results = [exc] * len(group)
-        for (_, future), result in zip(group, results, strict=True):
-            if future.done():  # its request went away
-                continue
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
+        finally:
+            for (_, future), result in zip(group, results, strict=True):
+                if future.done():  # its request went away
+                    continue
+                if isinstance(result, asyncio.CancelledError):
+                    future.cancel()
+                elif isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
 
     async def close(self) -> None:
-        """Wait for the groups in flight."""
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Refuse new calls, and let those already queued or in flight finish."""
+        self._closed = True
+        while self._queued or self._tasks:
+            if self._queued:  # a flush is scheduled: let it run
+                await asyncio.sleep(0)
+                continue
+            await asyncio.wait(set(self._tasks))

@@ -14,6 +14,7 @@ The same user and password serve the Sentinels and the servers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -117,29 +118,35 @@ class DurableWrites:
         self._nodes: dict[tuple[str, int], Redis] = {}
 
     async def run(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
-        """Run `script` once per (keys, args) of `calls`, in one pipeline a node (one round
-        trip); for each, (its result, the replicas that confirmed it: 0 when none are asked
-        for) or the exception it met."""
+        """Run `script` once per (keys, args) of `calls`; for each, (its result, the replicas
+        that confirmed it: 0 when none are asked for) or the exception it met. On one Redis
+        (or behind Sentinel) they go as one pipeline, one round trip, with one WAIT. On a
+        cluster each goes on its own, concurrently: a cluster pipeline fails every call when
+        one node cannot be reached, and answers a moved slot without learning the map."""
+        cluster = self._target.kind == "cluster"
         if not self.replicas:
-            pipe = self._writer.pipeline(transaction=False)
-            for keys, args in calls:
-                script(keys, args, client=pipe)
-            replies = await pipe.execute(raise_on_error=False)
-            return [r if isinstance(r, Exception) else (r, 0) for r in replies]
-        groups: dict[int, tuple[Any, list[int]]] = {}  # by the primary that takes the keys
-        for i, (keys, _) in enumerate(calls):
-            client = await self._primary(keys[0])
-            groups.setdefault(id(client), (client, []))[1].append(i)
+            if cluster:
+                await self._writer.initialize()  # once, before calls that would race to
+                replies = await asyncio.gather(
+                    *(script(keys, args) for keys, args in calls), return_exceptions=True
+                )
+            else:
+                pipe = self._writer.pipeline(transaction=False)
+                for keys, args in calls:
+                    script(keys, args, client=pipe)
+                replies = await pipe.execute(raise_on_error=False)
+            return [r if isinstance(r, BaseException) else (r, 0) for r in replies]
+        groups = [list(range(len(calls)))] if not cluster else [[i] for i in range(len(calls))]
 
-        def queued(idx: list[int]) -> Any:
-            return lambda pipe: [script(*calls[i], client=pipe) for i in idx]
+        async def waited(idx: list[int]) -> tuple[list[Any], int]:
+            client = await self._primary(calls[idx[0]][0][0])
+            return await self._waited(
+                client, lambda pipe: [script(*calls[i], client=pipe) for i in idx]
+            )
 
-        done = await asyncio.gather(
-            *(self._waited(client, queued(idx)) for client, idx in groups.values()),
-            return_exceptions=True,
-        )
+        done = await asyncio.gather(*(waited(idx) for idx in groups), return_exceptions=True)
         out: list[Any] = [None] * len(calls)
-        for (_, idx), got in zip(groups.values(), done, strict=True):
+        for idx, got in zip(groups, done, strict=True):
             for n, i in enumerate(idx):
                 out[i] = got if isinstance(got, BaseException) else _confirmed(got, n)
         return out
@@ -172,12 +179,20 @@ class DurableWrites:
         try:
             *results, confirmed = await pipe.execute(raise_on_error=False)
         except Exception:
-            if self._target.kind == "cluster":  # a failover or a moved slot: learn the map again
-                await self._writer.nodes_manager.initialize()
+            await self._relearn()
             raise
+        if any(isinstance(r, Exception) for r in (*results, confirmed)):
+            await self._relearn()  # a moved slot, or a primary become a replica (WAIT refused)
         if isinstance(confirmed, Exception):
             raise confirmed
         return results, int(confirmed)
+
+    async def _relearn(self) -> None:
+        """In a cluster, after a failover or a moved slot: learn the map of slots again (a
+        failure to is the next call's to meet)."""
+        if self._target.kind == "cluster":
+            with contextlib.suppress(Exception):
+                await self._writer.nodes_manager.initialize()
 
     def _node(self, key: str) -> Redis:
         node = self._writer.get_node_from_key(key)

@@ -18,6 +18,7 @@ the write is complete (a script runs whole or not at all).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -68,6 +69,17 @@ def tombstone_key(series_id: str) -> str:
     return f"smct:{{{series_id}}}:gone"
 
 
+def _decoded(seqs: tuple[int, ...], reply: Any) -> Any:
+    """A load's reply as Loaded (None: no such series), or the exception it met or raises
+    (each load its own: one series that cannot be read fails no other)."""
+    if isinstance(reply, BaseException):
+        return reply
+    try:
+        return _loaded(seqs, reply)
+    except Exception as exc:  # the caller's, as a direct call raised it
+        return exc
+
+
 def _loaded(seqs: tuple[int, ...], reply: Any) -> Loaded | None:
     """A load's reply: the state hash's fields (HGETALL), or the load script's (the fields
     flat, the applied records of `seqs`, and the versions and events they name)."""
@@ -111,6 +123,7 @@ class RedisStore:
     ) -> None:
         target = Target.parse(url)
         self.kind = "redis" if target.kind == "single" else f"redis-{target.kind}"
+        self._cluster = target.kind == "cluster"
         common: dict[str, Any] = {
             "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 1),
             "health_check_interval": 0,
@@ -203,18 +216,30 @@ class RedisStore:
         return loaded
 
     async def _load_group(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
-        pipe = self._redis.pipeline(transaction=False)
-        for series_id, seqs in items:
-            state_key, applied_key, log_key = keys(series_id)
-            if seqs:  # the state, the applied records and their answers, in one script
-                self._load([state_key, applied_key, log_key], [str(s) for s in seqs], pipe)
-            else:
-                pipe.hgetall(state_key)
-        replies = await self._group("load", pipe.execute(raise_on_error=False), len(items))
-        return [
-            r if isinstance(r, Exception) else _loaded(seqs, r)
-            for (_, seqs), r in zip(items, replies, strict=True)
-        ]
+        """The loads of one turn of the event loop: one pipeline on one Redis (or behind
+        Sentinel); each on its own, concurrently, on a cluster (see DurableWrites.run)."""
+        if self._cluster:
+            await self._redis.initialize()  # its map of slots, before calls that would race to
+            call = asyncio.gather(
+                *(self._load_call(self._redis, sid, seqs) for sid, seqs in items),
+                return_exceptions=True,
+            )
+        else:
+            pipe = self._redis.pipeline(transaction=False)
+            for series_id, seqs in items:
+                self._load_call(pipe, series_id, seqs)
+            call = pipe.execute(raise_on_error=False)
+        replies = await self._group("load", call, len(items))
+        return [_decoded(seqs, r) for (_, seqs), r in zip(items, replies, strict=True)]
+
+    def _load_call(self, client: Any, series_id: str, seqs: tuple[int, ...]) -> Any:
+        """A series' load on `client` (the call's coroutine, or the pipeline with it queued):
+        the state, the applied records of `seqs` and their answers in one script, or the
+        state alone."""
+        state_key, applied_key, log_key = keys(series_id)
+        if seqs:
+            return self._load([state_key, applied_key, log_key], [str(s) for s in seqs], client)
+        return client.hgetall(state_key)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
         raw = await self._run("meta", self._redis.hget(keys(series_id)[0], "meta"))

@@ -165,3 +165,17 @@ async def test_a_group_that_fails_fails_each_caller_and_a_caller_may_leave() -> 
     assert await staying == 8
     assert leaving.cancelled()
     await coalescer.close()
+
+
+async def test_close_lets_queued_calls_finish_and_refuses_new_ones() -> None:
+    async def run(items: list[int]) -> list[Any]:
+        await asyncio.sleep(0.01)
+        return items
+
+    coalescer = Coalescer(run, max_size=2)
+    calls = [asyncio.ensure_future(coalescer.submit(i)) for i in range(5)]
+    await asyncio.sleep(0)  # queued, not yet flushed
+    await coalescer.close()
+    assert [c.result() for c in calls] == [0, 1, 2, 3, 4]  # in groups of at most two
+    with pytest.raises(RuntimeError, match="closed"):
+        await coalescer.submit(5)

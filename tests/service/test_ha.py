@@ -4,6 +4,7 @@ loses no acknowledged observation and applies none twice."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -192,3 +193,38 @@ def _slots(node: Any) -> list[tuple[int, int]]:
     finally:
         c.close()
 
+
+
+@pytest.mark.anyio
+async def test_a_shard_down_fails_only_its_own_series(tmp_path: Path) -> None:
+    """Loads and commits of series on every shard, made together, while one primary is down:
+    the series of the live shards are answered (and applied), only the lost shard's are 503s
+    that say a write may have been applied."""
+    from service.errors import StoreUnavailable
+    from service.redis_store import RedisStore
+    from tests.service.test_store import write
+
+    setup = local_servers("cluster", tmp_path)
+    servers = next(setup)
+    store = RedisStore(servers.url, timeout_s=0.5)
+    try:
+        ids = [f"shard{i}" for i in range(12)]
+        assert all(await asyncio.gather(*(store.commit(i, write(1, 0, reset=True)) for i in ids)))
+        victim = servers_primary(servers, ids[0])
+        lost = {i for i in ids if servers_primary(servers, i) is victim}
+        assert 0 < len(lost) < len(ids)
+        victim.kill()
+        loads = await asyncio.gather(*(store.load(i) for i in ids), return_exceptions=True)
+        commits = await asyncio.gather(
+            *(store.commit(i, write(2, 5)) for i in ids), return_exceptions=True
+        )
+        for i, loaded, committed in zip(ids, loads, commits, strict=True):
+            if i in lost:
+                assert isinstance(loaded, StoreUnavailable), i
+                assert isinstance(committed, StoreUnavailable) and committed.maybe_applied, i
+            else:
+                assert loaded is not None and not isinstance(loaded, BaseException), i
+                assert committed is True, i
+    finally:
+        await store.close()
+        setup.close()  # stops the servers

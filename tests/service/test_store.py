@@ -243,6 +243,27 @@ async def test_a_turn_of_the_event_loop_is_one_round_trip(
         await store.close()
 
 
+async def test_a_series_that_cannot_be_read_fails_no_other(redis_url: str) -> None:
+    """Loads made together are decoded one by one: a state whose metadata this version cannot
+    read (written by a newer one) fails its own load only."""
+    from redis.asyncio import Redis
+
+    store = RedisStore(redis_url)
+    raw = Redis.from_url(redis_url)
+    try:
+        for sid in ("good", "newer"):
+            assert await store.commit(sid, write(1, 0, reset=True))
+        meta_json = (await raw.hget(keys("newer")[0], "meta")).decode()
+        await raw.hset(keys("newer")[0], "meta", meta_json[:-1] + ', "added_later": 1}')
+        got = await asyncio.gather(store.load("good"), store.load("newer"),
+                                   store.load("good", [0]), return_exceptions=True)
+        assert isinstance(got[1], TypeError)
+        assert all(g is not None and not isinstance(g, BaseException) for g in (got[0], got[2]))
+    finally:
+        await raw.aclose()
+        await store.close()
+
+
 async def test_redis_keys_share_a_hash_tag(redis_url: str) -> None:
     state, applied, events = keys("store-42")
     names = (state, applied, events, tombstone_key("store-42"))
