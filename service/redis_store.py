@@ -160,9 +160,10 @@ class RedisStore:
                 f"{self._retry_after_s} s, and tell its operator if it persists",
                 retry_after_s=self._retry_after_s, maybe_applied=writing,
             )
-        # a write whose connection failed after sending (a timeout, a reset) may have run;
-        # only a refused connection sent nothing
-        maybe = writing and "refused" not in str(exc).lower()
+        # a write whose connection failed after sending (a timeout, a reset) may have run, and
+        # the writer resends once after a dropped connection: a refusal may follow a send
+        # that ran, so a failed write is never said to have changed nothing
+        maybe = writing
         if maybe:
             outcome = (
                 "the write may or may not have been applied; repeat the same request (it is "

@@ -301,3 +301,20 @@ async def test_unreachable_redis_is_store_unavailable(own_redis: RedisServer) ->
     assert loaded is not None and loaded.meta.version == 1
     assert await store.commit("a", write(2, 1))
     await store.close()
+
+
+async def test_a_failed_write_is_never_said_to_have_changed_nothing(redis_url: str) -> None:
+    """The writer resends a write once after a dropped connection, so even a refusal may
+    follow a first send that ran: a failed write says it may have been applied (a repeat is
+    safe); a failed read says nothing changed."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    store = RedisStore(redis_url)
+    try:
+        refused = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+        for operation in ("commit", "delete"):
+            error = store._unavailable(operation, refused)
+            assert error.maybe_applied and "may or may not have been applied" in error.message
+        assert not store._unavailable("load", refused).maybe_applied
+    finally:
+        await store.close()
