@@ -39,7 +39,7 @@ from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
 
 
 class StepOut(NamedTuple):
-    """Outputs of one filter update, numpy (see export.UPDATE_OUTPUTS): the compact state
+    """Outputs of one filter update, numpy (see graphs.UPDATE_OUTPUTS): the compact state
     after the step (its valid mask follows from the step count), then the step's
     statistics."""
 

@@ -74,9 +74,9 @@ def reanchor(batch: StateBatch, window: int) -> None:
     """Scale a series by the window the model attends to, at every step.
 
     A per-series model is trained on windows scaled by their own recent values
-    (training.data.window_scaling); a series served for long drifts away from the level and
-    scale it was created with (a price over years, an epidemic from its first cases), and
-    its inputs would leave the range the model learned. So after each step the location
+    (training.datasets.windows.window_scaling); a series served for long drifts away from the
+    level and scale it was created with (a price over years, an epidemic from its first
+    cases), and its inputs would leave the range the model learned. So after each step the location
     and scale become those of the last L inputs (model.state.series_scaling, in series
     units) and the window is re-expressed in them; keys and values are rebuilt from the
     window, so the particles stay consistent, and the next observation is scored against
