@@ -33,7 +33,15 @@ def export(
     from model.graphs import MIN_PARTICLES
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if _kind(checkpoint) != "checkpoint":  # a saved baseline (or what its reader refuses)
+    found = _kind(checkpoint)
+    if found in ("artifact", "baseline"):  # the exported kinds
+        raise typer.BadParameter(
+            f"{checkpoint} is already an exported {found}: serve it (SMCT_ARTIFACT), forecast "
+            "with it (smct forecast --artifact), or fine-tune from it (smct train --init); "
+            "export takes a checkpoint (smct train --out) or a saved baseline (smct benchmark "
+            "--save-models)", param_hint="--checkpoint",
+        )
+    if found == "forecaster":
         _export_baseline(checkpoint, out, force, scaling)
         return
     if out.exists() and not force:

@@ -44,6 +44,7 @@ def serve(
             for e in exc.errors()
         )
         raise typer.BadParameter(f"the SMCT_ environment is not valid: {problems}") from exc
+    _check_artifact(settings.artifact)
     n = settings.workers if workers is None else workers
     if not 1 <= n <= MAX_WORKERS:
         raise typer.BadParameter(
@@ -108,3 +109,19 @@ def _restore_env(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
+
+
+def _check_artifact(path: Path) -> None:
+    """A usage error, before any worker starts, where `path` holds nothing to serve."""
+    from model import manifest
+    from model.artifact import ArtifactError
+
+    try:
+        found = manifest.kind(path)
+    except ArtifactError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--artifact / SMCT_ARTIFACT") from None
+    if found not in ("artifact", "baseline"):
+        raise typer.BadParameter(
+            f"{path} is a {found}, not an artifact: serve it after `smct export --checkpoint "
+            f"{path} --out DIR`", param_hint="--artifact / SMCT_ARTIFACT",
+        )

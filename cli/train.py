@@ -167,6 +167,11 @@ def train(
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     params = dict(ctx.params)  # every option by its name: TrainConfig's leaves and the command's
+    if (out / "manifest.json").exists():
+        raise typer.BadParameter(
+            f"{out} holds an exported model (manifest.json), whose weights training would "
+            "overwrite: choose another --out", param_hint="--out",
+        )
     _apply_preset(ctx, params)
     _check_train_options(ctx, params)
     if init is not None:

@@ -39,6 +39,9 @@ SCALING_FILE = "scaling.json"  # a checkpoint's record of its training windows' 
 def kind(path: Path | str) -> Kind:
     """What the directory `path` holds (its manifest's type, or a checkpoint's files)."""
     path = Path(path)
+    if not path.is_dir():
+        why = "is not a directory" if path.exists() else "does not exist"
+        raise ArtifactError(f"{path} {why}")
     manifest = _manifest(path)
     if manifest is not None:
         if manifest.get("type") == BASELINE_TYPE:

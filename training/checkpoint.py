@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,12 @@ class Checkpoint:
         if missing:
             raise FileNotFoundError(f"{path} is not a checkpoint directory: missing {missing}")
         hist = json.loads((path / HISTORY).read_text()) if (path / HISTORY).exists() else {}
+        model = load_model(path, device)
+        run = TrainConfig.from_dict(json.loads((path / TRAIN_CONFIG).read_text()))
         return cls(
-            model=load_model(path, device),
-            train_config=TrainConfig.from_dict(json.loads((path / TRAIN_CONFIG).read_text())),
+            model=model,
+            train_config=replace(run, model=model.cfg),  # the model as saved (a flat record's
+            # window of None, the training windows', is the saved model's window)
             scaling=json.loads((path / SCALING).read_text()),
             history=hist.get("epochs", []),
             metrics=hist.get("metrics", {}),

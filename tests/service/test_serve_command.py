@@ -24,6 +24,7 @@ def test_serve_runs_uvicorn_on_the_service_app(
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append((a, kw)))
     monkeypatch.setenv("SMCT_ARTIFACT", "unset")  # restored after the test
+    (tmp_path / "manifest.json").write_text('{"type": "smct-artifact"}')  # read at start-up
     result = CliRunner().invoke(
         app, ["serve", "--host", "0.0.0.0", "--port", "9123", "--artifact", str(tmp_path)]
     )
@@ -131,8 +132,11 @@ def test_one_worker_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_workers_that_cannot_start_fail_the_command(tmp_path: Path) -> None:
     """uvicorn.run exits 0 when the workers of a multi-process run fail at start-up (it says 3
     for one process only): `smct serve --workers 2` exits 3, as with one worker."""
+    broken = tmp_path / "broken"  # an artifact by its manifest, whose files are missing
+    broken.mkdir()
+    (broken / "manifest.json").write_text('{"type": "smct-artifact", "format_version": 2}')
     env = {
-        **os.environ, "SMCT_ARTIFACT": str(tmp_path / "missing"),
+        **os.environ, "SMCT_ARTIFACT": str(broken),
         "SMCT_REDIS_URL": "redis://127.0.0.1:1/0", "PYTHONPATH": str(REPO),
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -142,3 +146,17 @@ def test_workers_that_cannot_start_fail_the_command(tmp_path: Path) -> None:
         env=env, cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
     )
     assert done.returncode == 3, done.stdout + done.stderr
+
+
+def test_what_cannot_be_served_is_a_usage_error(tmp_path: Path) -> None:
+    """A path that does not exist, or a training checkpoint, is refused before any worker
+    starts, with what to do."""
+    checkpoint = tmp_path / "run"
+    checkpoint.mkdir()
+    for name in ("model_config.json", "weights.pt"):
+        (checkpoint / name).write_text("{}")
+    for path, message in ((tmp_path / "missing", "does not exist"),
+                          (checkpoint, "is a checkpoint, not an artifact")):
+        result = CliRunner().invoke(app, ["serve", "--artifact", str(path)])
+        flat = " ".join(result.output.replace("│", " ").split())
+        assert result.exit_code == 2 and message in flat, result.output

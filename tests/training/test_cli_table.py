@@ -177,6 +177,14 @@ def test_checkpoint_and_export_usage_errors(tmp_path: Path) -> None:
     assert _run("export", "--checkpoint", str(run), "--out", str(tmp_path / "a"))[0] == 0
     code, out = _run("export", "--checkpoint", str(run), "--out", str(tmp_path / "a"))
     assert code == 2 and "pass --force" in _flat(out), out
+    # an artifact is not a checkpoint to export, nor a directory to train into
+    code, out = _run("export", "--checkpoint", str(tmp_path / "a"), "--out", str(tmp_path / "b"))
+    assert code == 2 and "is already an exported artifact" in _flat(out), out
+    weights = (tmp_path / "a" / "weights.pt").read_bytes()
+    code, out = _run("train", "--dataset", str(table), "--seq-len", "16", *SMALL,
+                     "--no-evaluate", "--out", str(tmp_path / "a"))
+    assert code == 2 and "holds an exported model" in _flat(out), out
+    assert (tmp_path / "a" / "weights.pt").read_bytes() == weights
     history = tmp_path / "h.csv"
     history.write_text("value\n" + "\n".join(str(float(i % 7)) for i in range(30)) + "\n")
     code, out = _run("forecast", "--artifact", str(tmp_path / "a"), "--input", str(history),

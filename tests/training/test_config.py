@@ -5,6 +5,8 @@ the former flat record still read."""
 from __future__ import annotations
 
 import inspect
+import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,19 @@ def test_the_train_commands_defaults_are_the_trees() -> None:
             assert given is None
             continue
         assert given == defaults[name], name
+
+
+def test_a_checkpoint_of_the_flat_record_keeps_its_models_window(tmp_path: Path) -> None:
+    """A checkpoint written with the flat record (window None: the training windows') reads
+    back with the saved model's configuration, window included."""
+    from model.smc_transformer import SMCTransformer
+    from training.checkpoint import TRAIN_CONFIG, Checkpoint
+
+    model = SMCTransformer(ModelConfig(d_model=8, d_ff=8, window=23))
+    Checkpoint(model=model, train_config=TrainConfig(), scaling={"mode": "global"}).save(tmp_path)
+    flat = {"dataset": "synthetic-1", "data_options": {}, "particles": 5, "d_model": 8,
+            "window": None, "epochs": 1}
+    (tmp_path / TRAIN_CONFIG).write_text(json.dumps(flat))
+    loaded = Checkpoint.load(tmp_path)
+    assert loaded.train_config.model == model.cfg and loaded.train_config.model.window == 23
+    assert loaded.train_config.filter.particles == 5

@@ -169,7 +169,7 @@ def test_init_refuses_a_model_that_does_not_fit(tmp_path: Path) -> None:
     assert code == 2 and "scaled by one global scaler" in text, text
     code, text = _run("train", "--dataset", "synthetic-1", "--init", tmp_path / "none",
                       "--out", tmp_path / "r")
-    assert code == 2 and "neither an artifact" in text, text
+    assert code == 2 and "none does not exist" in text, text
     assert not (tmp_path / "r").exists()
 
 
