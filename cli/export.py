@@ -33,15 +33,7 @@ def export(
     from model.graphs import MIN_PARTICLES
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    found = _kind(checkpoint)
-    if found in ("artifact", "baseline"):  # the exported kinds
-        raise typer.BadParameter(
-            f"{checkpoint} is already an exported {found}: serve it (SMCT_ARTIFACT), forecast "
-            "with it (smct forecast --artifact), or fine-tune from it (smct train --init); "
-            "export takes a checkpoint (smct train --out) or a saved baseline (smct benchmark "
-            "--save-models)", param_hint="--checkpoint",
-        )
-    if found == "forecaster":
+    if _kind(checkpoint) == "forecaster":
         _export_baseline(checkpoint, out, force, scaling)
         return
     if out.exists() and not force:
@@ -124,14 +116,24 @@ def _serving_scaling(trained: str, asked: str | None) -> str:
 
 
 def _kind(path: Path) -> str:
-    """model.manifest.kind; "checkpoint" where it is none (load_checkpoint says what lacks)."""
+    """model.manifest.kind: "checkpoint" or "forecaster" (a saved baseline), what export
+    takes; "checkpoint" where it is neither (load_checkpoint says what lacks); an exported
+    artifact or baseline is a usage error."""
     from model import manifest
     from model.artifact import ArtifactError
 
     try:
-        return manifest.kind(path)
+        found = manifest.kind(path)
     except ArtifactError:
         return "checkpoint"
+    if found in ("artifact", "baseline"):
+        raise typer.BadParameter(
+            f"{path} is already an exported {found}: serve it (SMCT_ARTIFACT), forecast "
+            "with it (smct forecast --artifact), or fine-tune from it (smct train --init); "
+            "export takes a checkpoint (smct train --out) or a saved baseline (smct benchmark "
+            "--save-models)", param_hint="--checkpoint",
+        )
+    return found
 
 
 def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -> None:
