@@ -117,11 +117,6 @@ def _check_artifact(path: Path) -> None:
     from model.artifact import ArtifactError
 
     try:
-        found = manifest.kind(path)
+        manifest.servable(path)
     except ArtifactError as exc:
         raise typer.BadParameter(str(exc), param_hint="--artifact / SMCT_ARTIFACT") from None
-    if found not in ("artifact", "baseline"):
-        raise typer.BadParameter(
-            f"{path} is a {found}, not an artifact: serve it after `smct export --checkpoint "
-            f"{path} --out DIR`", param_hint="--artifact / SMCT_ARTIFACT",
-        )

@@ -8,6 +8,7 @@
                                     manifest's type is its registry name; model/baselines)
                       "checkpoint": `smct train --out` (model_config.json and weights.pt;
                                     model/checkpoint.py)
+    servable(path)    its kind where it can be served (an artifact or a baseline artifact)
     load(path, ...)   the serving runtime of an artifact or a baseline artifact
     load_model(path)  the SMC Transformer of an artifact or a checkpoint, and how its training
                       windows were scaled (what fine-tuning starts from)
@@ -70,22 +71,28 @@ def load(
     """The runtime that serves `path`: an artifact's on `backend`, or a baseline artifact's
     (which runs on torch). A checkpoint or a saved forecaster is refused with the command
     that exports it."""
-    found = kind(path)
-    if found == "baseline":
+    if servable(path) == "baseline":
         from model.stateless import StatelessRuntime
 
         return StatelessRuntime.load(path, device=device)
-    if found == "artifact":
-        from model.runtime import Runtime
+    from model.runtime import Runtime
 
-        return Runtime.load(
-            path, backend=backend, device=device, threads=threads,
-            max_filter_steps=max_filter_steps, adapt=adapt,
-        )
-    raise ArtifactError(
-        f"{path} is a {found}, not an artifact: serve it after `smct export --checkpoint "
-        f"{path} --out DIR`"
+    return Runtime.load(
+        path, backend=backend, device=device, threads=threads,
+        max_filter_steps=max_filter_steps, adapt=adapt,
     )
+
+
+def servable(path: Path | str) -> Kind:
+    """The kind of `path` where it can be served ("artifact" or "baseline"), without loading
+    it; ArtifactError, with the command that exports one, where it cannot."""
+    found = kind(path)
+    if found not in ("artifact", "baseline"):
+        raise ArtifactError(
+            f"{path} is a {found}, not an artifact: serve it after `smct export --checkpoint "
+            f"{path} --out DIR`"
+        )
+    return found
 
 
 def load_model(path: Path | str) -> tuple[SMCTransformer, str]:
