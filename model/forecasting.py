@@ -17,7 +17,7 @@ Q levels, L window.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,16 @@ def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> li
     ]
 
 
+def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
+    """Future covariates (B, H, C) placed at each series' steps shift..shift + H - 1 of
+    `total` steps, 0 (their mean) at its pending steps and after."""
+    b, horizon, c = cov.shape
+    out = np.zeros((b, total, c), cov.dtype)
+    for i in range(b):
+        out[i, shift[i] : shift[i] + horizon] = cov[i]
+    return out
+
+
 def seed_key(*parts: Any) -> int:
     """A 63-bit integer from any values (seeds of series and of generators)."""
     digest = hashlib.sha256(repr(parts).encode()).digest()
@@ -86,6 +96,7 @@ class ForecastMixin:
     n_mean: int
     window: int
     table_rows: int
+    create: Callable[..., list[SeriesState]]
 
     def forecast(
         self,
@@ -122,9 +133,34 @@ class ForecastMixin:
             return []
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
-        alphas = self.adapter.alphas(states, levels)
-        alphas = horizon_alphas(alphas, levels, horizon)  # (B, H, Q)
+        alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
         return self._summaries(samples, levels, alphas, check_levels(quantiles), return_samples)
+
+    def forecast_history(
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+        seasons: Sequence[int] | None = None,
+    ) -> list[Forecast]:
+        """Stateless: create states from the histories (their coverage correction at
+        `levels`, their season lengths `seasons`; Runtime.create), then forecast."""
+        return self.forecast(
+            self.create(histories, levels=levels, seasons=seasons),
+            horizon,
+            levels,
+            n_samples,
+            return_samples=return_samples,
+            seed=seed,
+            quantiles=quantiles,
+            covariates=covariates,
+        )
 
     def forecast_steps(
         self,
@@ -143,10 +179,7 @@ class ForecastMixin:
         request before it starts)."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
         cov = self._path_inputs(states, horizon, n_samples, covariates)
-        alphas = None
-        if states:
-            one = self.adapter.alphas(states, levels)
-            alphas = horizon_alphas(one, levels, horizon)  # (B, H, Q)
+        alphas = self._alphas(states, levels, horizon) if states else None  # (B, H, Q)
         return (
             (
                 h,
@@ -167,15 +200,20 @@ class ForecastMixin:
         cov: np.ndarray | None,
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
-        covariates from `_path_inputs`."""
+        covariates from `_path_inputs`. The paths of a series with pending steps (missing
+        observations not yet filtered, model/runtime.Runtime._defer) move through those
+        first: its step h is the paths' step pending + h."""
         if not states:
             return
         batch = StateBatch.of(states, self.target_dim, self.n_mean)
         gens = [
-            torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.t)) for s in states
+            torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.seq))
+            for s in states
         ]
         cfg = self.artifact.config
         n, d, o = n_samples, cfg.d_model, self.target_dim
+        shift = batch.pending  # (B,)
+        total = horizon + int(shift.max(initial=0))
 
         def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
             fn = torch.rand if uniform else torch.randn
@@ -189,21 +227,40 @@ class ForecastMixin:
             batch.season, self.adapter.mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
-        # the seasonal index of each step's seq (B, H, O)
-        offsets = self.adapter.offsets(batch, batch.t[:, None] + np.arange(horizon)[None, :])
+        # the seasonal index of each step's seq (B, H', O), H' = total
+        offsets = self.adapter.offsets(batch, batch.t[:, None] + np.arange(total)[None, :])
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
-        factors = horizon_factors(batch.spread_factor, horizon)  # (B, H, O)
+        factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
-        for h in range(horizon):
-            cov_h = None if cov is None else torch.from_numpy(cov[:, h])
+        cov = None if cov is None else _shifted(cov, shift, total)
+        ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
+        for k in range(total):
+            cov_k = None if cov is None else torch.from_numpy(cov[:, k])
             paths, x_t = self.engine.forecast_step(
-                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_h, horizon_mean(coef, h + 1)
+                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_k, horizon_mean(coef, k + 1)
             )
             x = x_t.astype(np.float64)  # (B, N, O) scaled
             if self.adapt.spread:
                 mean = x.mean(axis=1, keepdims=True)
-                x = mean + factors[:, h : h + 1] * (x - mean)
-            yield h, x * scale + loc + offsets[:, h : h + 1]
+                x = mean + factors[:, k : k + 1] * (x - mean)
+            x = x * scale + loc + offsets[:, k : k + 1]
+            h = k - shift  # (B,) the step of each series' forecast this is
+            for i in np.flatnonzero((h >= 0) & (h < horizon)):
+                ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
+            done = k - int(shift.max(initial=0))  # every series has its step `done`
+            if done >= 0:
+                yield done, ready.pop(done)
+
+    def _alphas(
+        self, states: Sequence[SeriesState], levels: list[float], horizon: int
+    ) -> np.ndarray:
+        """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its
+        pending steps counted among the steps ahead."""
+        shift = np.array([s.pending for s in states], np.int64)
+        one = self.adapter.alphas(states, levels)
+        every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
+        ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
+        return np.take_along_axis(every, ahead[:, :, None], axis=1)
 
     def _summaries(
         self,

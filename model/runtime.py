@@ -8,7 +8,8 @@ artifact's global scaler, or, with scaling.mode == "per_series", by the mean and
 deviation of the series' own history (kept in its state; once the window is full, of the L
 inputs the model attends to, again after every step: model/scaling.reanchor), and answers
 are scaled back. NaN marks a missing value: the filter advances without reweighting and feeds
-its predictive mean (model/filter.impute). Each series adapts online to its own errors
+its predictive mean (model/filter.impute); missing values after a series' last value stay
+pending until the next value comes (model/gaps.py). Each series adapts online to its own errors
 (model/adapter.py). Bad input is an InputError (model/inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
@@ -32,6 +33,14 @@ from model.adapter import Adapter
 from model.artifact import Artifact, ArtifactError
 from model.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
 from model.forecasting import Forecast, ForecastMixin, seed_key
+from model.gaps import (
+    MAX_PENDING,
+    carried_mean,
+    defer,
+    pending_results,
+    steps_ahead,
+    trailing_missing,
+)
 from model.graphs import MIN_PARTICLES
 from model.inputs import (
     MIN_HISTORY,
@@ -196,9 +205,14 @@ class Runtime(ForecastMixin):
         season = check_seasons(seasons, len(rows))
         if not rows:
             return []
+        # trailing missing values stay pending (`_defer`): the state is the one of the
+        # history without them, and its forecasts move through them
+        pending = [min(trailing_missing(r), MAX_PENDING, len(r) - 1) for r in rows]
+        rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
         batch, start = self._start(rows, seeds, season)
         steps = [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)]
         self._advance(batch, steps, levels=check_levels(levels))
+        batch.pending[:] = pending
         return [batch.state(i, self.model_id) for i in range(len(rows))]
 
     def _start(
@@ -248,6 +262,7 @@ class Runtime(ForecastMixin):
             mean_cov=prior[1],
             mean_noise=prior[2],
             profile=profile,
+            pending=np.zeros(b, np.int64),
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
@@ -280,34 +295,17 @@ class Runtime(ForecastMixin):
             for i, res in zip(idx, self._score(sub, x, out, law, levels), strict=True):
                 results[i].append(res)
 
-        self._advance(batch, rows, record, field="observations", levels=levels)
-        return [(batch.state(i, self.model_id), results[i]) for i in range(len(states))]
-
-    def forecast_history(
-        self,
-        histories: Sequence[np.ndarray],
-        horizon: int,
-        levels: Sequence[float],
-        n_samples: int,
-        *,
-        return_samples: bool = False,
-        seed: int | None = None,
-        quantiles: Sequence[float] = (),
-        covariates: Sequence[np.ndarray] | None = None,
-        seasons: Sequence[int] | None = None,
-    ) -> list[Forecast]:
-        """Stateless: create states from the histories (their coverage correction at
-        `levels`, their season lengths `seasons`), then forecast."""
-        return self.forecast(
-            self.create(histories, levels=levels, seasons=seasons),
-            horizon,
-            levels,
-            n_samples,
-            return_samples=return_samples,
-            seed=seed,
-            quantiles=quantiles,
-            covariates=covariates,
-        )
+        before = batch.pending.copy()
+        steps, pending = defer(batch.pending, rows, self.n_features)
+        self._advance(batch, steps, record, field="observations", levels=levels)
+        batch.pending[:] = pending
+        new = [batch.state(i, self.model_id) for i in range(len(states))]
+        # the steps filtered again after a gap were answered when they came
+        results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
+        deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
+        for i, res in enumerate(pending_results(self, new, deferred, levels)):
+            results[i] += res
+        return [(new[i], results[i]) for i in range(len(states))]
 
     def _advance(
         self,
@@ -343,14 +341,16 @@ class Runtime(ForecastMixin):
             valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
             steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
+            # after a gap the mean is corrected as a forecast is, and not adapted (model/gaps)
+            ahead = steps_ahead(sub, self.window, self.target_dim)
             out = self._step(
                 base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
-                self.adapter.mean_coef(sub),
+                carried_mean(self.adapter.mean_coef(sub), ahead),
             )
             law = self._law(sub, out)
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
-            self.adapter.learn(sub, xs[:, : self.target_dim], observed, law, valid)
+            self.adapter.learn(sub, xs[:, : self.target_dim], observed & (ahead == 0), law, valid)
             sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1

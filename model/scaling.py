@@ -14,10 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from model.inputs import InputError
-from model.state import StateBatch, flat_scale
+from model.state import LEVEL_RESOLUTION, StateBatch, flat_scale
 
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see `scale_values`)
 RESOLUTION = 1e-6  # of a series' scale: what its float32 window resolves (see `reanchor`)
+# of a series' scale: the least spread a window keeps after one step, unless it is flat
+SPREAD_RESOLUTION = 1e-4
 
 
 def scale_values(x: np.ndarray, batch: StateBatch) -> np.ndarray:
@@ -92,12 +94,15 @@ def reanchor(batch: StateBatch, window: int) -> None:
     than half of the inputs its window holds (half of L once full, the runtime's
     `min_observed`; and at least 2) keeps its scaling.
 
-    The window is stored in float32, so values rebuilt from it carry rounding of about
-    1e-7 of the scales it was stored in: a level under RESOLUTION times the old scale, or a
-    spread under RESOLUTION times the old scale or the level, is that rounding, taken as 0
-    (`_resolved`), and a window found flat is stored as exact zeros. Otherwise a run of
-    equal values would get its rounding as scale, and the first different value would lie
-    a billion scales away and be refused."""
+    The window is stored in float32, so values rebuilt from it carry rounding of about 1e-7 of the
+    scales it was stored in: a level under RESOLUTION times the old scale is that rounding, taken as
+    0, and so is a spread under SPREAD_RESOLUTION times the old scale (a step replaces one of L
+    inputs, so a window whose spread falls that far has become flat, and what is left is the
+    rounding of the window and of a level taken from an earlier one, stored at a larger scale) or
+    under LEVEL_RESOLUTION times the level (the float64 rounding of values there: a spread of 1 at a
+    level of 1e9 is data; `_resolved`); a window found flat is stored as exact zeros. Otherwise a
+    run of equal values would get its rounding as scale, and the first different value would lie a
+    billion scales away and be refused."""
     loc, scale = batch.loc, batch.scale  # (B, F)
     units = batch.x_hist * scale[:, None] + loc[:, None]  # (B, L, F) float64
     seen = batch.observed  # (B, L, F); the slots of a window not yet full are unseen
@@ -135,7 +140,7 @@ def _resolved(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Level and spread of a window (B, F), with what its float32 storage cannot resolve taken
     as 0 (see `reanchor`): a level under RESOLUTION times the scale the window was stored in,
-    a spread under RESOLUTION times that scale or the level."""
-    floor = RESOLUTION * old_scale
-    loc = np.where(np.abs(loc) < floor, 0.0, loc)
-    return loc, np.where(spread < np.maximum(floor, RESOLUTION * np.abs(loc)), 0.0, spread)
+    a spread under SPREAD_RESOLUTION times that scale or LEVEL_RESOLUTION times the level."""
+    loc = np.where(np.abs(loc) < RESOLUTION * old_scale, 0.0, loc)
+    floor = np.maximum(SPREAD_RESOLUTION * old_scale, LEVEL_RESOLUTION * np.abs(loc))
+    return loc, np.where(spread < floor, 0.0, spread)

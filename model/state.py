@@ -36,14 +36,15 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class SeriesState:
-    """Particles of one series after `t` observations (see the module docstring)."""
+    """Particles of one series after `t` filtered steps and `pending` missing observations
+    after them (see the module docstring)."""
 
     FORMAT_VERSION: ClassVar[int] = state_format.VERSION
     READS: ClassVar[tuple[int, ...]] = state_format.READS
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
-    t: int  # observations absorbed so far (the next observation's seq number)
+    t: int  # steps filtered so far (with `pending`, the next observation's seq number)
     x_hist: np.ndarray  # (L, F) float32 scaled inputs, lag s at s-1, 0 beyond t
     lineage: np.ndarray  # (P, L) int64 ancestor index at each lag, lineage[:, 0] = arange(P)
     logw: np.ndarray  # (P,) float32 log-weights
@@ -66,6 +67,9 @@ class SeriesState:
     # the seasonal profile (model/adaptation.py): (M, O) float32 indices, phase p at p (M = 0:
     # none)
     profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # missing observations after the last filtered step, not yet filtered: a forecast moves
+    # the paths through them (model/forecasting.py), the next observation filters them first
+    pending: int = 0
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -90,6 +94,21 @@ class SeriesState:
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
+        self._check_adaptation()
+        p, n_lag = self.lineage.shape
+        mask_shape = np.asarray(self.observed).shape
+        if (
+            self.x_hist.shape[0] != n_lag
+            or self.logw.shape != (p,)
+            or mask_shape != self.x_hist.shape
+        ):
+            raise ValueError(
+                f"inconsistent state shapes: x_hist {self.x_hist.shape}, lineage "
+                f"{self.lineage.shape}, logw {self.logw.shape}, observed {mask_shape}"
+            )
+
+    def _check_adaptation(self) -> None:
+        """The adaptation's arrays agree in shape and fit the byte format's counts."""
         if self.cover_levels.shape != self.cover_alpha.shape or self.cover_levels.ndim != 1:
             raise ValueError(
                 f"cover_levels {self.cover_levels.shape} and cover_alpha "
@@ -110,19 +129,14 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
-        if not 0 <= self.season < 1 << 16:
-            raise ValueError(f"season must be in 0..65535, got {self.season}")
-        p, n_lag = self.lineage.shape
-        mask_shape = np.asarray(self.observed).shape
-        if (
-            self.x_hist.shape[0] != n_lag
-            or self.logw.shape != (p,)
-            or mask_shape != self.x_hist.shape
-        ):
-            raise ValueError(
-                f"inconsistent state shapes: x_hist {self.x_hist.shape}, lineage "
-                f"{self.lineage.shape}, logw {self.logw.shape}, observed {mask_shape}"
-            )
+        for name in ("season", "pending"):
+            if not 0 <= getattr(self, name) < 1 << 16:
+                raise ValueError(f"{name} must be in 0..65535, got {getattr(self, name)}")
+
+    @property
+    def seq(self) -> int:
+        """The next observation's seq number: the steps filtered and those pending."""
+        return self.t + self.pending
 
     @property
     def n_particles(self) -> int:
@@ -146,9 +160,9 @@ class SeriesState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SeriesState):
             return NotImplemented
-        same = (self.model_id, self.seed, self.t, self.spread_weight, self.season) == (
-            other.model_id, other.seed, other.t, other.spread_weight, other.season
-        )
+        same = (
+            self.model_id, self.seed, self.t, self.spread_weight, self.season, self.pending
+        ) == (other.model_id, other.seed, other.t, other.spread_weight, other.season, other.pending)
         return same and all(
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in (
@@ -192,6 +206,7 @@ class StateBatch:
     mean_cov: np.ndarray  # (B, O, J, J) float32
     mean_noise: np.ndarray  # (B, O) float32
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
+    pending: np.ndarray  # (B,) int64 missing observations not yet filtered
 
     def __len__(self) -> int:
         return len(self.t)
@@ -231,6 +246,7 @@ class StateBatch:
             profile=profiles(
                 [s.profile for s in states], n_targets, max((s.season for s in states), default=0)
             ),
+            pending=np.array([s.pending for s in states], np.int64),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -280,6 +296,7 @@ class StateBatch:
             profile=self.profile[i, : self.season[i]] if self.profile[i].any() else np.zeros(
                 (0, self.profile.shape[2])
             ),
+            pending=int(self.pending[i]),
         )
 
 
@@ -306,22 +323,24 @@ def cover_arrays(states: Sequence[SeriesState]) -> tuple[np.ndarray, np.ndarray]
     return levels, alpha
 
 
+# of a level: the spread under which values at that level are taken as flat, the rounding of
+# float64 means and deviations there (a spread of 1 at a level of 1e9 is data)
+LEVEL_RESOLUTION = 1e-12
 FLAT_FRACTION = 1e-2  # served scale of a feature that does not vary, a fraction of its level
 
 
 def flat_scale(loc: np.ndarray, scale: np.ndarray, flat: float = FLAT_FRACTION) -> np.ndarray:
-    """`scale` where it is a usable divisor; a feature that does not vary (standard deviation
-    0, or under 1e-9 of its level: rounding) gets `flat` times its level |loc| as scale, or 1
-    at level 0. Relative, so that a series at 1e-7 keeps its own spread, and a flat series at
-    1e7 meets its first change of 1e6 10 scales away (absorbed: its window rescales at the
-    next step), not a million (refused). Served series take FLAT_FRACTION: the model meets a
-    flat window as inputs that are all 0, and answers in scales, so a scale that is a small
-    fraction of the level keeps its intervals near the level (a series stuck at 100 is
-    forecast a median of 99.8 within [98.4, 101.1] at 80 % with the default model). Training
-    windows keep the level (`flat=1`, training.datasets.windows.window_scaling): the inputs
-    are the same, all 0, and a window that moves after a flat history keeps targets of a few
-    scales, not hundreds."""
-    flat_ = ~(scale > 1e-9 * np.abs(loc)) | ~(scale > 0.0)
+    """`scale` where it is a usable divisor; a feature that does not vary (standard deviation 0, or
+    under LEVEL_RESOLUTION of its level: the rounding of float64 values there) gets `flat` times its
+    level |loc| as scale, or 1 at level 0. Relative, so that a series at 1e-7 keeps its own spread,
+    and a flat series at 1e7 meets its first change of 1e6 10 scales away (absorbed: its window
+    rescales at the next step), not a million (refused). Served series take FLAT_FRACTION: the model
+    meets a flat window as inputs that are all 0, and answers in scales, so a scale that is a small
+    fraction of the level keeps its intervals near the level (a series stuck at 100 is forecast a
+    median of 99.8 within [98.4, 101.1] at 80 % with the default model). Training windows keep the
+    level (`flat=1`, training.datasets.windows.window_scaling): the inputs are the same, all 0, and
+    a window that moves after a flat history keeps targets of a few scales, not hundreds."""
+    flat_ = ~(scale > LEVEL_RESOLUTION * np.abs(loc)) | ~(scale > 0.0)
     if not np.any(flat_):
         return scale
     level = np.abs(loc)

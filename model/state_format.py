@@ -1,7 +1,7 @@
 """The bytes of a series state (model/state.py): the binary format, and the older versions still
 read.
 
-Binary format, version 5, little-endian:
+Binary format, version 6, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
@@ -10,15 +10,19 @@ Binary format, version 5, little-endian:
     O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
-    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | crc32 u32 of all that precedes.
+    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | pending u16 | crc32 u32 of all
+    that precedes.
 The block after logw is the series' online adaptation (model/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
 which a model with lag inputs reads (model/config.py); then the coefficients of its own
 correction of the mean, their covariance and the variance of its innovations (O = 0: none
-yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none).
+yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none);
+`pending` counts the missing observations after the last filtered step (`t`) that the filter
+has not taken yet (model/runtime.py). A state with none is written as version 5, which is
+version 6 without `pending`: its bytes are those of the code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
-season) and 4 (no mean correction, no profile) are still read.
+season), 4 (no mean correction, no profile) and 5 (no pending steps) are still read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -35,8 +39,8 @@ if TYPE_CHECKING:
     from model.state import SeriesState
 
 MAGIC = b"SMCS"
-VERSION = 5  # the version written
-READS = (1, 2, 3, 4, 5)  # the versions read
+VERSION = 6  # the version written for a state with pending steps (5 for one without)
+READS = (1, 2, 3, 4, 5, 6)  # the versions read
 _HEAD = struct.Struct("<4sHH32sQQIHH")
 _INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
@@ -46,14 +50,16 @@ class StateFormatError(ValueError):
 
 
 def encode(state: SeriesState) -> bytes:
-    """`state` in format VERSION (see the module docstring)."""
+    """`state` in format VERSION, or 5 where it has no pending steps (see the module
+    docstring)."""
     p, n_lag = state.lineage.shape
+    version = VERSION if state.pending else 5
     f = state.n_features
     n = min(state.t, n_lag)
     width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
     head = _HEAD.pack(
         MAGIC,
-        VERSION,
+        version,
         width,
         bytes.fromhex(state.model_id),
         state.seed,
@@ -83,6 +89,7 @@ def encode(state: SeriesState) -> bytes:
             state.mean_noise.astype("<f4").tobytes(),
             struct.pack("<HB", *state.profile.shape),
             state.profile.astype("<f4").tobytes(),
+            struct.pack("<H", state.pending) if state.pending else b"",
         )
     )
     return body + struct.pack("<I", zlib.crc32(body))
@@ -150,7 +157,7 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
     size += 2 if version >= 4 else 0  # the season
     if version >= 5:
         size += _mean_size(data, pos + size)
-    return size
+    return size + (2 if version >= 6 else 0)  # pending
 
 
 def _adaptation_size(data: bytes, pos: int) -> int:
@@ -231,7 +238,7 @@ def _lineage(raw: bytes, head: _Head) -> np.ndarray:
 
 def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
     """The adaptation block at `pos` (version 3 on), then the season (4 on), the mean
-    correction and the profile (5)."""
+    correction and the profile (5 on), and the pending steps (6, last before the crc)."""
     (o,) = struct.unpack_from("<B", data, pos)
     spread_factor = np.frombuffer(data, "<f4", o, pos + 1)
     weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
@@ -246,6 +253,8 @@ def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
         (extra["season"],) = struct.unpack_from("<H", data, at + 8 * k)
     if version >= 5:
         extra.update(_read_mean(data, at + 8 * k + 2))
+    if version >= 6:
+        (extra["pending"],) = struct.unpack_from("<H", data, len(data) - 6)
     return extra
 
 

@@ -227,6 +227,6 @@ class ModelCalls:
 
     def _new_state(self, state: SeriesState) -> NewState:
         return NewState(
-            state.to_bytes(), state.t, float(state.ess), state.n_particles,
+            state.to_bytes(), state.seq, float(state.ess), state.n_particles,
             adaptation_of(state, self._filter.adapt).model_dump(), state.season,
         )

@@ -94,7 +94,7 @@ def test_a_long_gap_keeps_the_scaling_of_the_last_real_values(
     else:
         (state,) = rt_series.create([before[:, None]])
         ((state, _),) = rt_series.update([state], [gap[:, None]], [0.8])
-    assert state.t == 360 and not state.observed.any()
+    assert state.seq == 360 and state.pending == 64 and not state.observed.any()
     _, scale = series_scaling(before[-rt_series.min_observed :, None])
     np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
     (ref,) = rt_series.create([before[:, None]])
