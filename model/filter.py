@@ -37,7 +37,7 @@ from model.resampling import Resampler, ess
 from model.smc_transformer import SMCTransformer
 
 
-def _gather(x: Tensor, idx: Tensor) -> Tensor:
+def gather(x: Tensor, idx: Tensor) -> Tensor:
     """Select particles: x (B, P, ...), idx (B, N) -> (B, N, ...)."""
     view = idx.view(idx.shape + (1,) * (x.dim() - 2))
     return x.gather(1, view.expand(idx.shape + x.shape[2:]))
@@ -63,8 +63,8 @@ class FilterState:
         """The particles `ancestors` (B, P): each takes its ancestor's window, query and last
         input; logw (B, P) their new log-weights."""
         return FilterState(
-            window=_gather(self.window, ancestors),
-            query=_gather(self.query, ancestors),
+            window=gather(self.window, ancestors),
+            query=gather(self.query, ancestors),
             x_prev=_select_input(self.x_prev, ancestors),
             valid=self.valid,
             logw=logw,
@@ -167,7 +167,7 @@ def _select_inputs(inputs: Tensor | None, anc: Tensor) -> Tensor | None:
     """The input windows of the selected particles: shared ones (B, 1, L, F) stay shared."""
     if inputs is None or inputs.shape[1] == 1:
         return inputs
-    return _gather(inputs, anc)
+    return gather(inputs, anc)
 
 
 def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
@@ -175,7 +175,7 @@ def _select_input(x_prev: Tensor, anc: Tensor) -> Tensor:
     (an expanded view, stride 0 on the particle axis) and needs no gather."""
     if x_prev.stride(1) == 0 and anc.shape[1] == x_prev.shape[1]:
         return x_prev
-    return _gather(x_prev, anc)
+    return gather(x_prev, anc)
 
 
 # ---------------------------------------------------------------- 2. mutation
@@ -388,9 +388,9 @@ def forecast_step(
 def expand_paths(state: FilterState, ancestors: Tensor) -> FilterState:
     """Turn P weighted particles into N equally weighted paths: ancestors (B, N)."""
     return FilterState(
-        window=_gather(state.window, ancestors),
-        query=_gather(state.query, ancestors),
-        x_prev=_gather(state.x_prev, ancestors),
+        window=gather(state.window, ancestors),
+        query=gather(state.query, ancestors),
+        x_prev=gather(state.x_prev, ancestors),
         valid=state.valid,
         logw=torch.zeros(ancestors.shape, dtype=state.logw.dtype, device=state.logw.device),
         inputs=_select_inputs(state.inputs, ancestors),

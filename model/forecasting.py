@@ -28,7 +28,13 @@ from model.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horiz
 from model.adapter import Adapter
 from model.artifact import Artifact
 from model.backends import Backend
-from model.inputs import InputError, check_covariates, check_levels, check_states
+from model.inputs import (
+    InputError,
+    check_covariates,
+    check_horizon,
+    check_levels,
+    check_states,
+)
 from model.noise import NoiseLayout
 from model.predictive import SampleSummary, summarize_samples
 from model.scaling import check_future_scale
@@ -283,8 +289,7 @@ class ForecastMixin:
         covariates: Sequence[np.ndarray] | None,
     ) -> np.ndarray | None:
         """Check the inputs of a forecast; returns its scaled future covariates (or None)."""
-        if horizon < 1 or n_samples < 1:
-            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
+        check_horizon(horizon, n_samples)
         check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
         return self._covariates(states, horizon, covariates)
 

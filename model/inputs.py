@@ -47,8 +47,14 @@ def check_rows(a: np.ndarray, n_features: int, what: str, min_rows: int) -> np.n
     if len(arr) < min_rows:
         raise InputError(f"a {what} needs at least {min_rows} rows, got {len(arr)}")
     if np.isinf(arr).any():
-        raise InputError(f"{what} contain infinite values (use NaN for missing ones)")
+        raise InputError(f"{what}: infinite values are refused (NaN marks a missing value)")
     return arr
+
+
+def check_horizon(horizon: int, n_samples: int) -> None:
+    """A forecast of at least one step and one sample path."""
+    if horizon < 1 or n_samples < 1:
+        raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
 
 
 def check_seasons(seasons: Sequence[int] | None, b: int) -> np.ndarray:

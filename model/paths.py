@@ -17,7 +17,15 @@ from dataclasses import dataclass, replace
 from torch import Tensor
 
 from model.compact import materialize
-from model.filter import CompactState, FilterState, draw_next, enter, expand_paths, mutate
+from model.filter import (
+    CompactState,
+    FilterState,
+    draw_next,
+    enter,
+    expand_paths,
+    gather,
+    mutate,
+)
 from model.resampling import get_resampler
 from model.smc_transformer import SMCTransformer
 
@@ -34,12 +42,6 @@ def start_paths(
     """N equally weighted paths drawn by weight (uniforms u (B, N)) from the particles of a
     compact state, as a FilterState (B, N, ...): the P particles' windows, gathered."""
     return LazyPaths.start(model, table, base, state, u).expand()
-
-
-def _gather(x: Tensor, idx: Tensor) -> Tensor:
-    """Select particles: x (B, P, ...), idx (B, N) -> (B, N, ...) (as filter._gather)."""
-    view = idx.view(idx.shape + (1,) * (x.dim() - 2))
-    return x.gather(1, view.expand(idx.shape + x.shape[2:]))
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class LazyPaths:
         once per particle (a path's window and query are its particle's), and the absorption
         of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
         parts = self.particles
-        mu = _gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
+        mu = gather(model.attend(parts.query, parts.window, parts.valid), self.ancestors)
         pred = mutate(
             model, mu, eps_z, self.last_inputs(), parts.lagged(model), parts.mean_coef
         )  # (B, N, O)

@@ -32,7 +32,14 @@ from model.artifact import ArtifactError
 from model.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
 from model.baselines.registry import load_forecaster
 from model.forecasting import Forecast, forecasts
-from model.inputs import MIN_HISTORY, InputError, check_levels
+from model.inputs import (
+    MIN_HISTORY,
+    InputError,
+    check_covariates,
+    check_horizon,
+    check_levels,
+    check_rows,
+)
 from model.predictive import summarize_samples
 from model.scaling import check_future_scale, check_observed
 from model.state import series_scaling
@@ -108,7 +115,7 @@ class StatelessRuntime:
         baseline reads no season length (`seasons` is accepted as the runtime's is)."""
         out = []
         for h in histories:
-            rows = self._rows(h)
+            rows = check_rows(h, self.n_features, "history", self.min_history)
             unseen = ~np.isfinite(rows).any(axis=0)  # (F,) features never observed
             if self.global_scaling is None or unseen[: self.target_dim].any():
                 check_observed(rows, self.target_dim)  # as the SMC Transformer's
@@ -140,6 +147,7 @@ class StatelessRuntime:
         The draws are seeded by the history (the same history, the same answer), or by
         `seed` alone when it is given (the same draws for every history). A model with
         covariates needs their future values, (horizon, F - O) per series."""
+        check_horizon(horizon, n_samples)
         states = self.create(histories)
         future = self._future(len(states), horizon, covariates)
         return [
@@ -167,14 +175,13 @@ class StatelessRuntime:
         drawn whole first (a baseline's rollout is one call), then summarised step by step;
         the inputs are checked here, before the first step."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
+        check_horizon(horizon, n_samples)
         future = self._future(len(states), horizon, covariates)
         o = self.target_dim
         for state, ahead in zip(states, future, strict=True):
             if ahead is not None:
                 scaled = (ahead - state.loc[o:]) / state.scale[o:]
                 check_future_scale(scaled, ahead, state.loc[o:], state.scale[o:])
-        if horizon < 1 or n_samples < 1:
-            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n_samples}")
 
         def steps() -> Iterator[tuple[int, list[Forecast]]]:
             paths = [  # (1, N, H, O) each
@@ -194,34 +201,17 @@ class StatelessRuntime:
     def _future(
         self, b: int, horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> list[np.ndarray | None]:
-        """Future covariates (H, C) float64 of each of b series (None each without any)."""
+        """Future covariates (H, C) float64 of each of b series (None each without any),
+        checked as the runtime checks them (model/inputs.check_covariates)."""
         c = self.n_features - self.target_dim
-        if c == 0:
-            if covariates is not None:
-                raise InputError("this model has no covariates")
-            return [None] * b
-        if covariates is None or len(covariates) != b:
-            raise InputError(f"this model needs future covariates (horizon, {c}) for each series")
-        out: list[np.ndarray | None] = []
-        for v in covariates:
-            try:
-                arr = np.asarray(v, dtype=np.float64).reshape(horizon, c)
-            except ValueError:
-                raise InputError(
-                    f"future covariates must have shape ({horizon}, {c}) per series"
-                ) from None
-            if not np.isfinite(arr).all():
-                raise InputError("future covariates must be finite")
-            out.append(arr)
-        return out
+        out = check_covariates(covariates, b, horizon, c)
+        return [None] * b if out is None else list(out)
 
     def _paths(
         self, state: History, horizon: int, n: int, seed: int | None,
         future: np.ndarray | None = None,
     ) -> np.ndarray:
         """Sample paths (1, N, H, O) in series units; `future` (H, C) covariates."""
-        if horizon < 1 or n < 1:
-            raise InputError(f"horizon and n_samples must be >= 1, got {horizon} and {n}")
         t = len(state.x)
         o = self.target_dim
         ahead = np.zeros((horizon, self.n_features))
@@ -246,20 +236,6 @@ class StatelessRuntime:
     ) -> list[Forecast]:
         s = summarize_samples(samples, check_levels(levels), check_levels(quantiles))
         return forecasts(samples, s, return_samples)
-
-    def _rows(self, a: np.ndarray) -> np.ndarray:
-        arr = np.asarray(a, dtype=np.float64)
-        if arr.ndim == 1 and self.n_features == 1:
-            arr = arr[:, None]
-        if arr.ndim != 2 or arr.shape[1] != self.n_features:
-            raise InputError(
-                f"each history must have shape (T, {self.n_features}), got {arr.shape}"
-            )
-        if len(arr) < self.min_history:
-            raise InputError(f"a history needs at least {self.min_history} rows, got {len(arr)}")
-        if np.isinf(arr).any():
-            raise InputError("histories contain infinite values (use NaN for missing ones)")
-        return arr
 
 
 def _hash(data: bytes) -> int:
