@@ -25,7 +25,7 @@ DEFAULT = Path(__file__).resolve().parents[2] / "artifacts" / "default"
 
 
 @pytest.fixture(scope="module")
-def random_walk(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def random_walk_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from model.config import ModelConfig
     from model.export import export_artifact
     from model.smc_transformer import SMCTransformer
@@ -43,7 +43,12 @@ def random_walk(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
         model, out, particles=10, scaling={"mode": "global", "loc": [0.0], "scale": [1.0]},
         features={"inputs": ["x"], "targets": ["x"]},
     )
-    return Runtime.load(out, adapt=OFF)
+    return out
+
+
+@pytest.fixture(scope="module", params=["torch", "onnx"])
+def random_walk(random_walk_artifact: Path, request: pytest.FixtureRequest) -> Runtime:
+    return Runtime.load(random_walk_artifact, backend=request.param, adapt=OFF)
 
 
 def _width(f: object, h: int = 0) -> float:
