@@ -218,7 +218,7 @@ def _seasons(
             raise typer.BadParameter(str(err), param_hint="--freq") from None
     stamps = table_seasons(path, id_col=id_col, time_col=time_col)
     return [
-        stamps.get(i) or detect_season(h[:, 0], runtime.max_season)
+        stamps.get(i) or detect_season(h[:, 0], runtime.longest_season)
         for i, h in zip(ids, histories, strict=True)
     ]
 

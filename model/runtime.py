@@ -43,6 +43,7 @@ from model.gaps import (
 )
 from model.graphs import MIN_PARTICLES
 from model.inputs import (
+    MAX_SEASON,
     MIN_HISTORY,
     InputError,
     check_levels,
@@ -112,6 +113,9 @@ class Runtime(ForecastMixin):
         self.min_history: int = MIN_HISTORY
         # the longest season the model reads (its window; 0 for a model without lag inputs)
         self.max_season: int = cfg.window if cfg.lag_inputs else 0
+        # the longest season found from a history: what the seasonal profile holds (any
+        # season), else what the model reads
+        self.longest_season: int = MAX_SEASON if self.adapt.season else self.max_season
         # terms of each series' own correction of the mean (model/adaptation.py): a model with
         # lag inputs whose backend takes them; 0: none
         self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and engine.corrects_mean else 0

@@ -74,7 +74,7 @@ class StatelessRuntime:
         self.target_dim = len(manifest["features"]["targets"])
         self.context_length = int(manifest["context_length"])
         self.min_history = MIN_HISTORY
-        self.max_season = 0  # a baseline reads no season
+        self.max_season = self.longest_season = 0  # a baseline reads no season
         scaling = check_scaling(manifest.get("scaling", {}), self.n_features)
         self.global_scaling: tuple[np.ndarray, np.ndarray] | None = (
             (np.asarray(scaling["loc"]), np.asarray(scaling["scale"]))

@@ -178,7 +178,7 @@ class ModelInputs:
                 return season_of_freq(freq)
             except ValueError as exc:
                 raise InvalidInput(f"{field}freq: {exc}", field=f"{field}freq") from exc
-        return detect_season(history[:, 0], self.runtime.max_season)
+        return detect_season(history[:, 0], self.runtime.longest_season)
 
     def matrix(
         self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,

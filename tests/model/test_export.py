@@ -241,7 +241,7 @@ def test_forecast_command_seasons(tmp_path: Path) -> None:
         path.write_text("series_id,timestamp,x\n" + "".join(rows))
 
     class Model:  # a runtime that reads seasons up to 24
-        max_season = 24
+        max_season = longest_season = 24
 
     def seasons(
         length: int | None = None, freq: str | None = None, table: Path = hourly

