@@ -29,10 +29,15 @@ def benchmark(
     out: Annotated[Path, typer.Option(help="directory for tables, figures, results.json")] = Path(
         "results"
     ),
-    quick: Annotated[bool, typer.Option(help="tiny budget: minutes for everything")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="tiny budget, minutes for everything (the options given win)")
+    ] = False,
     seed: int = 0,
     particles: int = 10,
-    d_model: int = 32,
+    d_model: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(min=1, help="width of the neural models (default 32; with --quick 16)"),
+    ] = None,
     threads: int = 1,
     epochs: Optional[int] = None,  # noqa: UP045
     limit: Optional[int] = None,  # noqa: UP045
