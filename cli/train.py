@@ -121,7 +121,13 @@ def train(
             "checkpoint (smct train --out); its model shape and data scaling are kept"
         ),
     ] = None,
-    em_exponent: float = 0.6,
+    em_exponent: Annotated[
+        float,
+        typer.Option(
+            help="the EM step size of the covariances at update p is p^-exponent, in (0.5, 1] "
+            "(the steps sum to infinity, their squares do not)"
+        ),
+    ] = 0.6,
     device: str = "cpu",
     threads: Annotated[
         Optional[int],  # noqa: UP045 (typer)
@@ -338,6 +344,16 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
         raise typer.BadParameter(
             f"{p['schedule']!r}; valid: {', '.join(SCHEDULES)}", param_hint="--schedule"
         )
+    _check_rates(p)
+    _check_device(p["device"])
+    if p["schedule"] == "noam" and _given(ctx, "lr"):
+        logging.getLogger(__name__).warning(
+            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
+        )
+
+
+def _check_rates(p: dict[str, Any]) -> None:
+    """--lr, --resample-threshold and --em-exponent: within their ranges (NaN is in none)."""
     if not p["lr"] > 0:
         raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
     if not p["resample_threshold"] > 0:
@@ -345,10 +361,10 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
             f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
             param_hint="--resample-threshold",
         )
-    _check_device(p["device"])
-    if p["schedule"] == "noam" and _given(ctx, "lr"):
-        logging.getLogger(__name__).warning(
-            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
+    if not 0.5 < p["em_exponent"] <= 1.0:
+        raise typer.BadParameter(
+            f"must be in (0.5, 1], got {p['em_exponent']}: the EM step size p^-exponent of "
+            "update p converges for those (the default is 0.6)", param_hint="--em-exponent",
         )
 
 
