@@ -346,6 +346,8 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
         )
     _check_rates(p)
     _check_device(p["device"])
+    if p["distributed"]:
+        _check_torchrun()
     if p["schedule"] == "noam" and _given(ctx, "lr"):
         logging.getLogger(__name__).warning(
             "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
@@ -365,6 +367,20 @@ def _check_rates(p: dict[str, Any]) -> None:
         raise typer.BadParameter(
             f"must be in (0.5, 1], got {p['em_exponent']}: the EM step size p^-exponent of "
             "update p converges for those (the default is 0.6)", param_hint="--em-exponent",
+        )
+
+
+def _check_torchrun() -> None:
+    """--distributed: this process was started by torchrun, which tells it its rank."""
+    from training.distributed import torchrun_missing
+
+    missing = torchrun_missing()
+    if missing:
+        raise typer.BadParameter(
+            f"trains one rank of a torchrun job, and torchrun did not start this process "
+            f"({', '.join(missing)} unset): run `torchrun --nproc_per_node=N $(which smct) "
+            "train --distributed ...`, or leave --distributed out to train in one process",
+            param_hint="--distributed",
         )
 
 

@@ -95,3 +95,14 @@ def test_an_em_exponent_of_one_trains(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert Checkpoint.load(tmp_path / "r").train_config.optim.em_exponent == 1.0
 
+
+def test_distributed_outside_torchrun_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    res = CliRunner().invoke(app, ["train", *TINY_RUN, "--distributed", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output  # not a traceback (exit code 1)
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "--distributed" in text and "torchrun --nproc_per_node=N" in text, text
+    assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset" in text, text
