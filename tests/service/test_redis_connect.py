@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from redis.asyncio.connection import SSLConnection
+from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
 from service.redis_connect import Target
 
@@ -37,3 +41,43 @@ def test_the_service_refuses_a_wrong_url_at_start() -> None:
 
     with pytest.raises(ValidationError, match="names no service"):
         Settings(redis_url="redis+sentinel://s1:26379")
+
+
+def test_tls_cluster_and_sentinel_urls_speak_tls_to_every_node() -> None:
+    cluster = Target.parse("rediss+cluster://:pw@a:7000,b:7001")
+    assert (cluster.kind, cluster.nodes, cluster.password) == (
+        "cluster", (("a", 7000), ("b", 7001)), "pw"
+    )
+    assert cluster.tls_options == {"ssl": True}
+    sentinel = Target.parse(
+        "rediss+sentinel://u:p@s1:26379,s2:26379/main/2?ssl_ca_certs=%2Fetc%2Fca.pem"
+        "&ssl_cert_reqs=Required&ssl_check_hostname=false"
+    )
+    assert (sentinel.kind, sentinel.service, sentinel.db) == ("sentinel", "main", 2)
+    assert sentinel.tls_options == {
+        "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "required",
+        "ssl_check_hostname": False,
+    }
+    assert Target.parse("redis+cluster://a:7000").tls_options == {}
+    # the clients: TLS on the cluster's nodes, on the Sentinels and on the primary they name
+    client = cluster.connect(socket_timeout=1.0)
+    assert client.connection_kwargs["connection_class"] is SSLConnection
+    primary = sentinel.connect(socket_timeout=1.0)
+    assert primary.connection_pool.connection_class is SentinelManagedSSLConnection
+    assert primary.connection_pool.connection_kwargs["ssl_ca_certs"] == "/etc/ca.pem"
+    for one in primary.connection_pool.sentinel_manager.sentinels:
+        assert one.connection_pool.connection_class is SSLConnection
+    plain = Target.parse("redis+sentinel://u:p@s1:26379/main").connect(socket_timeout=1.0)
+    assert plain.connection_pool.connection_class is SentinelManagedConnection
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("redis+cluster://a:7000?ssl_cert_reqs=none", "need TLS: rediss+cluster://"),
+    ("rediss+sentinel://s:1/m?ssl_verify=no", "'ssl_verify' is not a TLS setting; valid: "),
+    ("rediss+cluster://a:7000?ssl_cert_reqs=maybe", "'maybe' is not one of none, optional"),
+    ("rediss+sentinel://:secret@s:1", "names no service"),
+])
+def test_a_wrong_tls_url_says_what_to_fix(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        Target.parse(url)
+    assert "secret" not in str(err.value)
