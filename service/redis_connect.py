@@ -20,14 +20,19 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
+import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import RedisClusterException, RedisError
 
 Kind = Literal["single", "cluster", "sentinel"]
+
+_REDIS_PY = Path(redis.__file__).resolve().parent  # redis-py's own modules
 
 #: the schemes of several nodes, each with its kind and whether it speaks TLS
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
@@ -156,6 +161,27 @@ def _safe(url: str) -> str:
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@")
     return url
+
+
+def store_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the store failing (a 503, service/redis_store.py): redis-py's errors
+    (a cluster's too: none of its nodes answers, a slot is not covered), the network's, a
+    timeout, or an AttributeError raised within redis-py itself (its cluster client meets one
+    when a node or its connection goes away in the middle of a call). An AttributeError of
+    this code's own is a bug, and stays one."""
+    if isinstance(exc, (RedisError, RedisClusterException, OSError, TimeoutError)):
+        return True
+    return isinstance(exc, AttributeError) and _raised_in_redis_py(exc)
+
+
+def _raised_in_redis_py(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is one of redis-py's."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_REDIS_PY)
 
 
 class DurableWrites:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
 from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
-from service.redis_connect import Target
+from service.errors import StoreUnavailable
+from service.redis_connect import Target, store_failure
+from service.redis_store import RedisStore
+from tests.servers import free_port
+from tests.service.test_store import write
 
 
 def test_one_server_cluster_and_sentinel_urls() -> None:
@@ -81,3 +86,56 @@ def test_a_wrong_tls_url_says_what_to_fix(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as err:
         Target.parse(url)
     assert "secret" not in str(err.value)
+
+
+def _broken_cluster_client(store: RedisStore) -> None:
+    """The store's cluster clients meet an AttributeError inside redis-py at their next call:
+    its map of the nodes is gone (as when a node leaves in the middle of a call)."""
+    for client in (store._redis, store._writer):
+        client.nodes_manager.startup_nodes = None
+
+
+def test_only_redis_pys_attribute_errors_are_store_failures() -> None:
+    async def inside() -> None:
+        store = RedisStore(f"redis+cluster://127.0.0.1:{free_port()}")
+        _broken_cluster_client(store)
+        try:
+            await store._redis.hget("k", "f")
+        finally:
+            await store.close()
+
+    with pytest.raises(AttributeError) as err:
+        asyncio.run(inside())
+    assert store_failure(err.value)
+    with pytest.raises(AttributeError) as ours:
+        None.values()  # type: ignore[attr-defined]  # a bug of this code's own
+    assert not store_failure(ours.value)
+    assert store_failure(ConnectionError("gone")) and store_failure(TimeoutError())
+    assert not store_failure(ValueError("bad"))
+
+
+@pytest.mark.parametrize("operation", ["meta", "load", "commit", "ping"])
+@pytest.mark.parametrize("fault", ["AttributeError", "RedisClusterException"])
+def test_the_cluster_clients_failures_are_store_unavailable(operation: str, fault: str) -> None:
+    """An AttributeError inside redis-py's cluster client, or a cluster none of whose nodes
+    answers (redis-py's RedisClusterException, not one of its RedisErrors): a 503."""
+
+    async def call() -> None:
+        store = RedisStore(f"redis+cluster://127.0.0.1:{free_port()}", retry_after_s=2)
+        if fault == "AttributeError":
+            _broken_cluster_client(store)
+        calls = {
+            "meta": lambda: store.meta("a"), "load": lambda: store.load("a", [3]),
+            "commit": lambda: store.commit("a", write(1, 10, reset=True)),
+            "ping": lambda: store.ping(),
+        }
+        try:
+            await calls[operation]()
+        finally:
+            await store.close()
+
+    with pytest.raises(StoreUnavailable) as err:
+        asyncio.run(call())
+    assert err.value.headers == {"Retry-After": "2"}
+    assert f"{fault} during {operation}" in err.value.message
+    assert type(err.value.__cause__).__name__ == fault
