@@ -86,7 +86,8 @@ def benchmark(
             time_col=time_col,
         )
         for table in tables:  # read and cut each before hours of training
-            load_data(table, seed=seed, limit=limit, options=table_options)
+            load_data(table, seed=seed, limit=limit, options=table_options,
+                      flags={"window": "--seq-len"}, hint="--datasets")
     elif any(v is not None for v in (seq_len, history, value_cols, target_dim)):
         raise typer.BadParameter(
             "--seq-len, --history, --value-cols and --target-dim describe your own table "

@@ -5,10 +5,14 @@ Heavy modules are imported inside the functions, so that `smct serve` starts wit
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from training.splits import TooFewData
 
 # The options that read a user's table, shared by the commands that train on one.
 SeqLen = Annotated[
@@ -156,16 +160,43 @@ def _table_options(
     return options
 
 
-def load_data(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
-    """training.datasets.load_dataset, its complaints about the data as a usage error."""
+def remedy_flags(dataset: str, flags: Mapping[str, str]) -> dict[str, str]:
+    """A command's `flags` (option -> flag: "window" -> "--seq-len", ...) that `dataset` takes,
+    for the remedies of a too-few-data message (training.splits.TooFewData): --split series
+    applies to a table only, and the synthetic sets have fixed windows."""
+    out = dict(flags)
+    if not is_table(dataset):
+        out.pop("split", None)
+        if dataset.startswith("synthetic-"):
+            out.pop("window", None)
+    return out
+
+
+def too_few_data(
+    exc: TooFewData, dataset: str, flags: Mapping[str, str], hint: str = "--dataset"
+) -> typer.BadParameter:
+    """A too-few-data message as a usage error whose remedies name the `flags` that apply."""
+    return typer.BadParameter(exc.render(remedy_flags(dataset, flags)), param_hint=hint)
+
+
+def load_data(
+    dataset: str, *, seed: int, limit: int | None, options: dict[str, Any],
+    flags: Mapping[str, str], hint: str = "--dataset",
+) -> Any:
+    """training.datasets.load_dataset, its complaints about the data as a usage error of the
+    option `hint`; a too-few-data one names the command's `flags` (option -> flag) among its
+    remedies."""
     from training.datasets import load_dataset
+    from training.splits import TooFewData
 
     if is_table(dataset) and not Path(dataset).is_file():
-        raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")
+        raise typer.BadParameter(f"no file {dataset}", param_hint=hint)
     try:
         return load_dataset(dataset, seed=seed, limit=limit, **options)
+    except TooFewData as exc:
+        raise too_few_data(exc, dataset, flags, hint) from exc
     except (ValueError, KeyError, TypeError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
 
 
 def load_checkpoint(path: Path) -> Any:

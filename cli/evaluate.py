@@ -39,7 +39,8 @@ def evaluate(
     same_kind = dataset is None or is_table(dataset) == is_table(cfg.data.dataset)
     options = cfg.data.options if same_kind else {}
     data = load_data(
-        dataset or cfg.data.dataset, seed=cfg.seed, limit=cfg.data.limit, options=options
+        dataset or cfg.data.dataset, seed=cfg.seed, limit=cfg.data.limit, options=options,
+        flags={},
     )
     features, takes = data.train.shape[-1], ckpt.model.cfg.d_in
     if features != takes:

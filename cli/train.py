@@ -19,6 +19,7 @@ from cli.common import (
     data_options,
     is_table,
     load_data,
+    too_few_data,
 )
 
 
@@ -187,7 +188,7 @@ def train(
         target_dim=target_dim, id_col=id_col, time_col=time_col, scaling=params["scaling"],
         split=split, season_length=season_length,
     )
-    data = load_data(dataset, seed=seed, limit=limit, options=options)
+    data = load_data(dataset, seed=seed, limit=limit, options=options, flags=_flags())
     cfg = _config(params, data, options, window)
     try:
         ckpt = run_train(cfg, data, progress=progress)
@@ -210,7 +211,7 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
     """The TrainConfig of the options, once the data are read: their windows bound the --window
     `given` and --batch-size; refused with what to change."""
     from training.config import TrainConfig
-    from training.splits import too_few_message
+    from training.splits import too_few
 
     longest = data.train.shape[1] - 1  # a window's last step is a target only
     window = params["window"]  # given, or an --init model's (which check_fits compares)
@@ -219,11 +220,10 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
             f"the training windows hold {longest} input steps; the model cannot learn to attend "
             f"to {given} (raise --seq-len, or leave --window out)", param_hint="--window",
         )
-    too_few = too_few_message(len(data.train), len(data.val), params["batch_size"],
-                              params["split"])
-    if too_few:
-        raise typer.BadParameter(too_few, param_hint="--dataset")
     dataset, init = params["dataset"], params["init"]
+    few = too_few(len(data.train), len(data.val), params["batch_size"], params["split"])
+    if few:  # a --limit that cut the training windows is one thing to change
+        raise too_few_data(few, dataset, _flags(len(data.train) == params["limit"]))
     leaves = {k: v for k, v in params.items() if k in TrainConfig.leaves()}
     leaves.update(
         options=options,
@@ -233,6 +233,13 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
         dataset=str(Path(dataset).resolve()) if is_table(dataset) else dataset,
     )
     return TrainConfig.of(**leaves)
+
+
+def _flags(limited: bool = False) -> dict[str, str]:
+    """The options of a too-few-data remedy by their flags here; --limit where it `limited`
+    the training windows."""
+    flags = {"window": "--seq-len", "split": "--split", "batch_size": "--batch-size"}
+    return flags | ({"limit": "--limit"} if limited else {})
 
 
 def _last_rank() -> bool:
