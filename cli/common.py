@@ -82,7 +82,7 @@ def data_options(
             )
         options["split"] = "series"
     if scaling is not None:
-        _check_scaling(dataset, scaling)
+        check_scaling(dataset, scaling)
         options["scaling"] = scaling
     if seq_len is not None:
         if seq_len < 3:
@@ -99,14 +99,15 @@ def data_options(
     return options
 
 
-def _check_scaling(dataset: str, scaling: str) -> None:
+def check_scaling(dataset: str, scaling: str) -> None:
     """--scaling: one the data set can be loaded with (air-quality and stock have a fixed one)."""
-    valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
-    if dataset in ("air-quality", "stock") or scaling not in valid:
+    from training.finetune import dataset_scalings
+
+    valid = dataset_scalings(dataset)
+    if scaling not in valid:
         raise typer.BadParameter(
             f"{scaling!r} is not a scaling of {dataset}; valid: "
-            + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
-            param_hint="--scaling",
+            + (", ".join(valid) or "none (fixed)"), param_hint="--scaling",
         )
 
 

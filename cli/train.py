@@ -301,13 +301,8 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
         "obs_scale",
     ):
         p[name] = getattr(shape, name)
-    dataset = p["dataset"]
-    per_window = {"synthetic-mix": ("window",), "corpus": ("window",)}
-    valid = {"covid": ("county", "window"), **per_window}.get(
-        dataset, () if dataset in ("air-quality", "stock") else ("global", "window")
-    )
     try:
-        wanted = loader_scaling(init, dataset, valid)
+        wanted = loader_scaling(init, p["dataset"])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--init") from None
     if p["scaling"] is not None and p["scaling"] != wanted:
