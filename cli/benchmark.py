@@ -29,10 +29,15 @@ def benchmark(
     out: Annotated[Path, typer.Option(help="directory for tables, figures, results.json")] = Path(
         "results"
     ),
-    quick: Annotated[bool, typer.Option(help="tiny budget: minutes for everything")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="tiny budget, minutes for everything (the options given win)")
+    ] = False,
     seed: int = 0,
     particles: int = 10,
-    d_model: int = 32,
+    d_model: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(min=1, help="width of the neural models (default 32; with --quick 16)"),
+    ] = None,
     threads: int = 1,
     epochs: Optional[int] = None,  # noqa: UP045
     limit: Optional[int] = None,  # noqa: UP045
@@ -81,7 +86,8 @@ def benchmark(
             time_col=time_col,
         )
         for table in tables:  # read and cut each before hours of training
-            load_data(table, seed=seed, limit=limit, options=table_options)
+            load_data(table, seed=seed, limit=limit, options=table_options,
+                      flags={"window": "--seq-len"}, hint="--datasets")
     elif any(v is not None for v in (seq_len, history, value_cols, target_dim)):
         raise typer.BadParameter(
             "--seq-len, --history, --value-cols and --target-dim describe your own table "

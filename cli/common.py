@@ -5,10 +5,14 @@ Heavy modules are imported inside the functions, so that `smct serve` starts wit
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from training.splits import TooFewData
 
 # The options that read a user's table, shared by the commands that train on one.
 SeqLen = Annotated[
@@ -78,7 +82,7 @@ def data_options(
             )
         options["split"] = "series"
     if scaling is not None:
-        _check_scaling(dataset, scaling)
+        check_scaling(dataset, scaling)
         options["scaling"] = scaling
     if seq_len is not None:
         if seq_len < 3:
@@ -95,14 +99,15 @@ def data_options(
     return options
 
 
-def _check_scaling(dataset: str, scaling: str) -> None:
+def check_scaling(dataset: str, scaling: str) -> None:
     """--scaling: one the data set can be loaded with (air-quality and stock have a fixed one)."""
-    valid = {"covid": ("county", "window")}.get(dataset, ("global", "window"))
-    if dataset in ("air-quality", "stock") or scaling not in valid:
+    from training.finetune import dataset_scalings
+
+    valid = dataset_scalings(dataset)
+    if scaling not in valid:
         raise typer.BadParameter(
             f"{scaling!r} is not a scaling of {dataset}; valid: "
-            + (", ".join(valid) if dataset not in ("air-quality", "stock") else "none (fixed)"),
-            param_hint="--scaling",
+            + (", ".join(valid) or "none (fixed)"), param_hint="--scaling",
         )
 
 
@@ -156,16 +161,43 @@ def _table_options(
     return options
 
 
-def load_data(dataset: str, *, seed: int, limit: int | None, options: dict[str, Any]) -> Any:
-    """training.datasets.load_dataset, its complaints about the data as a usage error."""
+def remedy_flags(dataset: str, flags: Mapping[str, str]) -> dict[str, str]:
+    """A command's `flags` (option -> flag: "window" -> "--seq-len", ...) that `dataset` takes,
+    for the remedies of a too-few-data message (training.splits.TooFewData): --split series
+    applies to a table only, and the synthetic sets have fixed windows."""
+    out = dict(flags)
+    if not is_table(dataset):
+        out.pop("split", None)
+        if dataset.startswith("synthetic-"):
+            out.pop("window", None)
+    return out
+
+
+def too_few_data(
+    exc: TooFewData, dataset: str, flags: Mapping[str, str], hint: str = "--dataset"
+) -> typer.BadParameter:
+    """A too-few-data message as a usage error whose remedies name the `flags` that apply."""
+    return typer.BadParameter(exc.render(remedy_flags(dataset, flags)), param_hint=hint)
+
+
+def load_data(
+    dataset: str, *, seed: int, limit: int | None, options: dict[str, Any],
+    flags: Mapping[str, str], hint: str = "--dataset",
+) -> Any:
+    """training.datasets.load_dataset, its complaints about the data as a usage error of the
+    option `hint`; a too-few-data one names the command's `flags` (option -> flag) among its
+    remedies."""
     from training.datasets import load_dataset
+    from training.splits import TooFewData
 
     if is_table(dataset) and not Path(dataset).is_file():
-        raise typer.BadParameter(f"no file {dataset}", param_hint="--dataset")
+        raise typer.BadParameter(f"no file {dataset}", param_hint=hint)
     try:
         return load_dataset(dataset, seed=seed, limit=limit, **options)
+    except TooFewData as exc:
+        raise too_few_data(exc, dataset, flags, hint) from exc
     except (ValueError, KeyError, TypeError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--dataset") from exc
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
 
 
 def load_checkpoint(path: Path) -> Any:

@@ -163,7 +163,14 @@ def _echo_forecasts(
     output_format: str, runtime: Any, horizon: int, fractions: list[float], names: list[str],
     ids: list[str], forecasts: list,
 ) -> None:
-    """Print the forecasts as CSV or JSON (--format)."""
+    """Print the forecasts as CSV or JSON (--format); a point forecaster's with a warning."""
+    from model.baseline_artifact import is_point_forecaster
+
+    if is_point_forecaster(getattr(runtime, "forecaster", None)):
+        typer.echo(
+            f"warning: {runtime.name} is a point forecaster: its intervals have zero width",
+            err=True,
+        )
     if output_format == "csv":
         typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
     elif output_format == "json":
@@ -176,9 +183,12 @@ def _forecast_json(
     runtime: Any, horizon: int, fractions: list[float], names: list[str], ids: list[str],
     forecasts: list,
 ) -> str:
+    from model.baseline_artifact import is_point_forecaster
+
     return json.dumps(
         {
             "model_version": runtime.model_version,
+            "point_forecast": is_point_forecaster(getattr(runtime, "forecaster", None)),
             "backend": runtime.backend,
             "horizon": horizon,
             "levels": [round(100 * f, 6) for f in fractions],

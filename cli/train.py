@@ -19,6 +19,7 @@ from cli.common import (
     data_options,
     is_table,
     load_data,
+    too_few_data,
 )
 
 
@@ -121,7 +122,13 @@ def train(
             "checkpoint (smct train --out); its model shape and data scaling are kept"
         ),
     ] = None,
-    em_exponent: float = 0.6,
+    em_exponent: Annotated[
+        float,
+        typer.Option(
+            help="the EM step size of the covariances at update p is p^-exponent, in (0.5, 1] "
+            "(the steps sum to infinity, their squares do not)"
+        ),
+    ] = 0.6,
     device: str = "cpu",
     threads: Annotated[
         Optional[int],  # noqa: UP045 (typer)
@@ -181,7 +188,7 @@ def train(
         target_dim=target_dim, id_col=id_col, time_col=time_col, scaling=params["scaling"],
         split=split, season_length=season_length,
     )
-    data = load_data(dataset, seed=seed, limit=limit, options=options)
+    data = load_data(dataset, seed=seed, limit=limit, options=options, flags=_flags())
     cfg = _config(params, data, options, window)
     try:
         ckpt = run_train(cfg, data, progress=progress)
@@ -204,7 +211,7 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
     """The TrainConfig of the options, once the data are read: their windows bound the --window
     `given` and --batch-size; refused with what to change."""
     from training.config import TrainConfig
-    from training.splits import too_few_message
+    from training.splits import too_few
 
     longest = data.train.shape[1] - 1  # a window's last step is a target only
     window = params["window"]  # given, or an --init model's (which check_fits compares)
@@ -213,11 +220,10 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
             f"the training windows hold {longest} input steps; the model cannot learn to attend "
             f"to {given} (raise --seq-len, or leave --window out)", param_hint="--window",
         )
-    too_few = too_few_message(len(data.train), len(data.val), params["batch_size"],
-                              params["split"])
-    if too_few:
-        raise typer.BadParameter(too_few, param_hint="--dataset")
     dataset, init = params["dataset"], params["init"]
+    few = too_few(len(data.train), len(data.val), params["batch_size"], params["split"])
+    if few:  # a --limit that cut the training windows is one thing to change
+        raise too_few_data(few, dataset, _flags(len(data.train) == params["limit"]))
     leaves = {k: v for k, v in params.items() if k in TrainConfig.leaves()}
     leaves.update(
         options=options,
@@ -227,6 +233,13 @@ def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: i
         dataset=str(Path(dataset).resolve()) if is_table(dataset) else dataset,
     )
     return TrainConfig.of(**leaves)
+
+
+def _flags(limited: bool = False) -> dict[str, str]:
+    """The options of a too-few-data remedy by their flags here; --limit where it `limited`
+    the training windows."""
+    flags = {"window": "--seq-len", "split": "--split", "batch_size": "--batch-size"}
+    return flags | ({"limit": "--limit"} if limited else {})
 
 
 def _last_rank() -> bool:
@@ -288,13 +301,8 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
         "obs_scale",
     ):
         p[name] = getattr(shape, name)
-    dataset = p["dataset"]
-    per_window = {"synthetic-mix": ("window",), "corpus": ("window",)}
-    valid = {"covid": ("county", "window"), **per_window}.get(
-        dataset, () if dataset in ("air-quality", "stock") else ("global", "window")
-    )
     try:
-        wanted = loader_scaling(init, dataset, valid)
+        wanted = loader_scaling(init, p["dataset"])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--init") from None
     if p["scaling"] is not None and p["scaling"] != wanted:
@@ -338,6 +346,18 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
         raise typer.BadParameter(
             f"{p['schedule']!r}; valid: {', '.join(SCHEDULES)}", param_hint="--schedule"
         )
+    _check_rates(p)
+    _check_device(p["device"])
+    if p["distributed"]:
+        _check_torchrun()
+    if p["schedule"] == "noam" and _given(ctx, "lr"):
+        logging.getLogger(__name__).warning(
+            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
+        )
+
+
+def _check_rates(p: dict[str, Any]) -> None:
+    """--lr, --resample-threshold and --em-exponent: within their ranges (NaN is in none)."""
     if not p["lr"] > 0:
         raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
     if not p["resample_threshold"] > 0:
@@ -345,10 +365,24 @@ def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
             f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
             param_hint="--resample-threshold",
         )
-    _check_device(p["device"])
-    if p["schedule"] == "noam" and _given(ctx, "lr"):
-        logging.getLogger(__name__).warning(
-            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
+    if not 0.5 < p["em_exponent"] <= 1.0:
+        raise typer.BadParameter(
+            f"must be in (0.5, 1], got {p['em_exponent']}: the EM step size p^-exponent of "
+            "update p converges for those (the default is 0.6)", param_hint="--em-exponent",
+        )
+
+
+def _check_torchrun() -> None:
+    """--distributed: this process was started by torchrun, which tells it its rank."""
+    from training.distributed import torchrun_missing
+
+    missing = torchrun_missing()
+    if missing:
+        raise typer.BadParameter(
+            f"trains one rank of a torchrun job, and torchrun did not start this process "
+            f"({', '.join(missing)} unset): run `torchrun --nproc_per_node=N $(which smct) "
+            "train --distributed ...`, or leave --distributed out to train in one process",
+            param_hint="--distributed",
         )
 
 

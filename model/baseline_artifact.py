@@ -45,6 +45,13 @@ def forecaster_dims(forecaster: Any) -> tuple[int, int]:
     return o, o
 
 
+def is_point_forecaster(forecaster: Any) -> bool:
+    """Whether a loaded forecaster gives one path per series (the deterministic LSTM and
+    Transformer: a network that is not stochastic), so that its intervals have zero width."""
+    net = getattr(forecaster, "net", None)
+    return net is not None and not net.stochastic
+
+
 def export_baseline(
     forecaster_dir: Path,
     out: Path,

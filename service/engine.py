@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from model import manifest
+from model.baseline_artifact import is_point_forecaster
 from model.runtime import InputError, Runtime
 from model.stateless import StatelessRuntime
 from service.batching import MicroBatcher
@@ -45,6 +46,9 @@ class Engine:
         observer: BatchObserver = no_observer,
     ) -> None:
         self.runtime = runtime
+        self._point_forecast = isinstance(runtime, StatelessRuntime) and is_point_forecaster(
+            runtime.forecaster
+        )
         self.monitor_levels = tuple(sorted(monitor_levels))
         self.inputs = ModelInputs(runtime)
         self._calls = ModelCalls(runtime, self.monitor_levels, observer)
@@ -63,6 +67,12 @@ class Engine:
         )
         if isinstance(runtime, StatelessRuntime) and settings.backend != "torch":
             log.warning("a baseline runs on torch; SMCT_BACKEND=%s ignored", settings.backend)
+        if isinstance(runtime, StatelessRuntime) and is_point_forecaster(runtime.forecaster):
+            log.warning(
+                "%s is a point forecaster: its forecasts have intervals of zero width (the "
+                "answers say \"point_forecast\": true); serve a probabilistic model for "
+                "intervals", runtime.name,
+            )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
             runtime.model_version, settings.artifact, runtime.backend, runtime.device,
@@ -88,11 +98,16 @@ class Engine:
         return self.runtime.stateful
 
     @property
+    def point_forecast(self) -> bool:
+        """Whether the model gives one path per series (a point-forecasting baseline)."""
+        return self._point_forecast
+
+    @property
     def spec(self) -> dict[str, Any]:
         rt = self.runtime
         return {
-            "model_version": rt.model_version, "stateful": rt.stateful, "backend": rt.backend,
-            "device": rt.device,
+            "model_version": rt.model_version, "stateful": rt.stateful,
+            "point_forecast": self.point_forecast, "backend": rt.backend, "device": rt.device,
             "n_features": rt.n_features, "target_dim": rt.target_dim,
             "covariates": self.inputs.n_covariates,
             "min_history": rt.min_history, "manifest": rt.manifest,

@@ -53,7 +53,8 @@ class ForecastService:
         self, params: ForecastParams, forecasts: list[SeriesForecast]
     ) -> ForecastResponse:
         return ForecastResponse.model_construct(
-            model_version=self.engine.model_version, horizon=params.horizon,
+            model_version=self.engine.model_version,
+            point_forecast=self.engine.point_forecast, horizon=params.horizon,
             levels=[level_label(level) for level in params.levels],
             num_samples=params.n_samples, forecasts=forecasts,
         )

@@ -8,7 +8,10 @@ primary that Redis Sentinel names.
     redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
                                                    the primary the Sentinels call `service`,
                                                    followed through failovers
-The same user and password serve the Sentinels and the servers.
+The same user and password serve the Sentinels and the servers. `rediss+cluster://` and
+`rediss+sentinel://` speak TLS to every node (the Sentinels and the servers); a query of
+TLS_OPTIONS tunes it (`?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required`), as redis-py reads
+them from a `rediss://` URL.
 """
 
 from __future__ import annotations
@@ -17,14 +20,32 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
+import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import RedisClusterException, RedisError
 
 Kind = Literal["single", "cluster", "sentinel"]
+
+_REDIS_PY = Path(redis.__file__).resolve().parent  # redis-py's own modules
+
+#: the schemes of several nodes, each with its kind and whether it speaks TLS
+_SCHEMES: dict[str, tuple[Kind, bool]] = {
+    "redis+cluster": ("cluster", False), "rediss+cluster": ("cluster", True),
+    "redis+sentinel": ("sentinel", False), "rediss+sentinel": ("sentinel", True),
+}
+#: the TLS settings a rediss+cluster:// or rediss+sentinel:// query may give (redis-py's
+#: SSLConnection arguments), each read from its text
+TLS_OPTIONS: dict[str, Any] = {
+    "ssl_ca_certs": str, "ssl_certfile": str, "ssl_keyfile": str,
+    "ssl_cert_reqs": lambda v: _choice(v, ("none", "optional", "required")),
+    "ssl_check_hostname": lambda v: _choice(v, ("true", "false")) == "true",
+}
 
 
 @dataclass(frozen=True)
@@ -38,21 +59,29 @@ class Target:
     db: int = 0
     username: str | None = None
     password: str | None = None
+    tls: tuple[tuple[str, Any], ...] | None = None  # rediss+: the TLS settings (may be none)
 
     @classmethod
     def parse(cls, url: str) -> Target:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-        if scheme not in ("redis+cluster", "redis+sentinel"):
+        if scheme not in _SCHEMES:
             return cls("single", url)
+        kind, secure = _SCHEMES[scheme]
         rest = url.split("://", 1)[1]
         auth, _, hosts_path = rest.rpartition("@")
+        hosts_path, _, query = hosts_path.partition("?")
         hosts, _, path = hosts_path.partition("/")
         user, _, password = auth.partition(":") if auth else ("", "", "")
         nodes = tuple(_node(part, url) for part in hosts.split(",") if part)
         if not nodes:
             raise ValueError(f"SMCT_REDIS_URL {_safe(url)} names no host:port")
+        tls = _tls(query, url) if secure else None
+        if query and not secure:
+            raise ValueError(
+                f"SMCT_REDIS_URL {_safe(url)}: a query holds TLS settings, which need TLS: "
+                f"{scheme.replace('redis+', 'rediss+')}://"
+            )
         parts = [p for p in path.split("/") if p]
-        kind: Kind = "cluster" if scheme == "redis+cluster" else "sentinel"
         if kind == "sentinel" and not parts:
             raise ValueError(
                 f"SMCT_REDIS_URL {_safe(url)} names no service: redis+sentinel://host:port/<name>"
@@ -63,8 +92,13 @@ class Target:
             raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: the database must be a number")
         return cls(
             kind, url, nodes, service, int(db_part), unquote(user) or None,
-            unquote(password) or None,
+            unquote(password) or None, tls,
         )
+
+    @property
+    def tls_options(self) -> dict[str, Any]:
+        """The connection options that make a client of one node speak TLS (none: plain)."""
+        return {} if self.tls is None else {"ssl": True, **dict(self.tls)}
 
     def connect(self, **options: Any) -> Any:
         """A client (redis.asyncio Redis, or RedisCluster) with these connection options
@@ -72,12 +106,15 @@ class Target:
         if self.kind == "single":
             return Redis.from_url(self.url, **options)
         auth: dict[str, Any] = {"username": self.username, "password": self.password}
+        tls = self.tls_options
         if self.kind == "cluster":
             return RedisCluster(
-                startup_nodes=[ClusterNode(h, p) for h, p in self.nodes], **auth, **options,
+                startup_nodes=[ClusterNode(h, p) for h, p in self.nodes], **auth, **tls,
+                **options,
             )
         sentinel = Sentinel(
-            list(self.nodes), sentinel_kwargs={**auth, **_timeouts(options)}, **auth, **options
+            list(self.nodes), sentinel_kwargs={**auth, **tls, **_timeouts(options)}, **auth,
+            **tls, **options,
         )
         return sentinel.master_for(self.service, db=self.db)
 
@@ -87,6 +124,30 @@ def _node(text: str, url: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {text!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+def _tls(query: str, url: str) -> tuple[tuple[str, Any], ...]:
+    """The TLS settings of a URL's query (`name=value&...`, each a TLS_OPTIONS name)."""
+    settings = []
+    for pair in (p for p in query.split("&") if p):
+        name, _, value = pair.partition("=")
+        name = unquote(name)
+        if name not in TLS_OPTIONS:
+            raise ValueError(
+                f"SMCT_REDIS_URL {_safe(url)}: {name!r} is not a TLS setting; valid: "
+                f"{', '.join(TLS_OPTIONS)}"
+            )
+        try:
+            settings.append((name, TLS_OPTIONS[name](unquote(value))))
+        except ValueError as err:
+            raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {name}: {err}") from None
+    return tuple(settings)
+
+
+def _choice(value: str, valid: tuple[str, ...]) -> str:
+    if value.lower() not in valid:
+        raise ValueError(f"{value!r} is not one of {', '.join(valid)}")
+    return value.lower()
 
 
 def _timeouts(options: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +161,27 @@ def _safe(url: str) -> str:
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@")
     return url
+
+
+def store_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the store failing (a 503, service/redis_store.py): redis-py's errors
+    (a cluster's too: none of its nodes answers, a slot is not covered), the network's, a
+    timeout, or an AttributeError raised within redis-py itself (its cluster client meets one
+    when a node or its connection goes away in the middle of a call). An AttributeError of
+    this code's own is a bug, and stays one."""
+    if isinstance(exc, (RedisError, RedisClusterException, OSError, TimeoutError)):
+        return True
+    return isinstance(exc, AttributeError) and _raised_in_redis_py(exc)
+
+
+def _raised_in_redis_py(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is one of redis-py's."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_REDIS_PY)
 
 
 class DurableWrites:
@@ -200,7 +282,7 @@ class DurableWrites:
         if address not in self._nodes:
             self._nodes[address] = Redis(
                 host=node.host, port=node.port, username=self._target.username,
-                password=self._target.password, **self._options,
+                password=self._target.password, **self._target.tls_options, **self._options,
             )
         return self._nodes[address]
 

@@ -26,11 +26,11 @@ from typing import Any
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from service.batching import Coalescer
 from service.errors import StoreUnavailable
-from service.redis_connect import DurableWrites, Target
+from service.redis_connect import DurableWrites, Target, store_failure
 from service.redis_scripts import COMMIT, DELETE, LAST_VERSION, LOAD, Script
 from service.store import (
     Applied,
@@ -181,7 +181,9 @@ class RedisStore:
         start, failed = time.perf_counter(), False
         try:
             return await call
-        except (RedisError, OSError, TimeoutError) as exc:
+        except Exception as exc:
+            if not store_failure(exc):
+                raise
             failed = True
             raise self._unavailable(operation, exc) from exc
         finally:
@@ -193,12 +195,14 @@ class RedisStore:
         start = time.perf_counter()
         try:
             replies = await call
-        except (RedisError, OSError, TimeoutError) as exc:
+        except Exception as exc:
+            if not store_failure(exc):
+                raise
             replies = [exc] * n
         seconds = time.perf_counter() - start
         out = []
         for reply in replies:
-            failed = isinstance(reply, (RedisError, OSError, TimeoutError))
+            failed = isinstance(reply, Exception) and store_failure(reply)
             self._observe(operation, seconds, failed)
             if failed:
                 error = self._unavailable(operation, reply)
@@ -220,11 +224,7 @@ class RedisStore:
         """The loads of one turn of the event loop: one pipeline on one Redis (or behind
         Sentinel); each on its own, concurrently, on a cluster (see DurableWrites.run)."""
         if self._cluster:
-            await self._redis.initialize()  # its map of slots, before calls that would race to
-            call = asyncio.gather(
-                *(self._load_call(self._redis, sid, seqs) for sid, seqs in items),
-                return_exceptions=True,
-            )
+            call = self._cluster_loads(items)
         else:
             pipe = self._redis.pipeline(transaction=False)
             for series_id, seqs in items:
@@ -232,6 +232,14 @@ class RedisStore:
             call = pipe.execute(raise_on_error=False)
         replies = await self._group("load", call, len(items))
         return [_decoded(seqs, r) for (_, seqs), r in zip(items, replies, strict=True)]
+
+    async def _cluster_loads(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
+        """The loads of `items` on a cluster, concurrently, each its reply or its exception."""
+        await self._redis.initialize()  # its map of slots, before calls that would race to
+        return await asyncio.gather(
+            *(self._load_call(self._redis, sid, seqs) for sid, seqs in items),
+            return_exceptions=True,
+        )
 
     def _load_call(self, client: Any, series_id: str, seqs: tuple[int, ...]) -> Any:
         """A series' load on `client` (the call's coroutine, or the pipeline with it queued):

@@ -34,7 +34,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="unset: the embedded store; redis://host:port/db (one "
         "server), redis+cluster://host:port[,host:port...] (a Redis Cluster) or "
-        "redis+sentinel://host:port[,host:port...]/<service> (the primary Sentinel names)",
+        "redis+sentinel://host:port[,host:port...]/<service> (the primary Sentinel names); "
+        "rediss://, rediss+cluster:// and rediss+sentinel:// speak TLS",
     )
     api_keys: str = Field(default="", description="comma-separated bearer keys; empty: open")
     log_level: str = "INFO"

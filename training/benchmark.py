@@ -78,7 +78,7 @@ class BenchmarkConfig:
     quick: bool = False
     seed: int = 0
     particles: int = 10
-    d_model: int = 32
+    d_model: int | None = None  # the models' width; default 32, and 16 under `quick`
     threads: int | None = 1
     epochs: int | None = None  # override every plan's epochs
     limit: int | None = None  # override every plan's training windows
@@ -98,7 +98,7 @@ class BenchmarkConfig:
         return replace(base, **over)
 
     def fit_config(self, plan: Plan) -> TrainConfig:
-        d_model = 16 if self.quick else self.d_model
+        d_model = self.d_model or (16 if self.quick else 32)
         return benchmark_config(epochs=plan.epochs, batch_size=plan.batch_size, seed=self.seed,
                                 d_model=d_model, d_ff=d_model, particles=self.particles,
                                 threads=self.threads)

@@ -32,10 +32,20 @@ class Dist:
         return self.rank == 0
 
 
+#: what torchrun sets in each process it starts, and the process group reads
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def torchrun_missing() -> list[str]:
+    """The variables of TORCHRUN_ENV this process lacks (none: it runs under torchrun)."""
+    return [name for name in TORCHRUN_ENV if name not in os.environ]
+
+
 def init(device: str) -> Dist:
     """Join the torchrun process group (env RANK, WORLD_SIZE, LOCAL_RANK)."""
-    if "RANK" not in os.environ:
-        raise RuntimeError("--distributed needs torchrun (RANK/WORLD_SIZE are not set)")
+    missing = torchrun_missing()
+    if missing:
+        raise RuntimeError(f"--distributed needs torchrun ({', '.join(missing)} are not set)")
     backend = "nccl" if device.startswith("cuda") else "gloo"
     dist.init_process_group(backend=backend)
     info = Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))

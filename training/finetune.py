@@ -56,20 +56,41 @@ def open_init(path: Path | str) -> InitModel:
     return InitModel(Path(path), model, scaling)
 
 
-def loader_scaling(init: InitModel, dataset: str, valid: tuple[str, ...]) -> str | None:
-    """The --scaling of `dataset` that scales its windows as `init`'s were (None: the data set
-    has one fixed, global scaling); ValueError if the data set cannot be scaled so.
-    `valid` are the data set's scaling options."""
-    if init.scaling == "global" and dataset in _FIXED_GLOBAL:
+def dataset_scalings(dataset: str) -> tuple[str, ...]:
+    """The loader's scaling options of `dataset` (a name, or a table's path); empty: the data
+    set has one fixed global scaler."""
+    if dataset in _FIXED_GLOBAL:
+        return ()
+    return {"covid": ("county", "window"), "synthetic-mix": ("window",),
+            "corpus": ("window",)}.get(dataset, ("global", "window"))
+
+
+def scaling_option(mode: str, dataset: str) -> str | None:
+    """The scaling option of `dataset` that scales its windows as a model's training windows
+    were scaled in `mode` (None: the data set's fixed global scaler does); ValueError naming
+    the data set's scalings if none does."""
+    valid = dataset_scalings(dataset)
+    if mode == "global" and not valid:
         return None
-    option = _LOADER_SCALING.get(init.scaling)
-    if option is None or option not in valid or dataset in _FIXED_GLOBAL:
+    option = _LOADER_SCALING.get(mode)
+    if option is None or option not in valid:
         raise ValueError(
-            f"{init.path} was trained on {describe_scaling(init.scaling)}; {dataset} cannot be "
-            f"scaled that way (its scalings: {', '.join(valid) or 'one fixed global scaler'}): "
-            "train from scratch instead (leave --init out)"
+            f"{dataset} cannot be scaled that way (its scalings: "
+            f"{', '.join(valid) or 'one fixed global scaler'})"
         )
     return option
+
+
+def loader_scaling(init: InitModel, dataset: str) -> str | None:
+    """The --scaling of `dataset` that scales its windows as `init`'s were (None: the data set
+    has one fixed, global scaling); ValueError if the data set cannot be scaled so."""
+    try:
+        return scaling_option(init.scaling, dataset)
+    except ValueError as err:
+        raise ValueError(
+            f"{init.path} was trained on {describe_scaling(init.scaling)}; {err}: train from "
+            "scratch instead (leave --init out)"
+        ) from None
 
 
 def describe_scaling(mode: str) -> str:

@@ -14,6 +14,8 @@ Shape legend: S windows, T window length, F features, L series length.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,38 @@ import numpy as np
 from timeseries.series import SPLITS
 
 SPLIT_MODES = ("time", "series")
+
+#: the options a remedy changes, as `load_dataset` and TrainConfig name them (how TooFewData
+#: reads outside a command); each command names them by its own flags
+OPTION_NAMES = {"window": "window", "split": "split", "batch_size": "batch size",
+                "limit": "limit"}
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One way to get enough data: `text` with "{flag}" where the `option` it changes goes
+    (None: no option, as "longer series")."""
+
+    option: str | None
+    text: str
+
+
+class TooFewData(ValueError):
+    """The data are too few to cut into windows or to train on: what is missing, and the
+    remedies. A command says it with `render`, naming only the flags it has."""
+
+    def __init__(self, problem: str, remedies: Sequence[Remedy]) -> None:
+        self.problem, self.remedies = problem, tuple(remedies)
+        super().__init__(self.render(OPTION_NAMES))
+
+    def render(self, flags: Mapping[str, str]) -> str:
+        """The message, with the remedies whose option is among `flags` (option -> flag)."""
+        fixes = [
+            r.text.format(flag=flags[r.option]) if r.option else r.text
+            for r in self.remedies if r.option is None or r.option in flags
+        ]
+        listed = ", ".join(fixes[:-1]) + (", or " if len(fixes) > 1 else "") + fixes[-1]
+        return f"{self.problem}. Use {listed}"
 
 
 def series_parts(
@@ -30,11 +64,12 @@ def series_parts(
     dealt in proportion to `splits` with at least one per split; ValueError if too few."""
     usable = [i for i, n in enumerate(lengths) if n >= window]
     if len(usable) < len(SPLITS):
-        raise ValueError(
-            f"--split series sends whole series to train, val and test and needs at least one "
-            f"of at least {window} steps (--seq-len) for each: {len(SPLITS)} series; there "
-            f"{'is' if len(usable) == 1 else 'are'} {len(usable)} of {len(lengths)}. Use "
-            "--split time (each series cut in time), a shorter --seq-len, or more series"
+        raise TooFewData(
+            f"whole series go to train, val and test (split series), which needs at least one "
+            f"of at least {window} steps (the window) for each: {len(SPLITS)} series; there "
+            f"{'is' if len(usable) == 1 else 'are'} {len(usable)} of {len(lengths)}",
+            [Remedy("split", "{flag} time (each series cut in time)"),
+             Remedy("window", "a shorter {flag}"), Remedy(None, "more series")],
         )
     order = [usable[k] for k in np.random.default_rng(seed).permutation(len(usable))]
     n_val = max(1, round(splits[1] * len(order)))
@@ -82,36 +117,40 @@ def _has_windows(length: int, window: int, splits: tuple[float, float, float]) -
     return length >= window and all(hi > max(lo, window - 1) for lo, hi in ends)
 
 
-def no_window_message(
+def no_window(
     split: str, window: int, splits: tuple[float, float, float], lengths: list[int]
-) -> str:
+) -> TooFewData:
     """Why the time split gives no `split` window, and what to change."""
     longest = max(lengths, default=0)
     lengths_ok = (n for n in range(window, 100 * window + 100) if _has_windows(n, window, splits))
     need = next(lengths_ok, None)
     fits = [w for w in range(3, window) if _has_windows(longest, w, splits)]
-    shorter = f"a --seq-len of at most {fits[-1]}" if fits else "a shorter --seq-len"
+    shorter = f"a {{flag}} of at most {fits[-1]}" if fits else "a shorter {flag}"
     needs = f"at least {need} steps" if need else "more steps"
-    return (
+    return TooFewData(
         f"no {split} window of length {window}: the series are too short. Each is split in "
         f"time {splits} and a {split} window must end in its {split} part, so a series needs "
-        f"{needs}; the longest has {longest}. Use {shorter}, --split series (whole series go "
-        "to train, val or test), or longer series"
+        f"{needs}; the longest has {longest}",
+        [Remedy("window", shorter),
+         Remedy("split", "{flag} series (whole series go to train, val or test)"),
+         Remedy(None, "longer series")],
     )
 
 
-def too_few_message(
+def too_few(
     n_train: int, n_val: int, batch_size: int, split: str = "time"
-) -> str | None:
+) -> TooFewData | None:
     """What is missing when the windows are too few to train on (None: enough)."""
-    fixes = "a shorter --seq-len, " + (
-        "--split series (many short series: whole series as windows), " * (split == "time")
-    ) + "or more data"
+    fixes = [Remedy("window", "a shorter {flag}")]
+    if split == "time":
+        fixes.append(Remedy("split", "{flag} series (many short series: whole series as windows)"))
+    fixes.append(Remedy(None, "more data"))
     if n_val == 0:
-        return f"no validation window (and {n_train} training windows): use {fixes}"
+        return TooFewData(f"no validation window (and {n_train} training windows)", fixes)
     if n_train < batch_size:
-        return (
-            f"{n_train} training windows, fewer than one batch of {batch_size} (--batch-size): "
-            f"use --batch-size {n_train} or lower, {fixes}"
+        return TooFewData(
+            f"{n_train} training windows, fewer than one batch of {batch_size}",
+            [Remedy("batch_size", f"{{flag}} {n_train} or lower"),
+             Remedy("limit", "a larger {flag}"), *fixes],
         )
     return None

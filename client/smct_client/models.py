@@ -37,6 +37,7 @@ class Forecast(_Answer):
 
 class ForecastAnswer(_Answer):
     model_version: str
+    point_forecast: bool = False  # one path per series: intervals of zero width
     horizon: int
     levels: list[str]
     num_samples: int
@@ -127,6 +128,7 @@ class Missed(_Answer):
 class ModelInfo(_Answer):
     model_version: str
     stateful: bool
+    point_forecast: bool = False
     backend: str
     device: str
     n_features: int

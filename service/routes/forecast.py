@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1", tags=["forecast"])  # + the API key check (serv
 _STREAM_EXAMPLE = (
     'event: step\nid: 1\ndata: {"step":1,"forecasts":[{"id":"a","mean":[0.3],"median":[0.3],'
     '"intervals":{"80":{"lo":[-0.2],"hi":[0.8]}}}]}\n\n'
-    'event: done\ndata: {"model_version":"3f2a9c1e","horizon":1,"levels":["80"],...}\n\n'
+    'event: done\ndata: {"model_version":"3f2a9c1e","point_forecast":false,"horizon":1,...}\n\n'
 )
 
 

@@ -14,6 +14,11 @@ class ModelInfo(BaseModel):
         description="true for the SMC Transformer (the /v1/series endpoints work); false for "
         "a baseline, which answers only the stateless forecasts"
     )
+    point_forecast: bool = Field(
+        False, description="true for a point forecaster (the lstm and transformer baselines): "
+        "one path per series, so every interval has zero width (lo = hi) and no uncertainty "
+        "is claimed; false for a model whose intervals come from its predictive law",
+    )
     backend: str
     device: str
     n_features: int

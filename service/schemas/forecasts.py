@@ -134,7 +134,8 @@ class ForecastResponse(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "model_version": "3f2a9c1e77d0", "horizon": 2, "levels": ["80"],
+                    "model_version": "3f2a9c1e77d0", "point_forecast": False, "horizon": 2,
+                    "levels": ["80"],
                     "num_samples": 1112,
                     "forecasts": [
                         {"id": "a", "mean": [0.31, 0.29], "median": [0.3, 0.29],
@@ -147,6 +148,11 @@ class ForecastResponse(BaseModel):
     )
 
     model_version: str
+    point_forecast: bool = Field(
+        False, description="true for a point forecaster (the lstm and transformer baselines): "
+        "one path per series, so every interval has zero width (lo = hi) and no uncertainty "
+        "is claimed; false for a model whose intervals come from its predictive law",
+    )
     horizon: int
     levels: list[str]
     num_samples: int

@@ -8,7 +8,9 @@ import socket
 from typing import Any
 
 import pytest
+from fastapi.responses import JSONResponse
 
+from service.schemas.common import ErrorBody
 from tests.service.conftest import ProcessServer
 
 
@@ -37,3 +39,7 @@ def test_unreadable_requests_get_the_json_error(
     assert headers["content-type"] == "application/json"
     answer = json.loads(body)
     assert answer["error"] == "bad_request" and "request line" in answer["message"]
+    # rendered from the error schema, byte for byte as the error boundary renders its answers
+    assert body == ErrorBody.model_validate_json(body).model_dump_json(exclude_none=True).encode()
+    assert body == JSONResponse(answer).body
+    assert int(headers["content-length"]) == len(body)

@@ -3,6 +3,8 @@ service on that artifact answers the stateless forecasts and refuses the /v1/ser
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,12 +28,12 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("baselines")
     runner = CliRunner()
     result = runner.invoke(cli, [
-        "benchmark", "--quick", "--datasets", "synthetic-1", "--models", "ensemble,ets",
+        "benchmark", "--quick", "--datasets", "synthetic-1", "--models", "ensemble,ets,lstm",
         "--out", str(root / "results"), "--no-figures", "--no-progress", "--save-models",
     ])
     assert result.exit_code == 0, result.output
     out = {}
-    for name in ("ensemble", "ets"):
+    for name in ("ensemble", "ets", "lstm"):
         saved = root / "results" / "synthetic-1" / "models" / name
         result = runner.invoke(cli, ["export", "--checkpoint", str(saved),
                                      "--out", str(root / name), "--scaling", "per-series"])
@@ -55,6 +57,7 @@ def test_stateless_forecast(client: TestClient) -> None:
     answer = r.json()
     model = client.get("/v1/models").json()["models"][0]
     assert answer["model_version"] == model["model_version"] and model["stateful"] is False
+    assert answer["point_forecast"] is False and model["point_forecast"] is False
     a = answer["forecasts"][0]
     assert a["id"] == "a" and len(a["mean"]) == 3 and len(a["samples"]) == 300
     lo95, lo80 = np.array(a["intervals"]["95"]["lo"]), np.array(a["intervals"]["80"]["lo"])
@@ -108,8 +111,6 @@ def test_export_records_the_training_scaling(artifacts: dict[str, Path], tmp_pat
     """synthetic-1 is not scaled (its scaler is the identity): the manifest says so; export
     serves as the model was trained by default (the training scaler), per series when asked
     (with a warning: the model never saw series scaled so)."""
-    import json
-
     manifest = json.loads((artifacts["ensemble"] / "manifest.json").read_text())
     assert manifest["scaling"] == {"mode": "per_series"}
     assert manifest["training_scaling"] == {"mode": "global", "loc": [0.0], "scale": [1.0]}
@@ -125,3 +126,34 @@ def test_export_records_the_training_scaling(artifacts: dict[str, Path], tmp_pat
                                       str(tmp_path / "p"), "--scaling", "per-series"])
     assert result.exit_code == 0, result.output
     assert "not calibrated" in " ".join(result.output.split())
+
+
+def test_a_point_forecaster_says_its_intervals_have_zero_width(
+    artifacts: dict[str, Path], caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """The deterministic LSTM draws one path per series: it is served, and its answers, the
+    model's description, the start-up log and `smct forecast` say so."""
+    settings = Settings(artifact=artifacts["lstm"], batch_max_wait_ms=1.0)
+    body = {"series": [{"id": "a", "values": HISTORY}], "horizon": 3, "levels": [80, 95],
+            "num_samples": 50}
+    with caplog.at_level(logging.WARNING, logger="service.engine"), TestClient(
+        create_app(settings), raise_server_exceptions=False
+    ) as c:
+        model = c.get("/v1/models").json()["models"][0]
+        r = c.post("/v1/forecast", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["point_forecast"] is True and model["point_forecast"] is True
+    forecast = answer["forecasts"][0]
+    for level in ("80", "95"):
+        interval = forecast["intervals"][level]
+        assert interval["lo"] == interval["hi"] == forecast["median"]
+    np.testing.assert_allclose(forecast["mean"], forecast["median"], rtol=1e-12)
+    assert "lstm is a point forecaster" in caplog.text
+    history = tmp_path / "h.csv"
+    history.write_text("value\n" + "\n".join(str(v) for v in HISTORY if v is not None) + "\n")
+    result = CliRunner().invoke(cli, ["forecast", "--artifact", str(artifacts["lstm"]),
+                                      "--input", str(history), "--horizon", "2"])
+    assert result.exit_code == 0, result.output
+    assert "lstm is a point forecaster: its intervals have zero width" in result.stderr
+    assert json.loads(result.stdout)["point_forecast"] is True

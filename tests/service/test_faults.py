@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
+from tests.servers import free_port
 from tests.service.conftest import AppFactory, ProcessServer, RedisServer
 from tests.service.test_api import history, put
 from tests.service.test_api import observe as post_one
@@ -96,3 +97,17 @@ def test_state_survives_a_service_restart(
             nxt = c.post("/v1/series/s1/observations",
                          json={"observations": [{"seq": t + 1, "value": 0.7}]})
             assert nxt.status_code == 200 and nxt.json()["seq"] == t + 2
+
+
+def test_a_failing_cluster_client_is_503_not_500(make_client: AppFactory, runtime: Any) -> None:
+    """redis-py's cluster client failing inside itself (an AttributeError in its map of the
+    nodes) or a cluster that no node of answers: the store's 503, never a 500."""
+    client = make_client(redis_url=f"redis+cluster://127.0.0.1:{free_port()}")
+    assert_503(client.get("/v1/series/s1"))  # no node answers
+    store = client.app.state.store  # type: ignore[attr-defined]
+    for redis_client in (store._redis, store._writer):
+        redis_client.nodes_manager.startup_nodes = None  # AttributeError inside redis-py
+    assert_503(client.get("/v1/series/s1"))
+    r = client.put("/v1/series/s2", json={"values": history(runtime)})
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+    assert client.get("/health/ready").status_code == 503

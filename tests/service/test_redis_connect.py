@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import re
 
-from service.redis_connect import Target
+import pytest
+from redis.asyncio.connection import SSLConnection
+from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
+
+from service.errors import StoreUnavailable
+from service.redis_connect import Target, store_failure
+from service.redis_store import RedisStore
+from tests.servers import free_port
+from tests.service.test_store import write
 
 
 def test_one_server_cluster_and_sentinel_urls() -> None:
@@ -37,3 +46,96 @@ def test_the_service_refuses_a_wrong_url_at_start() -> None:
 
     with pytest.raises(ValidationError, match="names no service"):
         Settings(redis_url="redis+sentinel://s1:26379")
+
+
+def test_tls_cluster_and_sentinel_urls_speak_tls_to_every_node() -> None:
+    cluster = Target.parse("rediss+cluster://:pw@a:7000,b:7001")
+    assert (cluster.kind, cluster.nodes, cluster.password) == (
+        "cluster", (("a", 7000), ("b", 7001)), "pw"
+    )
+    assert cluster.tls_options == {"ssl": True}
+    sentinel = Target.parse(
+        "rediss+sentinel://u:p@s1:26379,s2:26379/main/2?ssl_ca_certs=%2Fetc%2Fca.pem"
+        "&ssl_cert_reqs=Required&ssl_check_hostname=false"
+    )
+    assert (sentinel.kind, sentinel.service, sentinel.db) == ("sentinel", "main", 2)
+    assert sentinel.tls_options == {
+        "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "required",
+        "ssl_check_hostname": False,
+    }
+    assert Target.parse("redis+cluster://a:7000").tls_options == {}
+    # the clients: TLS on the cluster's nodes, on the Sentinels and on the primary they name
+    client = cluster.connect(socket_timeout=1.0)
+    assert client.connection_kwargs["connection_class"] is SSLConnection
+    primary = sentinel.connect(socket_timeout=1.0)
+    assert primary.connection_pool.connection_class is SentinelManagedSSLConnection
+    assert primary.connection_pool.connection_kwargs["ssl_ca_certs"] == "/etc/ca.pem"
+    for one in primary.connection_pool.sentinel_manager.sentinels:
+        assert one.connection_pool.connection_class is SSLConnection
+    plain = Target.parse("redis+sentinel://u:p@s1:26379/main").connect(socket_timeout=1.0)
+    assert plain.connection_pool.connection_class is SentinelManagedConnection
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("redis+cluster://a:7000?ssl_cert_reqs=none", "need TLS: rediss+cluster://"),
+    ("rediss+sentinel://s:1/m?ssl_verify=no", "'ssl_verify' is not a TLS setting; valid: "),
+    ("rediss+cluster://a:7000?ssl_cert_reqs=maybe", "'maybe' is not one of none, optional"),
+    ("rediss+sentinel://:secret@s:1", "names no service"),
+])
+def test_a_wrong_tls_url_says_what_to_fix(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        Target.parse(url)
+    assert "secret" not in str(err.value)
+
+
+def _broken_cluster_client(store: RedisStore) -> None:
+    """The store's cluster clients meet an AttributeError inside redis-py at their next call:
+    its map of the nodes is gone (as when a node leaves in the middle of a call)."""
+    for client in (store._redis, store._writer):
+        client.nodes_manager.startup_nodes = None
+
+
+def test_only_redis_pys_attribute_errors_are_store_failures() -> None:
+    async def inside() -> None:
+        store = RedisStore(f"redis+cluster://127.0.0.1:{free_port()}")
+        _broken_cluster_client(store)
+        try:
+            await store._redis.hget("k", "f")
+        finally:
+            await store.close()
+
+    with pytest.raises(AttributeError) as err:
+        asyncio.run(inside())
+    assert store_failure(err.value)
+    with pytest.raises(AttributeError) as ours:
+        None.values()  # type: ignore[attr-defined]  # a bug of this code's own
+    assert not store_failure(ours.value)
+    assert store_failure(ConnectionError("gone")) and store_failure(TimeoutError())
+    assert not store_failure(ValueError("bad"))
+
+
+@pytest.mark.parametrize("operation", ["meta", "load", "commit", "ping"])
+@pytest.mark.parametrize("fault", ["AttributeError", "RedisClusterException"])
+def test_the_cluster_clients_failures_are_store_unavailable(operation: str, fault: str) -> None:
+    """An AttributeError inside redis-py's cluster client, or a cluster none of whose nodes
+    answers (redis-py's RedisClusterException, not one of its RedisErrors): a 503."""
+
+    async def call() -> None:
+        store = RedisStore(f"redis+cluster://127.0.0.1:{free_port()}", retry_after_s=2)
+        if fault == "AttributeError":
+            _broken_cluster_client(store)
+        calls = {
+            "meta": lambda: store.meta("a"), "load": lambda: store.load("a", [3]),
+            "commit": lambda: store.commit("a", write(1, 10, reset=True)),
+            "ping": lambda: store.ping(),
+        }
+        try:
+            await calls[operation]()
+        finally:
+            await store.close()
+
+    with pytest.raises(StoreUnavailable) as err:
+        asyncio.run(call())
+    assert err.value.headers == {"Retry-After": "2"}
+    assert f"{fault} during {operation}" in err.value.message
+    assert type(err.value.__cause__).__name__ == fault

@@ -221,3 +221,20 @@ def test_cli_benchmark_quick(tmp_path: Path) -> None:
     args = ["benchmark", "--quick", "--models", "gpt", "--out", str(tmp_path)]
     res = CliRunner().invoke(app, args)
     assert res.exit_code != 0 and "valid" in str(res.exception)
+
+
+def test_quick_keeps_the_width_given(tmp_path: Path) -> None:
+    """--quick makes the models 16 wide unless --d-model says otherwise."""
+    quick = BenchmarkConfig(quick=True)
+    assert quick.fit_config(quick.plan("synthetic-1")).model.d_model == 16
+    assert BenchmarkConfig().fit_config(FULL["synthetic-1"]).model.d_model == 32
+    res = CliRunner().invoke(app, [
+        "benchmark", "--quick", "--d-model", "8", "--datasets", "synthetic-1", "--models",
+        "lstm", "--out", str(tmp_path), "--no-progress", "--no-figures", "--limit", "16",
+        "--test-windows", "4", "--samples", "10", "--save-models",
+    ])
+    assert res.exit_code == 0, res.output
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["datasets"][0]["setting"]["d_model"] == 8
+    model = tmp_path / "synthetic-1" / "models" / "lstm" / "manifest.json"
+    assert json.loads(model.read_text())["config"]["net"]["d_model"] == 8

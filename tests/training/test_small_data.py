@@ -5,7 +5,9 @@ the messages when the data are too few. Tiny models, a few epochs: seconds."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -238,3 +240,40 @@ def test_too_few_windows_say_how_many_and_what_to_change(tmp_path: Path) -> None
     code, text = _run("train", "--dataset", table, "--seq-len", "20", "--batch-size", "16",
                       "--epochs", "1", *TINY, "--no-evaluate", "--out", tmp_path / "r")
     assert code == 0, text
+
+
+def _options(command: str) -> set[str]:
+    """Every flag of `smct <command>`."""
+    import typer
+
+    group: Any = typer.main.get_command(app)
+    return {opt for p in group.commands[command].params for opt in p.opts} | {"--help"}
+
+
+def _suggested(text: str) -> set[str]:
+    return set(re.findall(r"--[a-z][a-z-]*", text))
+
+
+def test_too_few_messages_name_only_the_commands_options(tmp_path: Path) -> None:
+    """Each command's message suggests only options it has and the data set takes."""
+    code, text = _run("train", "--dataset", "synthetic-1", "--limit", "16", "--epochs", "1",
+                      *TINY, "--out", tmp_path / "r")
+    assert code == 2, text
+    assert (  # no --seq-len: the synthetic sets' windows are fixed
+        "16 training windows, fewer than one batch of 32. Use --batch-size 16 or lower, a "
+        "larger --limit, or more data" in text
+    ), text
+    assert _suggested(text) <= _options("train") and "--split" not in text, text
+    short = _short_series(tmp_path / "short.csv", n_series=3, length=30)
+    code, text = _run("benchmark", "--datasets", short, "--seq-len", "25", "--quick",
+                      "--out", tmp_path / "b")
+    assert code == 2 and "a --seq-len of at most" in text and "longer series" in text, text
+    assert _suggested(text) <= _options("benchmark"), text  # it has no --split
+    table = _short_series(tmp_path / "long.csv", n_series=3, length=120)
+    run = tmp_path / "run"
+    code, text = _run("train", "--dataset", table, "--seq-len", "25", "--epochs", "1",
+                      "--batch-size", "8", *TINY, "--no-evaluate", "--out", run)
+    assert code == 0, text
+    code, text = _run("evaluate", "--checkpoint", run, "--dataset", short, "--samples", "10")
+    assert code == 2 and "no train window of length 25" in text, text
+    assert _suggested(text) <= _options("evaluate") and "--split series" not in text, text

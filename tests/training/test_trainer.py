@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -68,3 +69,40 @@ def test_cli_train_then_evaluate_prints_the_metrics_json(tmp_path: Path) -> None
         assert set(result[kind]) >= {"mse", "dist_mse", "picp", "mpiw", "crps"}
         assert set(result[kind]["picp"]) == {"0.8", "0.95"}
     assert result["unistep"]["dist_mse"] is not None and result["multistep"]["dist_mse"] is None
+
+
+TINY_RUN = ["--dataset", "synthetic-1", "--epochs", "1", "--particles", "5", "--d-model", "8",
+            "--d-ff", "8", "--limit", "32", "--batch-size", "16", "--no-evaluate",
+            "--no-progress"]
+
+
+@pytest.mark.parametrize("exponent", ["0.5", "0", "-1", "1.5", "nan"])
+def test_an_em_exponent_out_of_range_is_a_usage_error(tmp_path: Path, exponent: str) -> None:
+    """The EM step size p^-exponent converges for exponents in (0.5, 1] only."""
+    res = CliRunner().invoke(
+        app, ["train", *TINY_RUN, "--em-exponent", exponent, "--out", str(tmp_path / "r")]
+    )
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "--em-exponent" in text and "must be in (0.5, 1]" in text, text
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_em_exponent_of_one_trains(tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        app, ["train", *TINY_RUN, "--em-exponent", "1", "--out", str(tmp_path / "r")]
+    )
+    assert res.exit_code == 0, res.output
+    assert Checkpoint.load(tmp_path / "r").train_config.optim.em_exponent == 1.0
+
+
+def test_distributed_outside_torchrun_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    res = CliRunner().invoke(app, ["train", *TINY_RUN, "--distributed", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output  # not a traceback (exit code 1)
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "--distributed" in text and "torchrun --nproc_per_node=N" in text, text
+    assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset" in text, text

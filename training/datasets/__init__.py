@@ -17,6 +17,7 @@ Shape legend: S windows, T window length, F features, L series length.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,21 @@ from training.datasets.synthetic import load_corpus, load_synthetic, load_synthe
 #: the data sets of the paper (the benchmark's), and a mixture of laws for general-purpose models
 PAPER_DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
 DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix", "corpus")
+
+
+def loader_options(name: str) -> frozenset[str]:
+    """The options (keywords beyond seed, limit and the data directory) that
+    :func:`load_dataset` takes for `name`, a data set of DATASETS or a table's path."""
+    if is_table(name):
+        loader: Any = load_long_table
+    elif name.startswith("synthetic-") and name != "synthetic-mix":
+        loader = load_synthetic
+    else:
+        loader = {"synthetic-mix": load_synthetic_mix, "corpus": load_corpus,
+                  "covid": load_covid, "air-quality": load_air_quality,
+                  "stock": load_stock}[name]
+    taken = inspect.signature(loader).parameters
+    return frozenset(taken) - {"path", "model", "directory", "data_dir", "seed", "limit"}
 
 
 def load_dataset(

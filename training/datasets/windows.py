@@ -19,7 +19,7 @@ import numpy as np
 
 from model.state import series_scaling
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
-from training.splits import no_window_message
+from training.splits import no_window
 
 PAPER_SPLITS = (0.7, 0.15, 0.15)
 MAX_TRAIN_WINDOWS = 20_000
@@ -74,7 +74,7 @@ def make_windows(
             idx.append(np.stack([np.full_like(first, i), first], axis=1))
         if not xs:
             lengths = [s.shape[0] for s in series]
-            raise ValueError(no_window_message(split, window, splits, lengths))
+            raise no_window(split, window, splits, lengths)
         parts[split] = np.ascontiguousarray(np.concatenate(xs), dtype=dtype)
         index[split] = np.concatenate(idx)
     return parts, index
