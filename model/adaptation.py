@@ -107,12 +107,13 @@ class AdaptConfig:
     """Which corrections run and how fast: `forget` is lam of the spread's estimate (memory
     1 / (1 - lam) steps), `gamma` the ACI step; `mean` the series' own correction of the
     mean (a model with lag inputs only); `season` its seasonal profile (a series with a
-    season)."""
+    season); `trend` its damped trend (model/trend.py; a series whose history shows one)."""
 
     spread: bool = True
     coverage: bool = True
     mean: bool = True
     season: bool = True
+    trend: bool = True
     forget: float = 0.98
     gamma: float = 0.02
 
@@ -123,7 +124,7 @@ class AdaptConfig:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
 
 
-OFF = AdaptConfig(spread=False, coverage=False, mean=False, season=False)
+OFF = AdaptConfig(spread=False, coverage=False, mean=False, season=False, trend=False)
 
 
 def spread_statistic(mean: np.ndarray, mad: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model import trend as trend_model
 from model.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -47,11 +48,26 @@ class Adapter:
     n_mean: int
     min_observed: int
 
-    def deseasonalise(
+    def decompose(
+        self, rows: Sequence[np.ndarray], season: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """Each history's seasonal profile (B, M, O) (zeros where the profile is off or the
+        series has no season), its damped trend after its last value (B, O, 4) (model/trend.py;
+        zeros where the trend is off or it has none), the histories (T_i, F) without either
+        (copies), and the trend's sum at each of their values (T_i, O)."""
+        profile, plain = self._deseasonalise(rows, season)
+        trend = np.zeros((len(plain), self.target_dim, trend_model.N_FIELDS))
+        sums = [np.zeros((len(r), self.target_dim)) for r in plain]
+        if self.adapt.trend:
+            for i, r in enumerate(plain):
+                trend[i], sums[i] = trend_model.fit(r[:, : self.target_dim])
+                r[:, : self.target_dim] -= sums[i]
+        return profile, trend, plain, sums
+
+    def _deseasonalise(
         self, rows: Sequence[np.ndarray], season: np.ndarray
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Each history's seasonal profile (B, M, O) (zeros where the profile is off or the
-        series has no season), and the histories (T_i, F) without it (copies)."""
+        """Each history's seasonal profile (B, M, O) and the histories (T_i, F) without it."""
         o = self.target_dim
         profile = profiles(
             [season_profile(r[:, :o], int(m)) if self.adapt.season else np.zeros((0, o))
@@ -65,13 +81,28 @@ class Adapter:
                 r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
         return profile, plain
 
-    def offsets(self, batch: StateBatch, seqs: np.ndarray | None = None) -> np.ndarray:
-        """The seasonal index of each series' value at `seqs` (B,) or (B, H) (default: its
-        next value, (B,)) -> (B, O) or (B, H, O); 0 where it has none or the profile is off."""
-        at = batch.t if seqs is None else seqs
-        if not self.adapt.season:
-            return np.zeros((*np.shape(at), self.target_dim))
-        return season_offsets(batch.profile, batch.season, at)
+    def offsets(
+        self, batch: StateBatch, seqs: np.ndarray | None = None, trend: bool = True
+    ) -> np.ndarray:
+        """What the per-series layer takes out of each series' value at `seqs` (B,) or (B, H)
+        (default: its next value, (B,)) before the model sees it, and puts back into what the
+        model issues: its seasonal index and its trend's sum there -> (B, O) or (B, H, O); 0
+        where it has neither or they are off (the trend left out with `trend` False: forecast
+        paths carry their own, `paths_trend`). `seqs` are at or after the next value."""
+        at = batch.t if seqs is None else np.asarray(seqs)
+        out = np.zeros((*np.shape(at), self.target_dim))
+        if self.adapt.season:
+            out += season_offsets(batch.profile, batch.season, at)
+        if trend and self.adapt.trend and batch.trend[..., 0].any():
+            ahead = at - batch.t.reshape((-1,) + (1,) * (np.ndim(at) - 1)) + 1
+            out += trend_model.Trend.of(batch.trend).ahead(ahead)
+        return out
+
+    def paths_trend(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:
+        """The trend the N paths of each series carry (None where none has one or it is off)."""
+        if not (self.adapt.trend and batch.trend[..., 0].any()):
+            return None
+        return trend_model.PathTrend(batch.trend, n)
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
@@ -100,6 +131,8 @@ class Adapter:
         """Update the adaptation of the series observed at this step from their scaled values
         ys (B_k, O) under the law they were issued; `sub` still holds the window the step
         read, `valid` (B_k, L) its lags. In place."""
+        if self.adapt.trend:
+            self._step_trend(sub, ys, observed, law)
         # from the step where the window holds half its inputs (model/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean
@@ -114,6 +147,21 @@ class Adapter:
             self._learn_coverage(sub, rows, y, seen)
         if self.adapt.spread:
             self._learn_spread(sub, rows, y, seen)
+
+    def _step_trend(
+        self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture
+    ) -> None:
+        """Move each series' trend one step (model/trend.py): by its one-step error in series
+        units where `observed` (B_k,), clipped to trend.CLIP standard deviations of the law
+        issued, by 0 elsewhere. In place."""
+        if not sub.trend[..., 0].any():
+            return
+        mean, var = law.moments()  # (B_k, O) scaled
+        scale = sub.scale[:, : self.target_dim]
+        bound = trend_model.CLIP * np.sqrt(np.maximum(var, 0.0)) * scale
+        error = np.clip(np.nan_to_num((ys - mean) * scale), -bound, bound)
+        error = np.where(observed[:, None], error, 0.0)
+        sub.trend[:] = trend_model.Trend.of(sub.trend).step(error).packed()
 
     def _learn_mean(
         self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture, valid: np.ndarray

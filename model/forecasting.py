@@ -102,6 +102,7 @@ class ForecastMixin:
     n_mean: int
     window: int
     table_rows: int
+    sigma_obs: np.ndarray
     create: Callable[..., list[SeriesState]]
 
     def forecast(
@@ -233,8 +234,11 @@ class ForecastMixin:
             batch.season, self.adapter.mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
-        # the seasonal index of each step's seq (B, H', O), H' = total
-        offsets = self.adapter.offsets(batch, batch.t[:, None] + np.arange(total)[None, :])
+        # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
+        seqs = batch.t[:, None] + np.arange(total)[None, :]
+        offsets = self.adapter.offsets(batch, seqs, trend=False)
+        carried = self.adapter.paths_trend(batch, n)
+        noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
         # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
         factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
@@ -242,14 +246,17 @@ class ForecastMixin:
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         for k in range(total):
             cov_k = None if cov is None else torch.from_numpy(cov[:, k])
+            z, eps, e_qkv = draw(n, d), draw(n, o), draw(n, 3, d)  # in this order
             paths, x_t = self.engine.forecast_step(
-                paths, draw(n, d), draw(n, o), draw(n, 3, d), cov_k, horizon_mean(coef, k + 1)
+                paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
             )
             x = x_t.astype(np.float64)  # (B, N, O) scaled
             if self.adapt.spread:
                 mean = x.mean(axis=1, keepdims=True)
                 x = mean + factors[:, k : k + 1] * (x - mean)
             x = x * scale + loc + offsets[:, k : k + 1]
+            if carried is not None:  # each path's innovation: its draw's noise (series units)
+                x = x + carried.step(eps.numpy() * noise_sd * factors[:, k : k + 1])
             h = k - shift  # (B,) the step of each series' forecast this is
             for i in np.flatnonzero((h >= 0) & (h < horizon)):
                 ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]

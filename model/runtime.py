@@ -53,10 +53,10 @@ from model.inputs import (
 )
 from model.noise import NoiseLayout, check_table, noise_rows
 from model.predictive import Mixture
-from model.scaling import check_observed, reanchor, scale_values
+from model.scaling import check_observed, layer_scaling, reanchor, scale_values
 from model.scoring import UpdateResult, issued_law, score
 from model.smc_transformer import N_MEAN_TERMS, GaussianObservation
-from model.state import SeriesState, StateBatch, series_scaling
+from model.state import SeriesState, StateBatch
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
 
@@ -167,15 +167,13 @@ class Runtime(ForecastMixin):
         device = backend_device(backend, device)
         model = art.load_model("cpu")
         threshold = float(art.manifest["filter"].get("threshold", 1.0))
-        engine: Backend
-        if backend == "torch":
-            engine = TorchBackend(model, noise, device, threshold)
-        else:
-            engine = OnnxBackend(art, model, noise, device, threads)
+        engine: Backend = (
+            TorchBackend(model, noise, device, threshold) if backend == "torch"
+            else OnnxBackend(art, model, noise, device, threads)
+        )
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
         return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
-
 
     # ------------------------------------------------------------------ filtering
 
@@ -194,15 +192,12 @@ class Runtime(ForecastMixin):
         lengths in steps (0: none, the default), which a model with lag inputs reads
         (model/config.py) and a state keeps.
 
-        A history of up to `max_filter_steps` + 1 rows is filtered from its first row. A longer
-        one is filtered over its last `max_filter_steps` rows only, so that one long history
-        costs a bounded time (20,000 values would hold the model for seconds): the filter
-        starts at step t0 = T - max_filter_steps with the window holding the L rows before it
-        and every particle's keys and values of that window drawn from their prior (each
-        particle its own noise at every lag: eq. (3.1) given the inputs). The model attends to
-        the last L inputs only and resamples as it goes, so a few windows of filtering forget
-        that start; steps keep their numbers (the state's t is T, noise blocks by step as for a
-        full run) and the whole history still gives the per-series scaling and the seed."""
+        A history of over `max_filter_steps` + 1 rows is filtered over its last
+        `max_filter_steps` only (a bounded time): the filter starts at step t0 = T -
+        max_filter_steps, the window holding the L rows before it, every particle's keys and
+        values there drawn from their prior (eq. (3.1) given the inputs); a few windows of
+        filtering forget that start. Steps keep their numbers, and the whole history gives
+        the per-series layer (scaling, season, trend) and the seed."""
         rows = [check_rows(h, self.n_features, "history", self.min_history) for h in histories]
         if seeds is not None and len(seeds) != len(rows):
             raise InputError(f"got {len(seeds)} seeds for {len(rows)} histories")
@@ -213,24 +208,29 @@ class Runtime(ForecastMixin):
         # history without them, and its forecasts move through them
         pending = [min(trailing_missing(r), MAX_PENDING, len(r) - 1) for r in rows]
         rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
-        batch, start = self._start(rows, seeds, season)
-        steps = [r[s0 + 1 :] for r, s0 in zip(rows, start, strict=True)]
+        batch, start, (trend, sums) = self._start(rows, seeds, season)
+        # the history's trend is the fit's (model/trend.py), taken out of each step
+        steps = [r[s0 + 1 :].copy() for r, s0 in zip(rows, start, strict=True)]
+        for step, c, s0 in zip(steps, sums, start, strict=True):
+            step[:, : self.target_dim] -= c[s0 + 1 :]
         self._advance(batch, steps, levels=check_levels(levels))
-        batch.pending[:] = pending
+        batch.pending[:], batch.trend[:] = pending, trend
         return [batch.state(i, self.model_id) for i in range(len(rows))]
 
     def _start(
         self, rows: list[np.ndarray], seeds: Sequence[int] | None, season: np.ndarray
-    ) -> tuple[StateBatch, list[int]]:
-        """The states of the series of histories `rows` (T_i, F) before they are filtered, and
-        the row index of the last input each window holds then (0: the first; see `create`):
-        the seasonal profile, the scaling and the seed of the whole history, that window, the
-        prior of every correction."""
+    ) -> tuple[StateBatch, list[int], tuple[np.ndarray, list[np.ndarray]]]:
+        """The states of the series of histories `rows` (T_i, F) before they are filtered, the
+        row index of the last input each window holds then (0: the first; see `create`), and
+        their trends (B, O, 4) with the trend's sum at each row (T_i, O): the seasonal profile,
+        the scaling and the seed of the whole history, that window, the prior of every
+        correction (the trend is set once the history is filtered)."""
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
-        # each series' seasonal profile (model/adaptation.py), and its history without it
-        profile, plain = self.adapter.deseasonalise(rows, season)
+        # each series' seasonal profile and trend (model/adapter.py), its history without them
+        profile, trend, plain, sums = self.adapter.decompose(rows, season)
         scaling = [
-            series_scaling(r) if self.per_series else (self.loc, self.scale) for r in plain
+            layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
+            for p, r in zip(plain, rows, strict=True)
         ]
         prior = [a.astype(np.float32) for a in mean_prior(b, self.n_mean, self.target_dim)]
         if self.per_series:
@@ -267,13 +267,14 @@ class Runtime(ForecastMixin):
             mean_noise=prior[2],
             profile=profile,
             pending=np.zeros(b, np.int64),
+            trend=np.zeros_like(trend),
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
             scaled = scale_values(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
             batch.observed[i, : len(window)] = np.isfinite(window)
-        return batch, start
+        return batch, start, (trend, sums)
 
     def update(
         self,

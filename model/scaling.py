@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.inputs import InputError
-from model.state import LEVEL_RESOLUTION, StateBatch, flat_scale
+from model.state import FLAT_FRACTION, LEVEL_RESOLUTION, StateBatch, flat_scale, series_scaling
 
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see `scale_values`)
 RESOLUTION = 1e-6  # of a series' scale: what its float32 window resolves (see `reanchor`)
@@ -37,6 +37,21 @@ def scale_values(x: np.ndarray, batch: StateBatch) -> np.ndarray:
             "series again from a history at that level"
         )
     return xs
+
+
+def layer_scaling(plain: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Location and scale (F,) of a history without its seasonal profile and trend, `plain`
+    (T, F), as model/state.series_scaling gives them, the scale at least FLAT_FRACTION of the
+    standard deviation of the history's steps `raw` (T, F) as sent: a series the per-series
+    layer explains whole (a line with an exact season) leaves its rounding as spread, and its
+    next value that departs from the pattern by a hair would lie a billion scales away."""
+    loc, scale = series_scaling(plain)
+    steps = np.diff(np.asarray(raw, np.float64), axis=0)
+    seen = np.isfinite(steps)
+    count = np.maximum(seen.sum(axis=0), 1)
+    mean = np.where(seen, steps, 0.0).sum(axis=0) / count
+    spread = np.sqrt((np.where(seen, steps - mean, 0.0) ** 2).sum(axis=0) / count)
+    return loc, np.maximum(scale, FLAT_FRACTION * spread)
 
 
 def check_future_scale(

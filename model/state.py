@@ -67,6 +67,9 @@ class SeriesState:
     # the seasonal profile (model/adaptation.py): (M, O) float32 indices, phase p at p (M = 0:
     # none)
     profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    # the damped trend (model/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
+    # target (O = 0: none)
+    trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/forecasting.py), the next observation filters them first
     pending: int = 0
@@ -91,6 +94,7 @@ class SeriesState:
             ("mean_cov", np.float32),
             ("mean_noise", np.float32),
             ("profile", np.float32),
+            ("trend", np.float64),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
@@ -129,6 +133,10 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
+        if self.trend.size == 0:
+            object.__setattr__(self, "trend", _frozen(np.zeros((0, 4)), np.float64))
+        if self.trend.ndim != 2 or self.trend.shape[1] != 4 or len(self.trend) > 255:
+            raise ValueError(f"trend must be (O, 4), O < 256; got {self.trend.shape}")
         for name in ("season", "pending"):
             if not 0 <= getattr(self, name) < 1 << 16:
                 raise ValueError(f"{name} must be in 0..65535, got {getattr(self, name)}")
@@ -168,6 +176,7 @@ class SeriesState:
             for f in (
                 "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
                 "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "profile",
+                "trend",
             )
         )
 
@@ -207,6 +216,7 @@ class StateBatch:
     mean_noise: np.ndarray  # (B, O) float32
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
+    trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -247,6 +257,9 @@ class StateBatch:
                 [s.profile for s in states], n_targets, max((s.season for s in states), default=0)
             ),
             pending=np.array([s.pending for s in states], np.int64),
+            trend=np.stack(
+                [s.trend if s.trend.size else np.zeros((n_targets, 4)) for s in states]
+            ),
         )
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -297,6 +310,7 @@ class StateBatch:
                 (0, self.profile.shape[2])
             ),
             pending=int(self.pending[i]),
+            trend=self.trend[i] if self.trend[i, :, 0].any() else np.zeros((0, 4)),
         )
 
 

@@ -10,19 +10,21 @@ Binary format, version 6, little-endian:
     O u8 | spread_factor O x f32 | spread_weight f32 | K u8 | cover_levels K x f32 |
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
-    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | pending u16 | crc32 u32 of all
-    that precedes.
+    mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
+    pending u16 | crc32 u32 of all that precedes.
 The block after logw is the series' online adaptation (model/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
 which a model with lag inputs reads (model/config.py); then the coefficients of its own
 correction of the mean, their covariance and the variance of its innovations (O = 0: none
 yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none);
-`pending` counts the missing observations after the last filtered step (`t`) that the filter
-has not taken yet (model/runtime.py). A state with none is written as version 5, which is
-version 6 without `pending`: its bytes are those of the code before, which reads them.
+the trend holds each target's damped trend (phi, beta, slope and sum; O = 0: none;
+model/trend.py), and `pending` counts the missing observations after the last filtered step
+(`t`) that the filter has not taken yet (model/gaps.py). A state with neither is written as
+version 5, which is version 6 without them: its bytes are those of the code before, which
+reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
-season), 4 (no mean correction, no profile) and 5 (no pending steps) are still read.
+season), 4 (no mean correction, no profile) and 5 (no trend, no pending steps) are read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from model.state import SeriesState
 
 MAGIC = b"SMCS"
-VERSION = 6  # the version written for a state with pending steps (5 for one without)
+VERSION = 6  # the version written for a state with a trend or pending steps (else 5)
 READS = (1, 2, 3, 4, 5, 6)  # the versions read
 _HEAD = struct.Struct("<4sHH32sQQIHH")
 _INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
@@ -53,7 +55,7 @@ def encode(state: SeriesState) -> bytes:
     """`state` in format VERSION, or 5 where it has no pending steps (see the module
     docstring)."""
     p, n_lag = state.lineage.shape
-    version = VERSION if state.pending else 5
+    version = VERSION if state.pending or state.trend.size else 5
     f = state.n_features
     n = min(state.t, n_lag)
     width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
@@ -89,10 +91,16 @@ def encode(state: SeriesState) -> bytes:
             state.mean_noise.astype("<f4").tobytes(),
             struct.pack("<HB", *state.profile.shape),
             state.profile.astype("<f4").tobytes(),
-            struct.pack("<H", state.pending) if state.pending else b"",
+            _tail(state) if version >= 6 else b"",
         )
     )
     return body + struct.pack("<I", zlib.crc32(body))
+
+
+def _tail(state: SeriesState) -> bytes:
+    """The trend and the pending steps of version 6."""
+    head = struct.pack("<B", len(state.trend))
+    return head + state.trend.astype("<f8").tobytes() + struct.pack("<H", state.pending)
 
 
 class _Head(NamedTuple):
@@ -157,7 +165,11 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
     size += 2 if version >= 4 else 0  # the season
     if version >= 5:
         size += _mean_size(data, pos + size)
-    return size + (2 if version >= 6 else 0)  # pending
+    if version >= 6:  # the trend, then pending
+        if len(data) < pos + size + 1:
+            raise StateFormatError(f"series state too short ({len(data)} bytes) for its trend")
+        size += 1 + 32 * data[pos + size] + 2
+    return size
 
 
 def _adaptation_size(data: bytes, pos: int) -> int:
@@ -238,7 +250,7 @@ def _lineage(raw: bytes, head: _Head) -> np.ndarray:
 
 def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
     """The adaptation block at `pos` (version 3 on), then the season (4 on), the mean
-    correction and the profile (5 on), and the pending steps (6, last before the crc)."""
+    correction and the profile (5 on), the trend and the pending steps (6)."""
     (o,) = struct.unpack_from("<B", data, pos)
     spread_factor = np.frombuffer(data, "<f4", o, pos + 1)
     weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
@@ -252,14 +264,13 @@ def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
     if version >= 4:
         (extra["season"],) = struct.unpack_from("<H", data, at + 8 * k)
     if version >= 5:
-        extra.update(_read_mean(data, at + 8 * k + 2))
-    if version >= 6:
-        (extra["pending"],) = struct.unpack_from("<H", data, len(data) - 6)
+        extra.update(_read_mean(data, at + 8 * k + 2, version))
     return extra
 
 
-def _read_mean(data: bytes, at: int) -> dict[str, np.ndarray]:
-    """The mean correction block at `at`, then the seasonal profile."""
+def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
+    """The mean correction block at `at`, then the seasonal profile, and from version 6 the
+    trend and the pending steps."""
     o, j = struct.unpack_from("<BB", data, at)
     tri = j * (j + 1) // 2
     mean_coef = np.frombuffer(data, "<f4", o * j, at + 2).reshape(o, j)
@@ -268,12 +279,18 @@ def _read_mean(data: bytes, at: int) -> dict[str, np.ndarray]:
     mean_noise = np.frombuffer(data, "<f4", o, at)
     at += 4 * o
     rows, cols = struct.unpack_from("<HB", data, at)
-    return {
+    out: dict[str, Any] = {
         "mean_coef": mean_coef,
         "mean_cov": _full(flat, j),
         "mean_noise": mean_noise,
         "profile": np.frombuffer(data, "<f4", rows * cols, at + 3).reshape(rows, cols),
     }
+    if version >= 6:
+        at += 3 + 4 * rows * cols
+        (o,) = struct.unpack_from("<B", data, at)
+        out["trend"] = np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4)
+        (out["pending"],) = struct.unpack_from("<H", data, at + 1 + 32 * o)
+    return out
 
 
 def _upper(cov: np.ndarray) -> np.ndarray:

@@ -42,6 +42,11 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
             {term: round(float(c), 6) for term, c in zip(MEAN_TERMS, row, strict=True)}
             for row in state.mean_coef
         ] if mean else [],
+        trend=[
+            {"slope": round(float(b), 6), "damping": round(float(phi), 6),
+             "smoothing": round(float(beta), 6)}
+            for phi, beta, b, _ in state.trend
+        ] if adapt.trend else [],
     )
 
 

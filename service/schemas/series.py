@@ -249,6 +249,11 @@ class SeriesAdaptation(BaseModel):
         "units: of the differences from the last value to the value 2 steps, one window, one "
         "season and two seasons back, and a constant (all 0: the model as trained)",
     )
+    trend: list[dict[str, float]] = Field(
+        default_factory=list,
+        description="per target, its damped trend (docs/adaptation.md): `slope` per step in "
+        "the series' units, `damping` phi (1: not damped), `smoothing` beta; empty: none",
+    )
 
 
 class SeriesList(BaseModel):

@@ -98,9 +98,14 @@ def rt_onnx(artifact: Path) -> Any:
 
 @pytest.fixture(scope="session")
 def rt_series(per_series_artifact: Path) -> Any:
+    """Per-series scaling, the trend off: its tests check the scaling of the values the model
+    sees, which a trend would change (tests/model/test_trend.py tests it)."""
+    from model.adaptation import AdaptConfig
     from model.runtime import Runtime
 
-    return Runtime.load(per_series_artifact, backend="torch", device="cpu")
+    return Runtime.load(
+        per_series_artifact, backend="torch", device="cpu", adapt=AdaptConfig(trend=False)
+    )
 
 
 def _ar_series(n: int, length: int, seed: int = 0) -> list[np.ndarray]:

@@ -26,7 +26,10 @@ from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.state import SeriesState
 from tests.model.conftest import naive_lag_model
 
-NO_MEAN = AdaptConfig(mean=False)
+# the correction of the mean alone: the trend, which would carry a line on by itself
+# (tests/model/test_trend.py), off in both
+NO_MEAN = AdaptConfig(mean=False, trend=False)
+MEAN = AdaptConfig(trend=False)
 
 
 def test_terms_are_the_models_lag_terms_and_a_constant() -> None:
@@ -142,7 +145,7 @@ def test_a_random_walk_model_learns_a_trend(random_walk: Path) -> None:
         plain = Runtime.load(random_walk, backend=backend, adapt=NO_MEAN)
         lag = -_one_step_errors(plain, y, 60, 0)[-40:]
         np.testing.assert_allclose(lag.mean(), 0.5, atol=0.03)
-        rt = Runtime.load(random_walk, backend=backend)
+        rt = Runtime.load(random_walk, backend=backend, adapt=MEAN)
         err = _one_step_errors(rt, y, 60, 0)[-40:]
         assert np.abs(err).mean() < 0.1, np.abs(err).mean()
         (state,) = rt.create([y[:, None]])
@@ -157,7 +160,7 @@ def test_a_random_walk_model_learns_a_season_it_is_not_told(random_walk: Path) -
     value's."""
     pattern = np.array([3.0, 5.0, 4.0, 8.0, 6.0, 1.0])
     y = np.tile(pattern, 20) + 0.01 * np.random.default_rng(5).standard_normal(120)
-    rt = Runtime.load(random_walk, backend="torch")
+    rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
     plain = Runtime.load(random_walk, backend="torch", adapt=NO_MEAN)
     err = np.abs(_one_step_errors(rt, y, 30, 0)[-30:]).mean()
     naive = np.abs(_one_step_errors(plain, y, 30, 0)[-30:]).mean()
@@ -170,7 +173,7 @@ def test_the_correction_is_kept_in_the_state_and_the_backends_agree(random_walk:
     y = np.sin(np.arange(80) / 2.0) + 0.05 * np.arange(80)
     got = {}
     for backend in ("torch", "onnx"):
-        rt = Runtime.load(random_walk, backend=backend)
+        rt = Runtime.load(random_walk, backend=backend, adapt=MEAN)
         (state,) = rt.create([y[:60, None]], seasons=[4])
         assert state.mean_coef.shape == (1, N_MEAN_TERMS) and np.abs(state.mean_coef).max() > 0
         back = SeriesState.from_bytes(state.to_bytes())
@@ -194,7 +197,7 @@ def test_no_correction_where_it_is_off(random_walk: Path) -> None:
     assert not state.mean_coef.any()
     (fc,) = plain.forecast([state], 3, [0.8], 100, seed=0)
     np.testing.assert_allclose(fc.median[:, 0], y[-1], atol=1e-2)
-    learnt = Runtime.load(random_walk, backend="torch").create([y[:, None]])[0]
+    learnt = Runtime.load(random_walk, backend="torch", adapt=MEAN).create([y[:, None]])[0]
     assert learnt.mean_coef.any()
     (fc,) = plain.forecast([dataclasses.replace(learnt)], 3, [0.8], 100, seed=0)
     np.testing.assert_allclose(fc.median[:, 0], y[-1], atol=1e-2)

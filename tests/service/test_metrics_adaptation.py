@@ -50,10 +50,11 @@ def test_adaptation_can_be_switched_off(
     monkeypatch.setenv("SMCT_ADAPT_COVERAGE", "0")
     monkeypatch.setenv("SMCT_ADAPT_MEAN", "false")
     monkeypatch.setenv("SMCT_ADAPT_SEASON", "false")
+    monkeypatch.setenv("SMCT_ADAPT_TREND", "false")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
-    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.gamma) == (
-        False, False, False, False, 0.05
+    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.trend, adapt.gamma) == (
+        False, False, False, False, False, 0.05
     )
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
@@ -65,6 +66,7 @@ def test_adaptation_can_be_switched_off(
     assert shown == {
         "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
         "mean": False, "mean_correction": [], "season": False, "seasonal_profile": [],
+        "trend": [],
     }
 
 
