@@ -107,7 +107,7 @@ def detect_season(
     found: dict[int, float] = {}
     for m in tested:
         wanders = _mean_square(y[m:] - y[:-m]) > STATIONARY * one
-        p, share = _phase_test(steps if wanders else plain, m)
+        p, share = _phase_test(steps, m, 0) if wanders else _phase_test(plain, m, 2)
         if p < LEVEL / len(tested):
             found[m] = share
     if not found:
@@ -129,9 +129,10 @@ def _mean_square(x: np.ndarray) -> float:
     return float(np.mean((x - x.mean()) ** 2)) if len(x) else 0.0
 
 
-def _phase_test(r: np.ndarray, m: int) -> tuple[float, float]:
-    """The F-test that the means of r (T,) (NaN: missing) at the phases t mod m differ: its
-    p-value, and the share of r's variance the phase means explain (adjusted R^2)."""
+def _phase_test(r: np.ndarray, m: int, fitted: int) -> tuple[float, float]:
+    """The F-test that the means of r (T,) (NaN: missing) at the phases t mod m differ, r
+    being residuals of `fitted` parameters besides a mean (the trend's slope and curvature):
+    its p-value, and the share of r's variance the phase means explain (adjusted R^2)."""
     from scipy import stats
 
     seen = np.isfinite(r)
@@ -142,7 +143,7 @@ def _phase_test(r: np.ndarray, m: int) -> tuple[float, float]:
     between = float(count @ (means - x.mean()) ** 2)
     within = total - between
     k = int((count > 0).sum())
-    df1, df2 = k - 1, len(x) - k - 1  # one more parameter: the trend or the differencing
+    df1, df2 = k - 1, len(x) - k - fitted
     if df1 < 1 or df2 < 1 or not within > 0:
         return 1.0, 0.0
     f = (between / df1) / (within / df2)
