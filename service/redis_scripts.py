@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+# a hash of numbered fields holding more than `keep` (its window was lowered since they were
+# written): drop the fields numbered `upto` or less
 TRIM = """
 local function trim(key, upto, keep)
   if redis.call('HLEN', key) <= keep then return end
@@ -15,10 +17,31 @@ local function trim(key, upto, keep)
 end
 """
 
+# a hash of writes' records under their last seq (and single seqs' of the former format):
+# keep the `keep` latest (one more than kept, as after each write: drop the oldest, found in
+# one pass; more, as after a lowered window: sort)
+KEEP_LATEST = """
+local function keep_latest(key, keep)
+  local n = redis.call('HLEN', key)
+  if n <= keep then return end
+  local fields = redis.call('HKEYS', key)
+  if n == keep + 1 then
+    local oldest = fields[1]
+    for i = 2, n do
+      if tonumber(fields[i]) < tonumber(oldest) then oldest = fields[i] end
+    end
+    redis.call('HDEL', key, oldest)
+    return
+  end
+  table.sort(fields, function(a, b) return tonumber(a) < tonumber(b) end)
+  for i = 1, n - keep do redis.call('HDEL', key, fields[i]) end
+end
+"""
+
 # KEYS: state, applied, log, gone, and the stream of events written before the log (dropped).
-# ARGV: expected version, reset (1/0), window, events kept, event, state, meta, version, feed
-# channel, then (seq, applied record) pairs
-COMMIT = TRIM + """
+# ARGV: expected version, reset (1/0), writes remembered, events kept, event, state, meta,
+# version, feed channel, then, for an update, its last seq and its applied record
+COMMIT = TRIM + KEEP_LATEST + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 local version = tonumber(ARGV[8])
@@ -28,14 +51,10 @@ if current == 0 then
 end
 if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
-local window = tonumber(ARGV[3])
-local last = nil
-for i = 10, #ARGV, 2 do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  redis.call('HDEL', KEYS[2], tostring(tonumber(ARGV[i]) - window))
-  last = tonumber(ARGV[i])
+if #ARGV >= 11 then
+  redis.call('HSET', KEYS[2], ARGV[10], ARGV[11])
+  keep_latest(KEYS[2], tonumber(ARGV[3]))
 end
-if last then trim(KEYS[2], last - window, window) end
 redis.call('HSET', KEYS[3], version, ARGV[5])
 redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
 trim(KEYS[3], version - tonumber(ARGV[4]), tonumber(ARGV[4]))
@@ -44,11 +63,18 @@ redis.call('PUBLISH', ARGV[9], version)
 return 1
 """
 
-# the state, the applied records of the seqs ARGV, and the events those records name
+# the state; the applied records that may hold the seqs from ARGV[1] on (those under a seq at
+# or after it: a write's record is under its last seq) with their fields; and the events those
+# records name
 LOAD = """
 local state = redis.call('HGETALL', KEYS[1])
-if #state == 0 or #ARGV == 0 then return {state, {}, {}, {}} end
-local records = redis.call('HMGET', KEYS[2], unpack(ARGV))
+if #state == 0 or #ARGV == 0 then return {state, {}, {}, {}, {}} end
+local fields = {}
+for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if tonumber(field) >= tonumber(ARGV[1]) then table.insert(fields, field) end
+end
+if #fields == 0 then return {state, {}, {}, {}, {}} end
+local records = redis.call('HMGET', KEYS[2], unpack(fields))
 local versions, seen = {}, {}
 for _, raw in ipairs(records) do
   local version = raw and string.match(raw, '^[^\\n]*\\n(%d+)\\n')
@@ -57,8 +83,8 @@ for _, raw in ipairs(records) do
     table.insert(versions, version)
   end
 end
-if #versions == 0 then return {state, records, {}, {}} end
-return {state, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))}
+if #versions == 0 then return {state, fields, records, {}, {}} end
+return {state, fields, records, versions, redis.call('HMGET', KEYS[3], unpack(versions))}
 """
 
 # KEYS: as _COMMIT's. ARGV: expected version, events kept, event, events TTL (ms), tombstone

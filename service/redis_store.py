@@ -3,8 +3,10 @@
 Keys of a series share one hash tag, so they live in one cluster slot and one Lua script can
 write them together:
     smct:{<id>}:state    hash: state (bytes), version, meta (JSON of SeriesMeta)
-    smct:{<id>}:applied  hash: seq -> "<value>\n<version>\n<ending>\n<writer>" of an applied
-                         observation: the write whose event holds its answer
+    smct:{<id>}:applied  hash: the last `window` writes of observations, each under its last
+                         seq: "<first seq>\n<version>\n<writer>\n<value>\n..." (a value a
+                         seq), the write whose event holds their answers (or, of the former
+                         format, one seq's: "<value>\n<version>\n<ending>\n<writer>")
     smct:{<id>}:log      hash: version -> event, the last max(maxlen, window) versions: an
                          update's record (service/records.py), else the event's JSON
     smct:{<id>}:gone     the version of the `deleted` event of a deleted series (with a TTL)
@@ -42,8 +44,6 @@ from service.store import (
     _no_observer,
 )
 
-# a hash of numbered fields holding more than `keep` (its window was lowered since they were
-# written): drop the fields numbered `upto` or less
 _DELETED_EVENTS_TTL_MS = 60_000
 EVENTS_BLOCK_S = 10.0  # the longest a blocking read of events waits
 _SEP = b"\n"  # between the parts of an applied record (JSON never holds a raw newline)
@@ -82,33 +82,50 @@ def _decoded(seqs: tuple[int, ...], reply: Any) -> Any:
 
 def _loaded(seqs: tuple[int, ...], reply: Any) -> Loaded | None:
     """A load's reply: the state hash's fields (HGETALL), or the load script's (the fields
-    flat, the applied records of `seqs`, and the versions and events they name)."""
+    flat, the applied records that may hold `seqs`, their fields, the events they name)."""
     if seqs:
-        flat, records, *named = reply
+        flat, names, records, *named = reply
         fields = dict(zip(flat[::2], flat[1::2], strict=True))
     else:
-        fields, records, named = reply, [], []
+        fields, names, records, named = reply, [], [], []
     if not fields:
         return None
     state, meta = fields[b"state"], SeriesMeta.from_json(fields[b"meta"])
-    applied = {s: _applied(s, raw) for s, raw in zip(seqs, records, strict=False) if raw}
+    applied: dict[int, Applied] = {}
+    lo, hi = (min(seqs), max(seqs)) if seqs else (0, -1)
+    for name, raw in zip(names, records, strict=True):
+        applied.update((a.seq, a) for a in _applied(int(name), raw, lo, hi))
     events = {}
     if len(named) == 2:
         events = {int(v): d for v, d in zip(*named, strict=True) if d}
     return Loaded(meta=meta, state=state, applied=applied, events=events)
 
 
-def _applied(seq: int, raw: bytes) -> Applied:
-    """value, version, ending (1 or 0), writer; or, written before update records: value,
-    answer JSON[, ending[, writer]] (an empty ending: none)."""
+def _write_record(write: Sequence[Applied]) -> list[Any]:
+    """The field and the applied record of a write's observations (Write.applied)."""
+    first, last = write[0], write[-1]
+    values = "\n".join(a.value for a in write)
+    return [last.seq, f"{first.seq}\n{last.version}\n{last.writer or ''}\n{values}"]
+
+
+def _applied(name: int, raw: bytes | None, lo: int, hi: int) -> list[Applied]:
+    """The applied seqs lo..hi of the record under `name`: a write's, which ended at seq `name`;
+    or, of the former format, seq `name`'s: value, version, ending (1 or 0), writer, or, before
+    update records, value, answer JSON[, ending[, writer]] (an empty ending: none)."""
+    if not raw:
+        return []
     parts = [p.decode() for p in raw.split(_SEP)]
+    if not parts[0].startswith("["):  # a write's: first seq, version, writer, values
+        first, version, writer = int(parts[0]), int(parts[1]), parts[2] or None
+        seqs = range(max(lo, first), min(hi, name) + 1)
+        return [Applied(s, parts[3 + s - first], version, s == name, writer) for s in seqs]
+    if not lo <= name <= hi:
+        return []
     writer = parts[3] if len(parts) > 3 and parts[3] else None
     if parts[1].startswith("{"):
         ending = parts[2] if len(parts) > 2 and parts[2] else None
-        return Applied(seq=seq, value=parts[0], version=0, writer=writer, legacy=(parts[1], ending))
-    return Applied(
-        seq=seq, value=parts[0], version=int(parts[1]), ending=parts[2] == "1", writer=writer
-    )
+        return [Applied(name, parts[0], 0, writer=writer, legacy=(parts[1], ending))]
+    return [Applied(name, parts[0], int(parts[1]), parts[2] == "1", writer)]
 
 
 class RedisStore:
@@ -243,11 +260,11 @@ class RedisStore:
 
     def _load_call(self, client: Any, series_id: str, seqs: tuple[int, ...]) -> Any:
         """A series' load on `client` (the call's coroutine, or the pipeline with it queued):
-        the state, the applied records of `seqs` and their answers in one script, or the
-        state alone."""
+        the state, the applied records that may hold `seqs` and their answers in one script,
+        or the state alone."""
         state_key, applied_key, log_key = keys(series_id)
         if seqs:
-            return self._load([state_key, applied_key, log_key], [str(s) for s in seqs], client)
+            return self._load([state_key, applied_key, log_key], [str(min(seqs))], client)
         return client.hgetall(state_key)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
@@ -260,8 +277,8 @@ class RedisStore:
             write.event, write.state, write.meta.to_json(), write.meta.version,
             feed_channel(series_id),
         ]
-        for a in write.applied:
-            args += [a.seq, f"{a.value}\n{a.version}\n{int(a.ending)}\n{a.writer or ''}"]
+        if write.applied:
+            args += _write_record(write.applied)
         names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
         committed: bool = await self._commits.submit((names, args))
         return committed

@@ -37,7 +37,7 @@ from service.errors import (
 from service.inputs import ForecastParams, forecast_params
 from service.metrics import Metrics
 from service.model_calls import NewState, Update
-from service.schemas.events import SeriesEvent
+from service.schemas.events import MissedEvent, SeriesEvent
 from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import (
     ForecastQuery,
@@ -206,7 +206,7 @@ class SeriesService:
                 )
             except InvalidInput as exc:
                 raise _shifted(exc, n_old) from exc
-            old = [self._answered(series_id, rec, s) for s in seqs[:n_old]]
+            old = self._answered(series_id, rec, seqs[:n_old])
             body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
             try:
                 committed = await self.store.commit(series_id, write)
@@ -258,8 +258,8 @@ class SeriesService:
             if applied is None:
                 raise SeqConflict(
                     f"seq {seq} was absorbed earlier than the last "
-                    f"{self.settings.idempotency_window} remembered observations (or is part of "
-                    "the history) and cannot be repeated", next_seq=nxt,
+                    f"{self.settings.idempotency_window} remembered writes (or is part of the "
+                    "history) and cannot be repeated", next_seq=nxt,
                 )
             if applied.value != value:
                 raise SeqConflict(
@@ -297,13 +297,20 @@ class SeriesService:
         )
         return body, write
 
-    def _answered(self, series_id: str, rec: Loaded, seq: int) -> answers.Result:
-        """The result given for an applied seq (the JSON of one written before update
-        records), from the event of the write that applied it."""
-        applied = rec.applied[seq]
-        if applied.legacy is not None:
-            return applied.legacy[0]
-        return self._record(series_id, rec, applied).result(seq)
+    def _answered(self, series_id: str, rec: Loaded, seqs: list[int]) -> list[answers.Result]:
+        """The results given for applied seqs (the JSON of those written before update
+        records), from the events of the writes that applied them, each read once."""
+        read: dict[int, records.UpdateRecord] = {}
+        results: list[answers.Result] = []
+        for seq in seqs:
+            applied = rec.applied[seq]
+            if applied.legacy is not None:
+                results.append(applied.legacy[0])
+                continue
+            if applied.version not in read:
+                read[applied.version] = self._record(series_id, rec, applied)
+            results.append(read[applied.version].result(seq))
+        return results
 
     def _record(self, series_id: str, rec: Loaded, applied: Applied) -> records.UpdateRecord:
         data = rec.events.get(applied.version)
@@ -320,7 +327,7 @@ class SeriesService:
     ) -> str:
         """The answer to a request whose observations were all applied before: the stored
         one when the request ends where an earlier one ended."""
-        results = [self._answered(series_id, rec, s) for s in seqs]
+        results = self._answered(series_id, rec, seqs)
         last = rec.applied[seqs[-1]]
         forecast: answers.AnswerForecast = None
         if last.legacy is not None and last.legacy[1] is not None:
@@ -354,9 +361,12 @@ class SeriesService:
 
     # ------------------------------------------------------------------ events
 
-    async def events(self, series_id: str, last_event_id: int | None) -> AsyncIterator[SentEvent]:
-        """The series' events after `last_event_id` (default: from now on); checked for
-        existence before the stream starts, ends after a `deleted` event."""
+    async def events(
+        self, series_id: str, last_event_id: int | None
+    ) -> AsyncIterator[SentEvent | MissedEvent]:
+        """The series' events after `last_event_id` (default: from now on), each gap in them
+        named first; checked for existence before the stream starts, ends after a `deleted`
+        event."""
         meta = await self.store.meta(series_id)
         if meta is not None:
             after = meta.version if last_event_id is None else last_event_id
@@ -370,7 +380,9 @@ class SeriesService:
             raise SeriesNotFound(series_id)
         return self._follow(series_id, after)
 
-    async def _follow(self, series_id: str, after: int) -> AsyncIterator[SentEvent]:
+    async def _follow(self, series_id: str, after: int) -> AsyncIterator[SentEvent | MissedEvent]:
+        """Each read: the events retained after the last one sent, those no longer retained
+        (a resume from far back, a follower too slow to keep up) named first."""
         while True:
             try:
                 events = await self.store.read_events(series_id, after, EVENTS_POLL_S)
@@ -378,6 +390,9 @@ class SeriesService:
                 await asyncio.sleep(self.settings.retry_after_s)
                 continue
             for event in events:
+                if event.version > after + 1:
+                    yield MissedEvent(first=after + 1, last=event.version - 1,
+                                      resumes_at=event.version)
                 after = event.version
                 sent = answers.sent_event(series_id, event.version, event.data)
                 yield sent

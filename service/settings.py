@@ -122,7 +122,8 @@ class Settings(BaseSettings):
     redis_wait_s: float = Field(default=0.5, gt=0.0, description="see redis_min_replicas")
     # each kept event (an update's answer, ~0.5 KB) sizes a series in Redis (docs/scaling.md)
     idempotency_window: int = Field(
-        default=16, ge=1, description="seqs remembered per series (a repeat is answered again)"
+        default=16, ge=1, description="writes (requests) remembered per series, whatever "
+        "their number of observations: a repeat of one of them is answered again",
     )
     events_maxlen: int = Field(
         default=16, ge=1, description="events kept per series (SSE resume); at least "

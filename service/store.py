@@ -4,7 +4,8 @@ A series is three records, written together and atomically:
     state    the particle state (`SeriesState.to_bytes`, opaque here) and its metadata,
              with a `version` that grows by one on every write;
     applied  per applied seq, the value and the version of the write that applied it
-             (idempotent repeats), the last `window` seqs only;
+             (idempotent repeats), of the last `window` writes only, whatever their size (so
+             that a request resent after it was applied is answered, the largest included);
     events   the events, id = version, the last max(`maxlen`, `window`) only (SSE resume): an
              update's event holds its answer (service/records.py), which a repeat of it
              replays, so the events outlive the applied records that point at them.
@@ -97,7 +98,7 @@ class Write:
     expected_version: int  # 0: the series must not exist
     state: bytes
     meta: SeriesMeta  # meta.version == expected_version + 1
-    applied: Sequence[Applied] = ()
+    applied: Sequence[Applied] = ()  # its seqs', consecutive: the last one ends its request
     event: bytes = b""
     reset: bool = False  # a new history: forget the applied records
 
@@ -218,9 +219,11 @@ class EmbeddedStore:
                 rec = _Series(meta=write.meta, state=write.state)
                 self._series[series_id] = rec
             rec.meta, rec.state = write.meta, write.state
-            for a in write.applied:
-                rec.applied[a.seq] = a
-                rec.applied.pop(a.seq - self._window, None)
+            rec.applied.update((a.seq, a) for a in write.applied)
+            forgotten = write.meta.version - self._window  # each write since the reset is a
+            # version: those of the writes `window` back and before go (seqs in applied order)
+            while rec.applied and (oldest := next(iter(rec.applied.values()))).version <= forgotten:
+                del rec.applied[oldest.seq]
             self._publish(series_id, StoredEvent(write.meta.version, write.event))
             return True
         finally:

@@ -92,7 +92,7 @@ async def series_forecast_post(
     responses={
         200: {
             "description": "events `created`, `replaced`, `update`, `deleted`; id = version; "
-            "`missed` (no id) before the first event of a resume that skips events",
+            "`missed` (no id) before an event that follows a gap (events no longer retained)",
             "content": {"text/event-stream": {"example": 'event: update\nid: 7\ndata: {...}\n\n'}},
         },
         **errors(400, 401, 404, 422, 503),
@@ -107,23 +107,20 @@ async def series_events(
     the deletion, default 7 days; a state store that loses its data starts again at 1).
     Without Last-Event-ID the stream starts now; with one ahead of the series it replays the
     events still retained. Only the last SMCT_EVENTS_MAXLEN events are retained: a follower
-    that resumes from further back gets a `missed` event first (data `{"type": "missed",
-    "first": .., "last": .., "resumes_at": ..}`: the versions it will not see), then the
-    retained events."""
+    that is owed events no longer retained (it resumes from further back, or reads too
+    slowly while the series is written) gets a `missed` event first (data `{"type":
+    "missed", "first": .., "last": .., "resumes_at": ..}`: the versions it will not see),
+    then the retained events."""
     events = await series.events(series_id, last_event_id)
-    return EventSourceResponse(_sse(events, last_event_id), ping=15)
+    return EventSourceResponse(_sse(events), ping=15)
 
 
-async def _sse(
-    events: AsyncIterator[SentEvent], last_event_id: int | None = None
-) -> AsyncIterator[dict[str, str]]:
-    expected = None if last_event_id is None else last_event_id + 1
+async def _sse(events: AsyncIterator[SentEvent | MissedEvent]) -> AsyncIterator[dict[str, str]]:
     async for event in events:
-        if expected is not None and event.version > expected:  # the follower fell behind
-            gap = MissedEvent(first=expected, last=event.version - 1, resumes_at=event.version)
-            yield {"event": "missed", "data": gap.model_dump_json()}
-        expected = None
-        yield {"id": str(event.version), "event": event.kind, "data": event.data}
+        if isinstance(event, MissedEvent):  # no id: the follower's Last-Event-ID stays put
+            yield {"event": "missed", "data": event.model_dump_json()}
+        else:
+            yield {"id": str(event.version), "event": event.kind, "data": event.data}
 
 
 @router.get(

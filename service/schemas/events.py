@@ -42,10 +42,11 @@ class UpdateEvent(BaseModel):
 
 
 class MissedEvent(BaseModel):
-    """Data of the `missed` event (no SSE id) that a resume from beyond the retained events
-    gets first: the versions it will not see."""
+    """Data of the `missed` event (no SSE id) that a follower gets before an event when those
+    before it are no longer retained (it resumed from beyond them, or read too slowly while the
+    series was written): the versions it will not see."""
 
     type: Literal["missed"] = "missed"
-    first: int
-    last: int
-    resumes_at: int
+    first: int = Field(description="the first version skipped")
+    last: int = Field(description="the last version skipped")
+    resumes_at: int = Field(description="the version of the next event sent")

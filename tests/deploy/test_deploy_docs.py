@@ -38,7 +38,7 @@ def test_scaling_covers_sizing_sharding_and_benchmark() -> None:
     from service.settings import Settings
 
     defaults = Settings()
-    assert f"`SMCT_IDEMPOTENCY_WINDOW` seqs\n  (default {defaults.idempotency_window})" in text
+    assert f"`SMCT_IDEMPOTENCY_WINDOW` writes\n  (default {defaults.idempotency_window})" in text
     assert f"`SMCT_EVENTS_MAXLEN` events (default {defaults.events_maxlen}," in text
     # the throughput figures live in docs/performance.md, with the command that measures them
     assert "benchmark figures in [performance.md](performance.md" in " ".join(text.split())

@@ -224,16 +224,25 @@ def client(make_client: AppFactory, store_url: str | None) -> TestClient:
 class ThreadServer:
     """uvicorn serving an app object in a thread of the test process."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, send_buffer: int | None = None) -> None:
+        """`send_buffer`: SO_SNDBUF of the connections it accepts (the kernel's default grows
+        to megabytes), so that a follower that stops reading holds the stream up soon."""
+        import socket
+
         import uvicorn
 
-        self.port = free_port()
         self.app = app
+        listener = socket.socket()
+        if send_buffer is not None:  # accepted sockets inherit it from the listening one
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        listener.bind(("127.0.0.1", 0))
+        self.port = int(listener.getsockname()[1])
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                           lifespan="on", timeout_graceful_shutdown=1)
+            uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [listener]}, daemon=True
+        )
 
     @property
     def url(self) -> str:

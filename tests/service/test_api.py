@@ -268,8 +268,7 @@ def test_a_repeat_of_an_answer_kept_in_the_former_format_is_that_answer(
     assert observe(client, t, 1.5).status_code == 200
     answer = f'{{"seq":{t},"value":1.5,"legacy":true}}'
     raw = redis.Redis.from_url(redis_url)
-    stored: Any = raw.hget("smct:{s1}:applied", str(t))
-    value = stored.split(b"\n")[0].decode()
+    value = "[1.5]"  # as values are compared (service.series.canonical)
     raw.hset("smct:{s1}:applied", str(t), f'{value}\n{answer}\n2 {{"id":"s1","old":1}}\nw')
     raw.xadd("smct:{s1}:events", {"d": "{}"})  # the former stream of its events
     again = observe(client, t, 1.5)
@@ -279,6 +278,35 @@ def test_a_repeat_of_an_answer_kept_in_the_former_format_is_that_answer(
                             "forecast": {"id": "s1", "old": 1}}
     assert observe(client, t + 1, 2.5).status_code == 200
     assert not raw.exists("smct:{s1}:events")  # dropped by the series' next write
+    raw.close()
+
+
+def test_a_repeat_of_a_write_remembered_seq_by_seq_is_its_answer(
+    make_client: Any, runtime: Any, redis_url: str
+) -> None:
+    """Redis data written before writes were remembered whole kept a record per seq (value,
+    version of the write, whether it ended its request, writer): a repeat is answered from
+    them, the same bytes, beside the records of the writes made since."""
+    import redis
+
+    client = make_client(redis_url=redis_url)
+    t = put(client, runtime)["seq"]
+    body = {"observations": [{"seq": t + i, "value": 0.5 + i} for i in range(3)]}
+    first = client.post("/v1/series/s1/observations", json=body)
+    assert first.status_code == 200
+    raw = redis.Redis.from_url(redis_url)
+    assert raw.hkeys("smct:{s1}:applied") == [str(t + 2).encode()]  # the write, under its end
+    raw.delete("smct:{s1}:applied")
+    for i in range(3):
+        record = f"[{0.5 + i}]\n2\n{int(i == 2)}\nw"
+        raw.hset("smct:{s1}:applied", str(t + i), record)
+    assert observe(client, t + 3, 9.0).status_code == 200  # a write remembered whole
+    again = client.post("/v1/series/s1/observations", json=body)
+    assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
+    assert again.content == first.content
+    rest = {"observations": body["observations"][1:]}
+    part = client.post("/v1/series/s1/observations", json=rest)
+    assert part.json()["observations"] == first.json()["observations"][1:]
     raw.close()
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
 
+from service.schemas.values import MAX_OBSERVATIONS
 from tests.servers import free_port
 from tests.service.conftest import AppFactory, ProcessServer, RedisServer
 from tests.service.test_api import history, put
@@ -111,3 +113,53 @@ def test_a_failing_cluster_client_is_503_not_500(make_client: AppFactory, runtim
     r = client.put("/v1/series/s2", json={"values": history(runtime)})
     assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
     assert client.get("/health/ready").status_code == 503
+
+
+def test_the_largest_batch_resent_after_a_commit_time_out_gets_its_answer(
+    make_client: AppFactory, runtime: Any, own_redis: RedisServer
+) -> None:
+    """Redis is paused while it is sent the commit of a request of the most observations
+    accepted: the commit times out, and the answer is a 503 that says the write may have been
+    applied and to repeat the request. Redis resumes and runs the commit. The repeat, however
+    many more observations than SMCT_IDEMPOTENCY_WINDOW it holds, is answered the write's
+    answer (the bytes its event holds, as every follower got them), and applies nothing
+    twice."""
+    client = make_client(redis_url=own_redis.url, redis_timeout_s=0.3, redis_wait_s=0.3)
+    t = put(client, runtime)["seq"]
+    n = MAX_OBSERVATIONS
+    body = {"observations": [{"seq": t + i, "value": round(0.01 * i, 2)} for i in range(n)]}
+    store = client.app.state.series.store  # type: ignore[attr-defined]
+    commit = store.commit
+    resume = threading.Timer(2.0, own_redis.resume)
+
+    async def paused_commit(series_id: str, write: Any) -> bool:
+        own_redis.pause()  # the script waits in Redis' socket, and runs when it resumes
+        resume.start()
+        return bool(await commit(series_id, write))
+
+    store.commit = paused_commit
+    try:
+        r = client.post("/v1/series/s1/observations", json=body)
+    finally:
+        store.commit = commit
+        resume.join()
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert "(TimeoutError during commit)" in message, message
+    assert "may or may not have been applied; repeat the same request" in message
+    deadline = time.monotonic() + 10
+    while client.get("/v1/series/s1").json()["seq"] != t + n:  # the commit ran on resuming
+        assert time.monotonic() < deadline, "the paused commit never ran"
+        time.sleep(0.05)
+
+    again = client.post("/v1/series/s1/observations", json=body)
+    assert again.status_code == 200, again.text
+    assert again.headers["Idempotent-Replay"] == "true"
+    version = again.json()["version"]
+    with client.stream("GET", "/v1/series/s1/events",
+                       headers={"Last-Event-ID": str(version - 1)}) as events:
+        data = next(line for line in events.iter_lines() if line.startswith("data:"))
+    assert data == 'data: {"type":"update",' + again.text[1:]  # the write's own answer
+    assert [o["seq"] for o in again.json()["observations"]] == list(range(t, t + n))
+    meta = client.get("/v1/series/s1").json()
+    assert (meta["seq"], meta["version"]) == (t + n, version) == (t + n, 2)  # applied once

@@ -52,17 +52,32 @@ def parse_sse(lines: Iterator[str]) -> Iterator[Event]:
 
 
 class Listener:
-    """Reads an SSE stream in a thread (http.client, so that close() can cut the socket)."""
+    """Reads an SSE stream in a thread (http.client, so that close() can cut the socket).
+    `receive_buffer`: SO_RCVBUF of its socket; `reading=False`: reads nothing past the
+    response's head until `read()`, as a follower that stalls."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, headers: dict[str, str] | None = None, *,
+        receive_buffer: int | None = None, reading: bool = True,
+    ) -> None:
         self.events: queue.Queue[Event] = queue.Queue()
         parts = urlsplit(url)
         self._conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        if receive_buffer is not None:  # set before connecting: it sizes the TCP window
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            sock.settimeout(30)
+            sock.connect((parts.hostname or "", parts.port or 80))
+            self._conn.sock = sock
         headers = {"Accept": "text/event-stream", **(headers or {})}
         self._conn.request("GET", parts.path, headers=headers)
         self._response = self._conn.getresponse()
         self.status = self._response.status
         self._thread = threading.Thread(target=self._run, daemon=True)
+        if reading:
+            self.read()
+
+    def read(self) -> None:
         self._thread.start()
 
     def _lines(self) -> Iterator[str]:
@@ -246,3 +261,44 @@ def test_series_events_reach_subscribers_of_another_worker(
         event = listener.next()
         listener.close()
         assert event.event == "update" and event.id == str(r.json()["version"])
+
+
+def test_a_follower_that_reads_too_slowly_is_told_what_it_missed(
+    runtime: Any, store_url: str | None
+) -> None:
+    """A follower that stops reading (small socket buffers, at both ends) while the series is
+    written 150 times holds its stream up, and the 4 retained events move on without it.
+    When it reads again it gets every event it was sent, then a `missed` event naming the
+    versions it will not see, then the retained ones: each gap in its ids is named."""
+    settings = Settings(redis_url=store_url, events_maxlen=4, idempotency_window=4,
+                        batch_max_wait_ms=1.0, default_samples=TEST_SAMPLES)
+    app = create_app(settings, runtime=runtime)
+    with ThreadServer(app, send_buffer=4096) as srv, httpx.Client(
+        base_url=srv.url, timeout=30
+    ) as c:
+        c.put("/v1/series/s1", json={"values": history(runtime)})
+        t = c.get("/v1/series/s1").json()["seq"]
+        slow = Listener(f"{srv.url}/v1/series/s1/events", receive_buffer=4096, reading=False)
+        for i in range(150):
+            r = c.post("/v1/series/s1/observations",
+                       json={"observations": [{"seq": t + i, "value": 0.01 * i}]})
+            assert r.status_code == 200, r.text
+        slow.read()
+        got = [slow.next()]
+        while got[-1].id != "151":
+            got.append(slow.next())
+        slow.close()
+    gaps = [e.data for e in got if e.event == "missed"]
+    assert gaps and all(e.id is None for e in got if e.event == "missed"), [e.id for e in got]
+    assert got[0].id == "2"  # it missed none of the first, which the buffers held
+    last = 1
+    for before, event in zip([None, *got], got, strict=False):
+        if event.event == "missed":
+            assert event.data["first"] == last + 1, (last, event.data)
+            continue
+        if int(event.id) != last + 1:  # a gap: named by the event just before
+            assert before is not None and before.event == "missed", (last, event.id)
+            assert before.data == {"type": "missed", "first": last + 1,
+                                   "last": int(event.id) - 1, "resumes_at": int(event.id)}
+        last = int(event.id)
+    assert [e.id for e in got[-4:]] == ["148", "149", "150", "151"]

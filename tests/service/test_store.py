@@ -95,6 +95,31 @@ async def test_applied_records_are_bounded_and_reset(make_store: StoreFactory) -
     assert loaded is not None and loaded.applied == {}
 
 
+async def test_the_last_writes_are_remembered_whole_whatever_their_size(
+    make_store: StoreFactory,
+) -> None:
+    """The window counts writes, not seqs: each of the last `window` writes is remembered
+    whole (every seq's value, the version and writer, the last seq ending its request),
+    however many seqs it absorbed, and so are the events they name; an older write is
+    forgotten whole."""
+    store = make_store(window=2, maxlen=1)
+    await store.commit("a", write(1, 0, reset=True))
+    for v, seqs in enumerate([range(0, 5), range(5, 6), range(6, 1006)], start=2):
+        applied = [Applied(s, f"[{s}.5]", v, s == seqs[-1], f"w{v}") for s in seqs]
+        assert await store.commit("a", write(v, seqs[-1] + 1, applied=applied))
+    loaded = await store.load("a", list(range(1006)))
+    assert loaded is not None and sorted(loaded.applied) == list(range(5, 1006))
+    assert loaded.applied[5] == Applied(5, "[5.5]", 3, True, "w3")
+    assert loaded.applied[6] == Applied(6, "[6.5]", 4, False, "w4")
+    assert loaded.applied[1005] == Applied(1005, "[1005.5]", 4, True, "w4")
+    assert sorted(loaded.events) == [3, 4]
+    part = await store.load("a", [700, 701])  # a part of a write
+    assert part is not None and part.applied == {
+        s: Applied(s, f"[{s}.5]", 4, False, "w4") for s in (700, 701)
+    }
+    assert sorted(part.events) == [4]
+
+
 async def test_events_resume_after_a_version(make_store: StoreFactory) -> None:
     store = make_store()
     await store.commit("a", write(1, 0, reset=True))
