@@ -5,11 +5,11 @@ the ONNX graphs. Opening one checks its type, format version and every file's sh
                        context length, particles, filter settings, scaling, evaluation metrics,
                        noise table, graphs, library versions, {file: sha256}
     weights.pt         the SMCTransformer state dict (torch backend)
-    noise.f32          the noise table (model/noise.py), little-endian float32; may be left
-                       out (a committed artifact): opening regenerates it from the manifest's
+    noise.f32          the noise table (model/filtering/noise.py), little-endian float32; may be
+                       left out (a committed artifact): opening regenerates it from the manifest's
                        generator and seed, and checks it against the manifest's sha256
-    filter_step.onnx   model/compact.compact_step          (onnx backend)
-    forecast_step.onnx model/filter.forecast_step          (onnx backend)
+    filter_step.onnx   model/filtering/compact.compact_step          (onnx backend)
+    forecast_step.onnx model/filtering/filter.forecast_step          (onnx backend)
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.config import ModelConfig
-from model.smc_transformer import SMCTransformer
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 
 ARTIFACT_TYPE = "smct-artifact"
 FORMAT_VERSION = 2
@@ -82,7 +82,7 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 def _regenerate_noise(path: Path, manifest: dict[str, Any]) -> None:
     """Write the noise table of `manifest` into `path` from its generator and seed (a few
     hundred ms); the caller checks it against the manifest's sha256."""
-    from model.noise import GENERATOR, make_table
+    from model.filtering.noise import GENERATOR, make_table
 
     spec = manifest.get("noise", {})
     if spec.get("generator") != GENERATOR:

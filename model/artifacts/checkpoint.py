@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from model.config import ModelConfig
-from model.smc_transformer import SMCTransformer
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 
 MODEL_CONFIG = "model_config.json"
 WEIGHTS = "weights.pt"

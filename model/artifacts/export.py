@@ -1,10 +1,10 @@
 """Export a trained model as an artifact: weights, noise table, and ONNX graphs of the two steps
-the service runs (model/graphs.py), checked against eager PyTorch on the same noise.
+the service runs (model/artifacts/graphs.py), checked against eager PyTorch on the same noise.
 
 The graphs are exported with torch.onnx.export(dynamo=True), opset 18, with a dynamic batch B
 and particle/path axis P/N, traced on a realistic example (a few filter steps of noisy sines)
-and checked on another of other sizes; the manifest (model/artifact.py) records their inputs
-and outputs, the parity found and the library versions.
+and checked on another of other sizes; the manifest (model/artifacts/artifact.py) records their
+inputs and outputs, the parity found and the library versions.
 Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
 
@@ -23,11 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model import artifact as art
-from model.compact import compact_step, materialize
-from model.config import ModelConfig
-from model.filter import CompactState
-from model.graphs import (
+from model.artifacts import artifact as art
+from model.artifacts.graphs import (
     MEAN_COEF,
     MIN_PARTICLES,
     SEASON,
@@ -37,7 +34,9 @@ from model.graphs import (
     forecast_io,
     update_inputs,
 )
-from model.noise import (
+from model.filtering.compact import compact_step, materialize
+from model.filtering.filter import CompactState
+from model.filtering.noise import (
     GENERATOR,
     TABLE_SEED,
     NoiseLayout,
@@ -46,8 +45,9 @@ from model.noise import (
     noise_rows,
     table_size_for,
 )
-from model.resampling import get_resampler
-from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.filtering.resampling import get_resampler
+from model.network.config import ModelConfig
+from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,17 @@
 """The two steps the service runs, as modules on explicit tensors: the torch backend
-(model/backends.py) calls them, and model/export.py exports them to the ONNX graphs the onnx
-backend runs.
+(model/runtime/backends.py) calls them, and model/artifacts/export.py exports them to the ONNX
+graphs the onnx backend runs.
 
-    filter_step   model/compact.compact_step: noise, base, x_hist, valid, lineage, logw, x,
-                  observed -> x_hist_out, lineage_out, logw_out, ancestors, resampled, ess,
-                  logw_pred, pred, loglik: the model/filter.CompactState before and after the
-                  step flattened to its tensors (after it, less its valid mask, which follows
-                  from the step count the runtime keeps), then model/filter.StepStats.
+    filter_step   model/filtering/compact.compact_step: noise, base, x_hist, valid, lineage, logw,
+                  x, observed -> x_hist_out, lineage_out, logw_out, ancestors, resampled, ess,
+                  logw_pred, pred, loglik: the model/filtering/filter.CompactState before and after
+                  the step flattened to its tensors (after it, less its valid mask, which follows
+                  from the step count the runtime keeps), then model/filtering/filter.StepStats.
                   All randomness comes from the noise table input, so the graph is
                   deterministic given its inputs. Resampling is `systematic` (cumsum +
                   scatter-add): searchsorted and multinomial do not export with a dynamic
                   particle count.
-    forecast_step model/filter.forecast_step: window, query, x_prev, valid, eps_z, eps_x,
+    forecast_step model/filtering/filter.forecast_step: window, query, x_prev, valid, eps_z, eps_x,
                   eps_qkv [, covariates] -> window_out, query_out, x_prev_out, valid_out, x_t.
 A model with lag inputs also takes each series' season and correction of the mean in both
 steps, and its forecast paths carry their input windows (LAGGED_FORECAST_INPUTS).
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from model.compact import compact_step
-from model.filter import CompactState, FilterState, forecast_step
-from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.compact import compact_step
+from model.filtering.filter import CompactState, FilterState, forecast_step
+from model.filtering.resampling import get_resampler
+from model.network.smc_transformer import SMCTransformer
 
 MIN_PARTICLES = 3  # every backend's least: the exported filter_step assumes P - 1 != 1
 UPDATE_INPUTS = ("noise", "base", "x_hist", "valid", "lineage", "logw", "x", "observed")
@@ -45,7 +45,7 @@ FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
 # a model with ModelConfig.lag_inputs: each series' season length enters both steps, and the
 # forecast paths carry their input windows
 SEASON = "season"
-# and each series' own correction of the mean (model/adaptation.py), zeros for none
+# and each series' own correction of the mean (model/series/adaptation.py), zeros for none
 MEAN_COEF = "mean_coef"
 LAGGED_FORECAST_INPUTS = (
     *FORECAST_INPUTS[:4], "inputs", SEASON, MEAN_COEF, *FORECAST_INPUTS[4:]

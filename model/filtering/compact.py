@@ -1,7 +1,7 @@
 """The filter on the compact particle state: what serving runs for every new observation.
 
 The particles of a series are not kept as key/value windows (P, L, 2, D) but as what those
-windows are made of (section 3.2, Figure 5), a model/filter.CompactState. The observed (or
+windows are made of (section 3.2, Figure 5), a model/filtering/filter.CompactState. The observed (or
 imputed) inputs X are the same for every particle, so for particle m at lag s (s = 1 is the
 last step, t):
     k_m(s) = W^k X_{t-s+1} + Sigma_k^1/2 eps_k(t-s+1)[a_m(s)]                    (3.1)
@@ -9,17 +9,17 @@ last step, t):
     q_m    = W^q X_t       + Sigma_q^1/2 eps_q(t)[m]
 where a_m(s) is the index, among the particles of step t-s+1, of particle m's ancestor at that
 step (its `lineage`, a_m(1) = m), and eps(step) is a block of the keyed noise table
-(model/noise.py). A state is then the last L inputs, the lineage and the log-weights; the
+(model/filtering/noise.py). A state is then the last L inputs, the lineage and the log-weights; the
 windows are rebuilt exactly from them (`materialize`). The attention of eq. (3) splits
 accordingly:
     q_m . k_m(s) = q_m . W^k X_{t-s+1} + (q_m * Sigma_k^1/2) . eps_k(t-s+1)[a_m(s)]
 so no (P, L, D) key or value tensor is built, only the noise rows are gathered (eps_k and
 eps_v apart, each dotted or averaged on its own): `attend`.
 
-`compact_step` is the filter step of model/filter.py on this form: the same phases (select,
-mutate, weight, impute, absorb), only the attention mean mu_t is computed here;
-tests/model/test_compact.py checks that it gives the numbers of filter.filter_step on the same
-noise. It is what model/export.py exports to ONNX.
+`compact_step` is the filter step of model/filtering/filter.py on this form: the same phases
+(select, mutate, weight, impute, absorb), only the attention mean mu_t is computed here;
+tests/model/filtering/test_compact.py checks that it gives the numbers of filter.filter_step on the
+same noise. It is what model/artifacts/export.py exports to ONNX.
 
 Shapes: B batch (series), P particles, L window, Hd heads, R head width, D = Hd R, F input
 features, O targets. `base` (B, L + 1): first table row of the noise block of the next step
@@ -33,8 +33,8 @@ import math
 import torch
 from torch import Tensor
 
-from model import noise
-from model.filter import (
+from model.filtering import noise
+from model.filtering.filter import (
     CompactState,
     FilterState,
     StepStats,
@@ -44,8 +44,8 @@ from model.filter import (
     select,
     weight,
 )
-from model.resampling import Resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.resampling import Resampler
+from model.network.smc_transformer import SMCTransformer
 
 
 def attend(
@@ -90,7 +90,7 @@ def compact_step(
     resampler: Resampler,
     threshold: float = 1.0,
 ) -> tuple[CompactState, StepStats]:
-    """One filter step (model/filter.filter_step) on X_t (B, F) with `observed` (B,) bool,
+    """One filter step (model/filtering/filter.filter_step) on X_t (B, F) with `observed` (B,) bool,
     from the particles after X_{t-1}; table (rows, R) the noise table, base (B, L + 1) its
     blocks (see the module docstring). Returns the particles after X_t and the step's
     statistics."""
@@ -115,8 +115,8 @@ def materialize(
     state: CompactState,
     lineage: Tensor | None = None,
 ) -> FilterState:
-    """The filter's particles (model/filter.FilterState) rebuilt from the compact form, eq.
-    (3.1), for the particles whose lineages (B, N, L) are given (default: all P of `state`;
+    """The filter's particles (model/filtering/filter.FilterState) rebuilt from the compact form,
+    eq. (3.1), for the particles whose lineages (B, N, L) are given (default: all P of `state`;
     or N paths drawn from them; lineage[:, :, 0] is each one's index at the last step).
     Returns window (B, N, L, 2, D), query (B, N, D), x_prev (B, N, F) and zero log-weights
     (B, N)."""

@@ -1,6 +1,6 @@
 """The particle filter of the SMC Transformer (paper section 3.2, appendix A).
 
-Kept apart from the network (smc_transformer.py) and the resampling schemes
+Kept apart from the network (model/network/smc_transformer.py) and the resampling schemes
 (resampling.py). One step is a pure tensor function `(state, observation, noise) ->
 (state, stats)`: no I/O, no global random state; the noise is an argument.
 
@@ -20,8 +20,8 @@ A forecast step (section 3.3) mutates, then `draw_next` samples X_t and absorbs 
 
 The particles come in two forms: `FilterState` holds the key/value windows (training,
 forecast paths); `CompactState` holds what the windows are made of, the last L inputs and
-each particle's lineage (serving, model/compact.py, which rebuilds mu_t from the noise table).
-Both go through the same phases: `filter_step` and `compact.compact_step`.
+each particle's lineage (serving, model/filtering/compact.py, which rebuilds mu_t from the noise
+table). Both go through the same phases: `filter_step` and `compact.compact_step`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from model.noise import StepNoise
-from model.resampling import Resampler, ess
-from model.smc_transformer import SMCTransformer
+from model.filtering.noise import StepNoise
+from model.filtering.resampling import Resampler, ess
+from model.network.smc_transformer import SMCTransformer
 
 
 def gather(x: Tensor, idx: Tensor) -> Tensor:
@@ -83,7 +83,7 @@ class FilterState:
 
 @dataclass(frozen=True)
 class CompactState:
-    """The same particles in compact form (model/compact.py): the inputs their windows are
+    """The same particles in compact form (model/filtering/compact.py): the inputs their windows are
     made of and, per particle, the index of its ancestor at every lag; the windows follow
     from these and the noise table (eq. 3.1)."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.filter import (
+from model.filtering.filter import (
     FilterState,
     StepNoise,
     StepStats,
@@ -19,8 +19,8 @@ from model.filter import (
     filter_step,
     forecast_step,
 )
-from model.resampling import Resampler, get_resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.resampling import Resampler, get_resampler
+from model.network.smc_transformer import SMCTransformer
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ never share a block (check_table), and a series meets the same noise again only 
 may use the same blocks at the same time; each series' own noise is what must be independent.
 
 The noise of a step is read by name: `eps_q`, `eps_z`, `eps_kv` (along lineages), `uniforms`,
-or all of it at once as a `StepNoise` (`step_noise`), the argument of model/filter.filter_step.
+or all of it at once as a `StepNoise` (`step_noise`), the argument of
+model/filtering/filter.filter_step.
 Shapes: B batch, P particles, N some of them, L window, Hd heads, R head width, D = Hd R.
 """
 
@@ -38,7 +39,8 @@ GENERATOR = "pcg64-box-muller"  # make_table, as the manifests name it
 
 @dataclass(frozen=True)
 class StepNoise:
-    """All randomness of one filter step, drawn by the caller (model/filter.filter_step)."""
+    """All randomness of one filter step, drawn by the caller
+    (model/filtering/filter.filter_step)."""
 
     u: Tensor  # (B, P) uniforms for resampling
     eps_z: Tensor  # (B, P, D) eq. (3)
@@ -193,7 +195,7 @@ def eps_kv_pairs(table: Tensor, base: Tensor, lineage: Tensor, n_heads: int) -> 
 
 def step_noise(table: Tensor, base: Tensor, n_particles: int, n_heads: int) -> StepNoise:
     """All the noise of the step whose block starts at base (B,), as the filter of
-    model/filter.py takes it: u (B, P), eps_z (B, P, D), eps_qkv (B, P, 3, D)."""
+    model/filtering/filter.py takes it: u (B, P), eps_z (B, P, D), eps_qkv (B, P, 3, D)."""
     b, p, r = base.shape[0], n_particles, table.shape[-1]
     own = torch.arange(p, device=base.device).expand(b, p)
     kv = _kv_pairs(table, base.unsqueeze(-1), own, n_heads)  # (B, P, Hd, 2R)

@@ -1,7 +1,7 @@
-"""Forecast paths drawn from the particles of a compact state (model/filter.CompactState).
+"""Forecast paths drawn from the particles of a compact state (model/filtering/filter.CompactState).
 
 Paths are drawn from P particles (N >> P in the service: 100 samples from 10 particles), so
-the windows are rebuilt once per particle and gathered into the paths (model/filter.
+the windows are rebuilt once per particle and gathered into the paths (model/filtering/filter.
 expand_paths); the torch backend goes further and keeps the paths as particles plus ancestors
 (`LazyPaths`) through the first step, whose attention is then computed once per particle: a
 one-step forecast never builds the N windows. Gathering copies values, so the numbers are
@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 from torch import Tensor
 
-from model.compact import materialize
-from model.filter import (
+from model.filtering.compact import materialize
+from model.filtering.filter import (
     CompactState,
     FilterState,
     draw_next,
@@ -26,8 +26,8 @@ from model.filter import (
     gather,
     mutate,
 )
-from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.resampling import get_resampler
+from model.network.smc_transformer import SMCTransformer
 
 
 def draw_paths(logw: Tensor, u: Tensor) -> Tensor:
@@ -49,7 +49,7 @@ class LazyPaths:
     """N forecast paths held as the P particles they descend from and each path's particle
     (ancestors (B, N)), and, once a step has moved them, what that step fed each path: its
     query, key and value (B, N, 3, D) and input (B, N, F). `expand` builds the FilterState of
-    the N paths, which later steps move with model/filter.forecast_step."""
+    the N paths, which later steps move with model/filtering/filter.forecast_step."""
 
     particles: FilterState  # (B, P, ...) with zero log-weights
     ancestors: Tensor  # (B, N)
@@ -83,7 +83,7 @@ class LazyPaths:
         eps_qkv: Tensor,
         covariates: Tensor | None,
     ) -> tuple[LazyPaths, Tensor]:
-        """model/filter.forecast_step on the paths, with the attention of eq. (3) computed
+        """model/filtering/filter.forecast_step on the paths, with the attention of eq. (3) computed
         once per particle (a path's window and query are its particle's), and the absorption
         of the sampled inputs deferred to `expand`. -> (paths, x_t)."""
         parts = self.particles

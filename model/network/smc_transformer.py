@@ -20,12 +20,13 @@ import math
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 
 LOG_2PI = math.log(2 * math.pi)
 #: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
 N_LAG_TERMS = 4
-#: the terms of a series' own mean correction (model/adaptation.py): the lag terms and a constant
+#: the terms of a series' own mean correction (model/series/adaptation.py): the lag terms and a
+#: constant
 N_MEAN_TERMS = N_LAG_TERMS + 1
 #: bound of the log-scale s of ModelConfig.obs_scale: a particle's sd is within e^+-3 of
 #: Sigma_obs^1/2 (s = 3 tanh(a / 3) of the linear output a)
@@ -227,7 +228,7 @@ class SMCTransformer(nn.Module):
         `skip` and sum_j c_j(r(t)) lagged_j with `lag_inputs`; z (B, P, D), x_prev (B, P, F)
         or (B, 1, F) when every particle has the same X_{t-1}; lagged (B, P or 1, K, O) from
         `lag_terms`. mean_coef (B, K + 1, O), a served series' own correction of the mean
-        (model/adaptation.py), adds sum_j a_j lagged_j + a_K; None (training): none. With
+        (model/series/adaptation.py), adds sum_j a_j lagged_j + a_K; None (training): none. With
         `obs_scale`, the mean and each particle's log-scale s(r(t)) side by side (B, P, 2 O)
         (GaussianObservation)."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z

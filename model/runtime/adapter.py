@@ -1,11 +1,11 @@
-"""The per-series online adaptation (model/adaptation.py) run on a batch of series.
+"""The per-series online adaptation (model/series/adaptation.py) run on a batch of series.
 
-model/adaptation.py holds the estimators, on arrays; an Adapter applies them to the states
-the runtime steps (model/state.StateBatch): what each series is issued from its corrections
+model/series/adaptation.py holds the estimators, on arrays; an Adapter applies them to the states
+the runtime steps (model/series/state.StateBatch): what each series is issued from its corrections
 (its seasonal index, its correction of the mean, the miscoverage of its intervals), and the
 update of those corrections from each observed step, after the step has been scored. The
-spread factor is applied where the law is issued (model/scoring.issued_law, and the paths of
-model/forecasting.py).
+spread factor is applied where the law is issued (model/runtime/scoring.issued_law, and the paths of
+model/runtime/forecasting.py).
 
 Shapes: B batch, B_k series observed at a step, R of them adapting, L window, O targets,
 J terms of the mean correction, M longest season, Q levels, K monitored levels, H horizon.
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.adaptation import (
+from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
+from model.runtime.predictive import Mixture
+from model.series.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
     AdaptConfig,
@@ -31,9 +33,7 @@ from model.adaptation import (
     update_mean,
     update_spread,
 )
-from model.predictive import Mixture
-from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
-from model.state import SeriesState, StateBatch, cover_arrays, profiles
+from model.series.state import SeriesState, StateBatch, cover_arrays, profiles
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Adapter:
         """Update the adaptation of the series observed at this step from their scaled values
         ys (B_k, O) under the law they were issued; `sub` still holds the window the step
         read, `valid` (B_k, L) its lags. In place."""
-        # from the step where the window holds half its inputs (model/adaptation.py)
+        # from the step where the window holds half its inputs (model/series/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean
         adapting = self.adapt.spread or self.adapt.coverage or correct

@@ -1,15 +1,15 @@
 """Execution backends of the runtime: the same two steps run by PyTorch or by onnxruntime.
 
 Both take and return numpy arrays for the filter update (the runtime's batches are numpy: the
-tensors of a model/filter.CompactState, flattened as the exported graph takes them) and keep
-forecast paths in their own tensor type between steps. The filter update is
-model/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
+tensors of a model/filtering/filter.CompactState, flattened as the exported graph takes them) and
+keep forecast paths in their own tensor type between steps. The filter update is
+model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
-model/filter.forecast_step.
+model/filtering/filter.forecast_step.
 
-Paths are drawn from P particles (model/paths.py): the torch backend keeps them as particles
-plus ancestors (`LazyPaths`) through the first step, the onnx backend gathers the N windows
-at the start.
+Paths are drawn from P particles (model/filtering/paths.py): the torch backend keeps them as
+particles plus ancestors (`LazyPaths`) through the first step, the onnx backend gathers the N
+windows at the start.
 
 Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
@@ -23,9 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model import artifact as art
-from model.filter import CompactState, FilterState
-from model.graphs import (
+from model.artifacts import artifact as art
+from model.artifacts.graphs import (
     MEAN_COEF,
     SEASON,
     UPDATE_INPUTS,
@@ -33,9 +32,10 @@ from model.graphs import (
     forecast_graph,
     forecast_io,
 )
-from model.inputs import InputError
-from model.paths import LazyPaths, start_paths
-from model.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.filtering.filter import CompactState, FilterState
+from model.filtering.paths import LazyPaths, start_paths
+from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.runtime.inputs import InputError
 
 
 class StepOut(NamedTuple):
@@ -57,7 +57,7 @@ class StepOut(NamedTuple):
 class Backend(Protocol):
     name: str
     device: str
-    corrects_mean: bool  # takes each series' correction of the mean (model/adaptation.py)
+    corrects_mean: bool  # takes each series' correction of the mean (model/series/adaptation.py)
 
     def update(
         self,

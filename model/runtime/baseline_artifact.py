@@ -1,4 +1,4 @@
-"""The artifact of a baseline served as a model (model/stateless.py serves it).
+"""The artifact of a baseline served as a model (model/runtime/stateless.py serves it).
 
 Every forecaster of the benchmark (model/baselines) draws predictive sample paths, so each can
 be exported and answer the service's stateless forecast. `smct export` writes the artifact of
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.artifact import ArtifactError, sha256_file
+from model.artifacts.artifact import ArtifactError, sha256_file
 from model.baselines.registry import load_forecaster
-from model.inputs import MIN_HISTORY
+from model.runtime.inputs import MIN_HISTORY
 
 BASELINE_TYPE = "smct-baseline"
 FORMAT_VERSION = 1

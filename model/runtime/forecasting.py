@@ -1,14 +1,14 @@
 """Forecasts of the runtime: sample paths from series states, and their summaries.
 
-Runtime (model/runtime.py) takes its forecast entry points from ForecastMixin: `forecast`
+Runtime (model/runtime/runtime.py) takes its forecast entry points from ForecastMixin: `forecast`
 draws n_samples paths over a horizon from each state and summarises them, `forecast_steps`
 yields the same step by step (the service's streams). Paths start from the state's particles,
-drawn by weight (model/backends.py), and move by the model's forecast step; each series'
-adaptation (model/adapter.py) adds its seasonal index, scales the spread of the paths about
+drawn by weight (model/runtime/backends.py), and move by the model's forecast step; each series'
+adaptation (model/runtime/adapter.py) adds its seasonal index, scales the spread of the paths about
 their mean, and issues the intervals at its own miscoverage. Noise comes from a
 torch.Generator per series seeded by (seed, series seed, t), so a series' draws do not depend
 on the batch. Intervals, quantiles and their standard errors come from the samples
-(model/predictive.summarize_samples).
+(model/runtime/predictive.summarize_samples).
 
 Shapes: B batch, N samples, H horizon, O targets, F features, C covariates (F - O), D width,
 Q levels, L window.
@@ -24,21 +24,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
-from model.adapter import Adapter
-from model.artifact import Artifact
-from model.backends import Backend
-from model.inputs import (
+from model.artifacts.artifact import Artifact
+from model.filtering.noise import NoiseLayout
+from model.runtime.adapter import Adapter
+from model.runtime.backends import Backend
+from model.runtime.inputs import (
     InputError,
     check_covariates,
     check_horizon,
     check_levels,
     check_states,
 )
-from model.noise import NoiseLayout
-from model.predictive import SampleSummary, summarize_samples
-from model.scaling import check_future_scale
-from model.state import SeriesState, StateBatch
+from model.runtime.predictive import SampleSummary, summarize_samples
+from model.runtime.scaling import check_future_scale
+from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
+from model.series.state import SeriesState, StateBatch
 
 MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
 
@@ -53,7 +53,7 @@ class Forecast:
     samples: np.ndarray | None = None  # (N, H, O) only if asked
     quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
     errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
-    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/predictive.py)
+    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/runtime/predictive.py)
 
 
 def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
@@ -207,7 +207,7 @@ class ForecastMixin:
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
         covariates from `_path_inputs`. The paths of a series with pending steps (missing
-        observations not yet filtered, model/runtime.Runtime._defer) move through those
+        observations not yet filtered, model/runtime/runtime.Runtime._defer) move through those
         first: its step h is the paths' step pending + h."""
         if not states:
             return
@@ -235,7 +235,7 @@ class ForecastMixin:
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # the seasonal index of each step's seq (B, H', O), H' = total
         offsets = self.adapter.offsets(batch, batch.t[:, None] + np.arange(total)[None, :])
-        # each series' adapted spread, applied about the samples' mean (model/adaptation.py)
+        # each series' adapted spread, applied about the samples' mean (model/series/adaptation.py)
         factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)

@@ -1,18 +1,19 @@
-"""Missing observations at the end of a series: kept pending, not filtered (model/runtime.py).
+"""Missing observations at the end of a series: kept pending, not filtered
+(model/runtime/runtime.py).
 
 A missing observation (every feature NaN) that the filter takes is its predictive mean for
-every particle (model/filter.impute): the particles would not spread over the steps nobody
+every particle (model/filtering/filter.impute): the particles would not spread over the steps nobody
 saw, and a forecast after 16 missing values would be issued the width of one step. So a
 missing observation after a series' last value stays pending in its state
-(model/state.SeriesState.pending): a forecast moves its paths through the pending steps
-first, each path its own draw (model/forecasting.py), so that its intervals widen as the
+(model/series/state.SeriesState.pending): a forecast moves its paths through the pending steps
+first, each path its own draw (model/runtime/forecasting.py), so that its intervals widen as the
 gap does; the next observed value has the filter take the pending steps (their predictive
 means, as any gap inside a series), then itself. At most MAX_PENDING stay pending: older
 ones are filtered.
 
 Over such a gap, and at the value after it, the series' correction of the mean is carried as a
 forecast carries it, divided by the steps since the last observed value
-(model/adaptation.horizon_mean): applied whole at every imputed step, a correction fitted to
+(model/series/adaptation.horizon_mean): applied whole at every imputed step, a correction fitted to
 one-step errors fed its own output back and ran away (a weekly series at 320 forecast 450
 after 16 missing weeks). A value after a gap was issued a law of one step, not the law of
 the steps it was forecast from, so it does not adapt the series.
@@ -27,11 +28,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.scoring import UpdateResult
-from model.state import SeriesState, StateBatch
+from model.runtime.scoring import UpdateResult
+from model.series.state import SeriesState, StateBatch
 
 if TYPE_CHECKING:
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
 MAX_PENDING = 64  # missing observations a state keeps unfiltered
 GAP_SAMPLES = 500  # paths of the laws issued for pending observations (`pending_results`)
@@ -68,7 +69,7 @@ def steps_ahead(sub: StateBatch, window: int, target_dim: int) -> np.ndarray:
 
 def carried_mean(coef: np.ndarray, ahead: np.ndarray) -> np.ndarray:
     """The correction of the mean (B, J, O) of a step `ahead` (B,) + 1 steps after each
-    series' last observed value, as a forecast carries it (model/adaptation.horizon_mean)."""
+    series' last observed value, as a forecast carries it (model/series/adaptation.horizon_mean)."""
     if not ahead.any():
         return coef
     return np.asarray(coef / (ahead + 1.0)[:, None, None], dtype=np.float32)

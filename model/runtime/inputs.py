@@ -1,4 +1,4 @@
-"""Checks of what the runtimes are sent (model/runtime.py, model/stateless.py).
+"""Checks of what the runtimes are sent (model/runtime/runtime.py, model/runtime/stateless.py).
 
 Every refusal is an InputError that says what is wrong, and names the request field at fault
 where it is known; the service maps it to a 422 (service/errors.py).
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.state import SeriesState
+from model.series.state import SeriesState
 
 MIN_HISTORY = 2  # rows of the shortest history a series is created from
 MAX_SEASON = (1 << 16) - 1  # the longest season length a state keeps (steps)

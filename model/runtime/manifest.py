@@ -1,13 +1,13 @@
 """The model directories smct reads, told apart by what they hold, and one load for each use.
 
     kind(path)        "artifact":   `smct export` of an SMC Transformer (manifest.json, type
-                                    "smct-artifact"; model/artifact.py)
+                                    "smct-artifact"; model/artifacts/artifact.py)
                       "baseline":   `smct export` of a baseline (type "smct-baseline";
-                                    model/baseline_artifact.py)
+                                    model/runtime/baseline_artifact.py)
                       "forecaster": a baseline saved by `smct benchmark --save-models` (its
                                     manifest's type is its registry name; model/baselines)
                       "checkpoint": `smct train --out` (model_config.json and weights.pt;
-                                    model/checkpoint.py)
+                                    model/artifacts/checkpoint.py)
     servable(path)    its kind where it can be served (an artifact or a baseline artifact)
     load(path, ...)   the serving runtime of an artifact or a baseline artifact
     load_model(path)  the SMC Transformer of an artifact or a checkpoint, and how its training
@@ -23,15 +23,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from model.artifact import ARTIFACT_TYPE, MANIFEST, Artifact, ArtifactError
-from model.baseline_artifact import BASELINE_TYPE
-from model.checkpoint import MODEL_CONFIG, WEIGHTS
+from model.artifacts.artifact import ARTIFACT_TYPE, MANIFEST, Artifact, ArtifactError
+from model.artifacts.checkpoint import MODEL_CONFIG, WEIGHTS
+from model.runtime.baseline_artifact import BASELINE_TYPE
 
 if TYPE_CHECKING:
-    from model.adaptation import AdaptConfig
-    from model.runtime import Runtime
-    from model.smc_transformer import SMCTransformer
-    from model.stateless import StatelessRuntime
+    from model.network.smc_transformer import SMCTransformer
+    from model.runtime.runtime import Runtime
+    from model.runtime.stateless import StatelessRuntime
+    from model.series.adaptation import AdaptConfig
 
 Kind = Literal["artifact", "baseline", "forecaster", "checkpoint"]
 SCALING_FILE = "scaling.json"  # a checkpoint's record of its training windows' scaling
@@ -72,10 +72,10 @@ def load(
     (which runs on torch). A checkpoint or a saved forecaster is refused with the command
     that exports it."""
     if servable(path) == "baseline":
-        from model.stateless import StatelessRuntime
+        from model.runtime.stateless import StatelessRuntime
 
         return StatelessRuntime.load(path, device=device)
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     return Runtime.load(
         path, backend=backend, device=device, threads=threads,
@@ -106,7 +106,7 @@ def load_model(path: Path | str) -> tuple[SMCTransformer, str]:
         mode = artifact.manifest["scaling"]["mode"]
         return artifact.load_model(), "global" if mode == "global" else "window"
     if found == "checkpoint":
-        from model.checkpoint import load_model as load_checkpoint_model
+        from model.artifacts.checkpoint import load_model as load_checkpoint_model
 
         record = _json(path / SCALING_FILE) or {}
         return load_checkpoint_model(path), str(record.get("mode", "global"))

@@ -174,7 +174,7 @@ class Mixture:
         sum costs P^2: above CRPS_MAX_COMPONENTS components it runs on that many, neighbouring
         components (in the order of their means) pooled into bins of about equal weight, each at
         its weighted mean and mean variance (an error of second order in the bins' spread;
-        tests/model/test_predictive.py bounds it at 0.5 %, 1 % when the components' scales
+        tests/model/runtime/test_predictive.py bounds it at 0.5 %, 1 % when the components' scales
         differ)."""
         first = np.einsum("bp,bpo->bo", self.w, _a(y[:, None] - self.mu, self.sd))
         mu = np.swapaxes(self.mu, 1, 2)  # (B, O, P)
@@ -263,7 +263,7 @@ def summarize_samples(
     over N (numpy's linear sample quantiles, as training/metrics.interval_bounds), and the
     standard errors of the interval bounds. With `alphas` (B, H, len(levels)), series b's
     interval at levels[j] and step h has the tails alphas[b, h, j] / 2 (a coverage correction,
-    model/adaptation.py) instead of (1 - levels[j]) / 2."""
+    model/series/adaptation.py) instead of (1 - levels[j]) / 2."""
     b, n, h, _ = samples.shape
     probs = [0.5, *quantiles]
     qs = np.quantile(samples, probs, axis=1)  # (len(probs), B, H, O)

@@ -1,19 +1,19 @@
 """The inference runtime: the one API the CLI and the service use (docs/contracts.md).
 
-Runtime.load(artifact) verifies the artifact and picks a backend (model/backends.py). Series
+Runtime.load(artifact) verifies the artifact and picks a backend (model/runtime/backends.py). Series
 are batched: `create` filters histories into SeriesStates, `update` absorbs new observations
-and scores the intervals issued for them (model/scoring.py), `forecast` draws sample paths
-(model/forecasting.py). Values are in the series' own units: inputs are scaled by the
+and scores the intervals issued for them (model/runtime/scoring.py), `forecast` draws sample paths
+(model/runtime/forecasting.py). Values are in the series' own units: inputs are scaled by the
 artifact's global scaler, or, with scaling.mode == "per_series", by the mean and standard
 deviation of the series' own history (kept in its state; once the window is full, of the L
-inputs the model attends to, again after every step: model/scaling.reanchor), and answers
+inputs the model attends to, again after every step: model/runtime/scaling.reanchor), and answers
 are scaled back. NaN marks a missing value: the filter advances without reweighting and feeds
-its predictive mean (model/filter.impute); missing values after a series' last value stay
-pending until the next value comes (model/gaps.py). Each series adapts online to its own errors
-(model/adapter.py). Bad input is an InputError (model/inputs.py).
+its predictive mean (model/filtering/filter.impute); missing values after a series' last value stay
+pending until the next value comes (model/runtime/gaps.py). Each series adapts online to its own
+errors (model/runtime/adapter.py). Bad input is an InputError (model/runtime/inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
-seed and step (model/noise.py), so an update is reproducible and, to float32 rounding,
+seed and step (model/filtering/noise.py), so an update is reproducible and, to float32 rounding,
 independent of how series are batched. Forecast noise comes from a torch.Generator per series
 seeded by (seed, series seed, t).
 
@@ -28,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from model.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
-from model.adapter import Adapter
-from model.artifact import Artifact, ArtifactError
-from model.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
-from model.forecasting import Forecast, ForecastMixin, seed_key
-from model.gaps import (
+from model.artifacts.artifact import Artifact, ArtifactError
+from model.artifacts.graphs import MIN_PARTICLES
+from model.filtering.noise import NoiseLayout, check_table, noise_rows
+from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
+from model.runtime.adapter import Adapter
+from model.runtime.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
+from model.runtime.forecasting import Forecast, ForecastMixin, seed_key
+from model.runtime.gaps import (
     MAX_PENDING,
     carried_mean,
     defer,
@@ -41,8 +43,7 @@ from model.gaps import (
     steps_ahead,
     trailing_missing,
 )
-from model.graphs import MIN_PARTICLES
-from model.inputs import (
+from model.runtime.inputs import (
     MAX_SEASON,
     MIN_HISTORY,
     InputError,
@@ -51,12 +52,11 @@ from model.inputs import (
     check_seasons,
     check_states,
 )
-from model.noise import NoiseLayout, check_table, noise_rows
-from model.predictive import Mixture
-from model.scaling import check_observed, reanchor, scale_values
-from model.scoring import UpdateResult, issued_law, score
-from model.smc_transformer import N_MEAN_TERMS, GaussianObservation
-from model.state import SeriesState, StateBatch, series_scaling
+from model.runtime.predictive import Mixture
+from model.runtime.scaling import check_observed, reanchor, scale_values
+from model.runtime.scoring import UpdateResult, issued_law, score
+from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
+from model.series.state import SeriesState, StateBatch, series_scaling
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
 
@@ -71,9 +71,9 @@ MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last va
 
 class Runtime(ForecastMixin):
     """Batched inference on one artifact with one backend (see the module docstring); the
-    forecasts are ForecastMixin's (model/forecasting.py)."""
+    forecasts are ForecastMixin's (model/runtime/forecasting.py)."""
 
-    stateful = True  # series states and online updates (model/stateless.py has none)
+    stateful = True  # series states and online updates (model/runtime/stateless.py has none)
 
     def __init__(
         self,
@@ -96,7 +96,7 @@ class Runtime(ForecastMixin):
             )
         self.max_filter_steps = max_filter_steps
         self.adapt = AdaptConfig() if adapt is None else adapt
-        # observed inputs a window needs to rescale a series (model/scaling.reanchor)
+        # observed inputs a window needs to rescale a series (model/runtime/scaling.reanchor)
         self.min_observed = max(2, window // 2)
         self.artifact = artifact
         self.manifest: dict[str, Any] = artifact.manifest
@@ -116,8 +116,8 @@ class Runtime(ForecastMixin):
         # the longest season found from a history: what the seasonal profile holds (any
         # season), else what the model reads
         self.longest_season: int = MAX_SEASON if self.adapt.season else self.max_season
-        # terms of each series' own correction of the mean (model/adaptation.py): a model with
-        # lag inputs whose backend takes them; 0: none
+        # terms of each series' own correction of the mean (model/series/adaptation.py): a model
+        # with lag inputs whose backend takes them; 0: none
         self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and engine.corrects_mean else 0
         self.adapter = Adapter(self.adapt, self.target_dim, self.n_mean, self.min_observed)
         self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
@@ -146,7 +146,7 @@ class Runtime(ForecastMixin):
         defaults to the artifact's; `threads` is onnxruntime's intra-op thread count;
         `max_filter_steps` bounds the filtering of a long history (see `create`; default
         MAX_FILTER_STEPS, or the model's window where that is longer); `adapt` the per-series
-        online adaptation (model/adaptation.py; default: both corrections on)."""
+        online adaptation (model/series/adaptation.py; default: both corrections on)."""
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         if device not in DEVICES:
@@ -189,10 +189,10 @@ class Runtime(ForecastMixin):
     ) -> list[SeriesState]:
         """Filter each history (T_i, F); `seeds` default to a hash of the model and the
         history, so the same history gives the same state. The series' adaptation
-        (model/adaptation.py) learns from the history's one-step errors as it is filtered,
+        (model/series/adaptation.py) learns from the history's one-step errors as it is filtered,
         its coverage correction for `levels` (fractions). `seasons` are the series' season
         lengths in steps (0: none, the default), which a model with lag inputs reads
-        (model/config.py) and a state keeps.
+        (model/network/config.py) and a state keeps.
 
         A history of up to `max_filter_steps` + 1 rows is filtered from its first row. A longer
         one is filtered over its last `max_filter_steps` rows only, so that one long history
@@ -227,7 +227,7 @@ class Runtime(ForecastMixin):
         the seasonal profile, the scaling and the seed of the whole history, that window, the
         prior of every correction."""
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
-        # each series' seasonal profile (model/adaptation.py), and its history without it
+        # each series' seasonal profile (model/series/adaptation.py), and its history without it
         profile, plain = self.adapter.deseasonalise(rows, season)
         scaling = [
             series_scaling(r) if self.per_series else (self.loc, self.scale) for r in plain
@@ -345,7 +345,7 @@ class Runtime(ForecastMixin):
             valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
             steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
-            # after a gap the mean is corrected as a forecast is, and not adapted (model/gaps)
+            # after a gap the mean is corrected as a forecast is, and not adapted (gaps.py)
             ahead = steps_ahead(sub, self.window, self.target_dim)
             out = self._step(
                 base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
@@ -382,7 +382,7 @@ class Runtime(ForecastMixin):
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
     def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
-        """The one-step law a step issued (scaled units; model/scoring.issued_law), scaled
+        """The one-step law a step issued (scaled units; model/runtime/scoring.issued_law), scaled
         about its mean by each series' adapted spread where that correction is on."""
         spread = sub.spread_factor if self.adapt.spread else None
         return issued_law(out, self.sigma_obs, spread)
@@ -390,8 +390,8 @@ class Runtime(ForecastMixin):
     def _score(
         self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
     ) -> list[UpdateResult]:
-        """UpdateResults of one step for B_k series (model/scoring.score): x (B_k, F) in series
-        units, `mix` the law issued for it (scaled units)."""
+        """UpdateResults of one step for B_k series (model/runtime/scoring.score): x (B_k, F) in
+        series units, `mix` the law issued for it (scaled units)."""
         o = self.target_dim
         # the law is of the series without its seasonal index: put it back
         loc, scale = sub.loc[:, :o] + self.adapter.offsets(sub), sub.scale[:, :o]  # (B_k, O)

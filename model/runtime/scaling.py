@@ -1,9 +1,10 @@
-"""Scaling of series values for the runtime (model/runtime.py): to the model's units and back.
+"""Scaling of series values for the runtime (model/runtime/runtime.py): to the model's units and
+back.
 
 Values are in the series' own units outside the runtime; the model reads them scaled by a
 location and a scale per feature, kept in each series' state: the artifact's global scaler,
 or, with scaling.mode == "per_series", the mean and standard deviation of the series' own
-history (model/state.series_scaling), then of the L inputs its window holds after every step
+history (model/series/state.series_scaling), then of the L inputs its window holds after every step
 (`reanchor`). A value too far from a series' level is refused (`MAX_SCALED`).
 
 Shapes: B batch, L window, F features, H horizon, C covariates.
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.inputs import InputError
-from model.state import LEVEL_RESOLUTION, StateBatch, flat_scale
+from model.runtime.inputs import InputError
+from model.series.state import LEVEL_RESOLUTION, StateBatch, flat_scale
 
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see `scale_values`)
 RESOLUTION = 1e-6  # of a series' scale: what its float32 window resolves (see `reanchor`)
@@ -79,7 +80,7 @@ def reanchor(batch: StateBatch, window: int) -> None:
     (training.datasets.windows.window_scaling); a series served for long drifts away from the
     level and scale it was created with (a price over years, an epidemic from its first
     cases), and its inputs would leave the range the model learned. So after each step the location
-    and scale become those of the last L inputs (model.state.series_scaling, in series
+    and scale become those of the last L inputs (model.series.state.series_scaling, in series
     units) and the window is re-expressed in them; keys and values are rebuilt from the
     window, so the particles stay consistent, and the next observation is scored against
     intervals issued before it, in series units. A window not yet full counts the inputs it
@@ -106,7 +107,7 @@ def reanchor(batch: StateBatch, window: int) -> None:
     loc, scale = batch.loc, batch.scale  # (B, F)
     units = batch.x_hist * scale[:, None] + loc[:, None]  # (B, L, F) float64
     seen = batch.observed  # (B, L, F); the slots of a window not yet full are unseen
-    if seen.all():  # model.state.series_scaling without its NaN handling
+    if seen.all():  # model.series.state.series_scaling without its NaN handling
         new_loc = units.sum(axis=1) / units.shape[1]
         dev = units - new_loc[:, None]
         spread = np.sqrt(np.einsum("blf,blf->bf", dev, dev) / units.shape[1])

@@ -1,9 +1,9 @@
 """Scoring of observations against the one-step law issued for them (Runtime.update).
 
 Before a step absorbs an observation, the filter's one-step law of it (a Gaussian mixture,
-model/predictive.Mixture, in scaled units) is what the model had issued: its median and the
+model/runtime/predictive.Mixture, in scaled units) is what the model had issued: its median and the
 equal-tailed intervals at each level, each at the series' adapted miscoverage
-(model/adaptation.py). The observation is scored under that law in the series' units: PIT,
+(model/series/adaptation.py). The observation is scored under that law in the series' units: PIT,
 log score, CRPS and whether each interval covered it.
 
 Shapes: B batch, P particles, O targets, Q levels.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.backends import StepOut
-from model.predictive import Mixture
+from model.runtime.backends import StepOut
+from model.runtime.predictive import Mixture
 
 
 @dataclass(frozen=True)

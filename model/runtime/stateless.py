@@ -1,14 +1,14 @@
 """Baselines as served models: a runtime for stateless forecasts.
 
 Every forecaster of the benchmark (model/baselines) draws predictive sample paths, so each can
-be exported (model/baseline_artifact.py) and answer the service's stateless forecast (POST
+be exported (model/runtime/baseline_artifact.py) and answer the service's stateless forecast (POST
 /v1/forecast and its stream). Only the SMC Transformer keeps a filter state per series
-(model/runtime.Runtime); a StatelessRuntime has no `update`, and the service refuses the
+(model/runtime/runtime.Runtime); a StatelessRuntime has no `update`, and the service refuses the
 /v1/series endpoints for it.
 
 Serving keeps the last `context_length` values of a history, fills missing values forward
 (the first observed value before it: the baselines take no NaN) and scales them as the
-manifest says: by their own mean and standard deviation (model/state.series_scaling, as the
+manifest says: by their own mean and standard deviation (model/series/state.series_scaling, as the
 SMC Transformer's per-series mode), or by one global map (e.g. the training data's).
 A model with covariates takes their future values (H, F - O) per series, in series units, as
 the SMC Transformer's runtime does; they fill the future rows of the window the forecaster
@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.artifact import ArtifactError
-from model.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
+from model.artifacts.artifact import ArtifactError
 from model.baselines.registry import load_forecaster
-from model.forecasting import Forecast, forecasts
-from model.inputs import (
+from model.runtime.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
+from model.runtime.forecasting import Forecast, forecasts
+from model.runtime.inputs import (
     MIN_HISTORY,
     InputError,
     check_covariates,
@@ -40,9 +40,9 @@ from model.inputs import (
     check_levels,
     check_rows,
 )
-from model.predictive import summarize_samples
-from model.scaling import check_future_scale, check_observed
-from model.state import series_scaling
+from model.runtime.predictive import summarize_samples
+from model.runtime.scaling import check_future_scale, check_observed
+from model.series.state import series_scaling
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class History:
 
 
 class StatelessRuntime:
-    """Forecasts of a baseline artifact: the subset of model/runtime.Runtime that needs no
+    """Forecasts of a baseline artifact: the subset of model/runtime/runtime.Runtime that needs no
     filter state (`forecast_history`, and `create` + `forecast_steps` for streaming)."""
 
     stateful = False
@@ -202,7 +202,7 @@ class StatelessRuntime:
         self, b: int, horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> list[np.ndarray | None]:
         """Future covariates (H, C) float64 of each of b series (None each without any),
-        checked as the runtime checks them (model/inputs.check_covariates)."""
+        checked as the runtime checks them (model/runtime/inputs.check_covariates)."""
         c = self.n_features - self.target_dim
         out = check_covariates(covariates, b, horizon, c)
         return [None] * b if out is None else list(out)

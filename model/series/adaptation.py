@@ -48,7 +48,7 @@ intervals of the hourly series covering 0.59.
 Mean (online regression of the residuals, a Kalman filter). One model's readout weighs the
 lagged values of every series alike: trained on a corpus, it smooths towards the window's
 level, where one series needs the value one season back and another a trend carried on. A
-model with lag inputs (model/config.py) adds each series' own correction of its mean,
+model with lag inputs (model/network/config.py) adds each series' own correction of its mean,
     m_t = G(r_t) + ... + sum_j a_j lagged_j(t) + a_J,
 the lagged differences X_{t-l} - X_{t-1} the readout already reads (l = 2, L, m, 2 m;
 SMCTransformer.lag_terms) and a constant, in the series' scaled units. The coefficients a are

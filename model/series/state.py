@@ -1,14 +1,14 @@
 """The particle state of one series: a frozen, versioned structure and its bytes.
 
 This is what the state store (Redis) holds per series. It is the compact form of the filter's
-particles (model/compact.py): the last L scaled inputs, each particle's lineage over the
+particles (model/filtering/compact.py): the last L scaled inputs, each particle's lineage over the
 window, the log-weights, the series' 64-bit noise seed and step count, and its scaling, then
-the series' online adaptation (model/adaptation.py): the variance multipliers of its predictive
-law with their weight, the miscoverage alpha_t of each monitored level, its season length, its
-own correction of the mean and its seasonal profile. The key/value windows are rebuilt from
-these and the artifact's noise table, so the bytes (model/state_format.py) are a few kB instead
-of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after a
-round trip through bytes gives bit for bit the result it gives on the original.
+the series' online adaptation (model/series/adaptation.py): the variance multipliers of its
+predictive law with their weight, the miscoverage alpha_t of each monitored level, its season
+length, its own correction of the mean and its seasonal profile. The key/value windows are rebuilt
+from these and the artifact's noise table, so the bytes (model/series/state_format.py) are a few kB
+instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after
+a round trip through bytes gives bit for bit the result it gives on the original.
 `StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
 scaling taken from a series' own history.
 Shapes: B series, P particles, L window, F input features.
@@ -22,8 +22,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from model import state_format
-from model.adaptation import PRIOR_WEIGHT, mean_prior
+from model.series import state_format
+from model.series.adaptation import PRIOR_WEIGHT, mean_prior
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -52,23 +52,23 @@ class SeriesState:
     scale: np.ndarray  # (F,) float64
     # (L, F) bool: x_hist holds a value there, not an imputed mean (None: every valid lag)
     observed: np.ndarray | None = None
-    # online adaptation (model/adaptation.py): (O,) float32 variance multipliers (empty:
+    # online adaptation (model/series/adaptation.py): (O,) float32 variance multipliers (empty:
     # none yet), their EM weight, and (K,) float32 monitored levels with their alpha_t
     spread_factor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     spread_weight: float = PRIOR_WEIGHT
     cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     season: int = 0  # the series' season length in steps, 0: none
-    # the correction of the mean (model/adaptation.py): (O, J) float32 coefficients, their
+    # the correction of the mean (model/series/adaptation.py): (O, J) float32 coefficients, their
     # (O, J, J) covariances and (O,) innovation variances (O = 0: none yet)
     mean_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     mean_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
     mean_noise: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    # the seasonal profile (model/adaptation.py): (M, O) float32 indices, phase p at p (M = 0:
-    # none)
+    # the seasonal profile (model/series/adaptation.py): (M, O) float32 indices, phase p at p
+    # (M = 0: none)
     profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
-    # the paths through them (model/forecasting.py), the next observation filters them first
+    # the paths through them (model/runtime/forecasting.py), the next observation filters them first
     pending: int = 0
 
     def __post_init__(self) -> None:
@@ -174,7 +174,7 @@ class SeriesState:
     __hash__ = None  # type: ignore[assignment]
 
     def to_bytes(self) -> bytes:
-        """The state in the binary format of model/state_format.py."""
+        """The state in the binary format of model/series/state_format.py."""
         return state_format.encode(self)
 
     @classmethod

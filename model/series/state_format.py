@@ -1,5 +1,5 @@
-"""The bytes of a series state (model/state.py): the binary format, and the older versions still
-read.
+"""The bytes of a series state (model/series/state.py): the binary format, and the older versions
+still read.
 
 Binary format, version 6, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
@@ -12,14 +12,14 @@ Binary format, version 6, little-endian:
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | pending u16 | crc32 u32 of all
     that precedes.
-The block after logw is the series' online adaptation (model/adaptation.py): the variance
+The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
-which a model with lag inputs reads (model/config.py); then the coefficients of its own
+which a model with lag inputs reads (model/network/config.py); then the coefficients of its own
 correction of the mean, their covariance and the variance of its innovations (O = 0: none
 yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none);
 `pending` counts the missing observations after the last filtered step (`t`) that the filter
-has not taken yet (model/runtime.py). A state with none is written as version 5, which is
+has not taken yet (model/runtime/runtime.py). A state with none is written as version 5, which is
 version 6 without `pending`: its bytes are those of the code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
 season), 4 (no mean correction, no profile) and 5 (no pending steps) are still read.
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from model.state import SeriesState
+    from model.series.state import SeriesState
 
 MAGIC = b"SMCS"
 VERSION = 6  # the version written for a state with pending steps (5 for one without)

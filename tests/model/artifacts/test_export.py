@@ -16,10 +16,10 @@ import typer
 from typer.testing import CliRunner
 
 from cli.app import app
-from model.artifact import FILES, Artifact, ArtifactError, sha256_file
-from model.export import check_graphs
-from model.noise import NoiseLayout, noise_rows
-from model.runtime import Runtime
+from model.artifacts.artifact import FILES, Artifact, ArtifactError, sha256_file
+from model.artifacts.export import check_graphs
+from model.filtering.noise import NoiseLayout, noise_rows
+from model.runtime.runtime import Runtime
 from tests.model.conftest import variant
 
 PARITY = 1e-4
@@ -130,9 +130,9 @@ def test_a_model_with_lags_and_skip_exports_and_serves(
     observation scale (ModelConfig.lags, .skip, .lag_inputs, .obs_scale) in the exported
     graphs: the graphs equal the eager model, and the torch and onnx runtimes agree on updates
     and forecasts (with a season of 3 steps, forecast past it)."""
-    from model.config import ModelConfig
-    from model.export import export_artifact
-    from model.smc_transformer import SMCTransformer
+    from model.artifacts.export import export_artifact
+    from model.network.config import ModelConfig
+    from model.network.smc_transformer import SMCTransformer
 
     torch.manual_seed(0)
     cfg = ModelConfig(
@@ -175,8 +175,8 @@ def test_a_seasonal_naive_model_repeats_the_season_it_is_told(tmp_path: Path) ->
     tiny Sigma_obs): served through the runtime (torch and onnx), a series of period 6 told its
     season is forecast as its last period repeated, two periods ahead; told none, as its last
     value (without the series' own correction of the mean, which would learn the period:
-    tests/model/test_mean_adaptation.py)."""
-    from model.adaptation import AdaptConfig
+    tests/model/series/test_mean_adaptation.py)."""
+    from model.series.adaptation import AdaptConfig
     from tests.model.conftest import naive_lag_model
 
     out = naive_lag_model(tmp_path / "snaive", sigma_obs=1e-8, seasonal=True)

@@ -1,4 +1,5 @@
-"""The compact filter step (model/compact.py) against model/filter.py on the same noise."""
+"""The compact filter step (model/filtering/compact.py) against model/filtering/filter.py on the
+same noise."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from model.compact import compact_step, materialize
-from model.config import ModelConfig
-from model.filter import CompactState, filter_init, filter_step
-from model.noise import NoiseLayout, check_table, make_table, noise_rows, step_noise
-from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.compact import compact_step, materialize
+from model.filtering.filter import CompactState, filter_init, filter_step
+from model.filtering.noise import NoiseLayout, check_table, make_table, noise_rows, step_noise
+from model.filtering.resampling import get_resampler
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 
 CONFIGS = {
     "univariate": ModelConfig(d_model=16, window=5, d_ff=8),

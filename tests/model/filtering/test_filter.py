@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.filter import StepNoise, filter_init, filter_step, push, select
-from model.inference import FilterRun, genealogy, run_filter, unistep_samples
-from model.smc_transformer import SMCTransformer
+from model.filtering.filter import StepNoise, filter_init, filter_step, push, select
+from model.filtering.inference import FilterRun, genealogy, run_filter, unistep_samples
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 
 A, B_OUT, W_V, B_V = 0.8, -0.05, 0.9, 0.1
 SIG_LATENT, SIG_OBS = 0.2, 0.3  # variances
@@ -193,11 +193,12 @@ def test_push_shifts_the_window_one_lag_back() -> None:
     assert torch.equal(out[:, :, 0], new) and torch.equal(out[:, :, 1:], window[:, :, :-1])
 
 
-MODEL = Path(__file__).resolve().parents[2] / "model"
+MODEL = Path(__file__).resolve().parents[3] / "model"
 # the callers of the filter step: none may write a phase of it again
 CALLERS = (
-    "compact.py", "backends.py", "paths.py", "graphs.py", "export.py", "runtime.py",
-    "forecasting.py", "scoring.py", "scaling.py", "adapter.py", "inference.py",
+    "filtering/compact.py", "runtime/backends.py", "filtering/paths.py", "artifacts/graphs.py",
+    "artifacts/export.py", "runtime/runtime.py", "runtime/forecasting.py", "runtime/scoring.py",
+    "runtime/scaling.py", "runtime/adapter.py", "filtering/inference.py",
 )
 
 
@@ -259,8 +260,8 @@ def _function(tree: ast.AST, name: str, within: str | None = None) -> ast.Functi
 
 def test_the_filter_step_is_written_once() -> None:
     """The mutation of eq. (3), the weighting of eq. (5) and the window shift are written in
-    model/filter.py only (mutate, weight, push), and every form of the step calls them."""
-    filt = _tree("filter.py")
+    model/filtering/filter.py only (mutate, weight, push), and every form of the step calls them."""
+    filt = _tree("filtering/filter.py")
     assert _attributes(filt, "sigma_z") == _attributes(_function(filt, "mutate"), "sigma_z") == 1
     assert _attributes(filt, "readout") == _attributes(_function(filt, "mutate"), "readout")
     assert _attributes(filt, "log_prob") == _attributes(_function(filt, "weight"), "log_prob")
@@ -271,16 +272,16 @@ def test_the_filter_step_is_written_once() -> None:
         for attr in ("sigma_z", "readout", "log_prob"):
             assert _attributes(tree, attr) == 0, f"{name} uses {attr}"
         # the runtime shifts the observed mask of the per-series scaling, not the filter state
-        allowed = ["sub.observed"] if name == "runtime.py" else []
+        allowed = ["sub.observed"] if name == "runtime/runtime.py" else []
         assert _drops_last_lag(tree) == allowed, name
     phases = {"select", "mutate", "weight", "impute"}
     assert phases | {"absorb"} <= _calls(_function(filt, "filter_step"))
     assert {"mutate", "draw_next", "absorb"} <= _calls(_function(filt, "forecast_step"))
-    compact = _function(_tree("compact.py"), "compact_step")
+    compact = _function(_tree("filtering/compact.py"), "compact_step")
     assert phases | {"absorb_inputs"} <= _calls(compact)
-    first_step = _function(_tree("paths.py"), "first_step")
+    first_step = _function(_tree("filtering/paths.py"), "first_step")
     assert {"mutate", "draw_next"} <= _calls(first_step)
-    assert "enter" in _calls(_function(_tree("paths.py"), "expand"))
-    graphs = _tree("graphs.py")
+    assert "enter" in _calls(_function(_tree("filtering/paths.py"), "expand"))
+    graphs = _tree("artifacts/graphs.py")
     assert "compact_step" in _calls(_function(graphs, "forward", within="UpdateGraph"))
     assert "forecast_step" in _calls(_function(graphs, "forward", within="ForecastGraph"))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
-from model.resampling import RESAMPLERS, ess, get_resampler
+from model.filtering.resampling import RESAMPLERS, ess, get_resampler
 
 WEIGHTS = torch.tensor([0.05, 0.1, 0.15, 0.2, 0.5])
 

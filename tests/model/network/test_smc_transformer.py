@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.filter import StepNoise, filter_init, filter_step
-from model.inference import forecast_paths, run_filter
-from model.resampling import get_resampler
-from model.smc_transformer import SMCTransformer
+from model.filtering.filter import StepNoise, filter_init, filter_step
+from model.filtering.inference import forecast_paths, run_filter
+from model.filtering.resampling import get_resampler
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 
 
 def test_multi_head_attention_shapes_and_window_mask() -> None:

@@ -1,5 +1,5 @@
-"""Missing values at the end of a series (model/gaps.py) and a large level (model/scaling.py),
-against answers known in closed form.
+"""Missing values at the end of a series (model/runtime/gaps.py) and a large level
+(model/runtime/scaling.py), against answers known in closed form.
 
 A random-walk model (skip 1, readout 0, Sigma_obs 1, global identity scaling) forecasts
 X_{t+h} ~ N(X_t, h): after k missing values its next 80 % interval is 2 z_0.9 sqrt(k + 1)
@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 import torch
 
-from model.adaptation import OFF
-from model.gaps import MAX_PENDING
-from model.runtime import Runtime
-from model.state import SeriesState
+from model.runtime.gaps import MAX_PENDING
+from model.runtime.runtime import Runtime
+from model.series.adaptation import OFF
+from model.series.state import SeriesState
 
 Z80 = 1.2815515655446004  # the 0.9 quantile of N(0, 1)
-DEFAULT = Path(__file__).resolve().parents[2] / "artifacts" / "default"
+DEFAULT = Path(__file__).resolve().parents[3] / "artifacts" / "default"
 
 
 @pytest.fixture(scope="module")
 def random_walk_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from model.config import ModelConfig
-    from model.export import export_artifact
-    from model.smc_transformer import SMCTransformer
+    from model.artifacts.export import export_artifact
+    from model.network.config import ModelConfig
+    from model.network.smc_transformer import SMCTransformer
 
     torch.manual_seed(0)
     model = SMCTransformer(ModelConfig(d_model=4, window=8, head="linear", skip=True))

@@ -1,4 +1,4 @@
-"""model/manifest.py tells the four model directories apart and loads each for its use: an
+"""model/runtime/manifest.py tells the four model directories apart and loads each for its use: an
 artifact or a baseline artifact is served, an artifact or a checkpoint is fine-tuned, and the
 rest are refused with the command that makes what is needed."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import manifest
-from model.artifact import ArtifactError
-from model.baseline_artifact import export_baseline
-from model.checkpoint import save_model
-from model.runtime import Runtime
-from model.stateless import StatelessRuntime
+from model.artifacts.artifact import ArtifactError
+from model.artifacts.checkpoint import save_model
+from model.runtime import manifest
+from model.runtime.baseline_artifact import export_baseline
+from model.runtime.runtime import Runtime
+from model.runtime.stateless import StatelessRuntime
 from training.fitting import benchmark_config, build
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.adaptation import OFF
-from model.runtime import InputError, Runtime
-from model.state import SeriesState
+from model.runtime.runtime import InputError, Runtime
+from model.series.adaptation import OFF
+from model.series.state import SeriesState
 
 
 def test_create_and_update_count_observations(rt_torch: Runtime, ar_series: Any) -> None:
@@ -127,9 +127,15 @@ def test_input_errors(rt_torch: Runtime, rt_series: Runtime, ar_series: Any) -> 
 
 def _torch_only_artifact(out: Any, cfg: Any, scaling: dict[str, Any]) -> Any:
     """An artifact without real ONNX graphs (empty files): enough for the torch backend."""
-    from model.artifact import FILTER_GRAPH, FORECAST_GRAPH, NOISE, WEIGHTS, write_manifest
-    from model.noise import make_table
-    from model.smc_transformer import SMCTransformer
+    from model.artifacts.artifact import (
+        FILTER_GRAPH,
+        FORECAST_GRAPH,
+        NOISE,
+        WEIGHTS,
+        write_manifest,
+    )
+    from model.filtering.noise import make_table
+    from model.network.smc_transformer import SMCTransformer
 
     torch.manual_seed(0)
     out.mkdir()
@@ -156,7 +162,7 @@ def _torch_only_artifact(out: Any, cfg: Any, scaling: dict[str, Any]) -> Any:
 def test_multivariate_targets_and_covariates(tmp_path: Any) -> None:
     """Two targets and one covariate, two heads: per-dimension intervals and PIT, NaN
     covariates fed as the mean, future covariates required to forecast."""
-    from model.config import ModelConfig
+    from model.network.config import ModelConfig
 
     cfg = ModelConfig(d_in=3, d_out=2, d_model=8, n_heads=2, window=4, d_ff=8)
     rt = Runtime.load(_torch_only_artifact(tmp_path / "a", cfg, {"mode": "per_series"}))
@@ -210,8 +216,8 @@ def test_a_window_over_the_default_filter_steps_loads(tmp_path: Any, ar_series: 
     is longer: a model attending to 520 steps loads with the defaults (it was refused as
     'max_filter_steps must be at least the window'), and its histories are filtered over
     their last 520 values; an explicit bound under the window is still refused."""
-    from model.config import ModelConfig
-    from model.runtime import MAX_FILTER_STEPS
+    from model.network.config import ModelConfig
+    from model.runtime.runtime import MAX_FILTER_STEPS
 
     cfg = ModelConfig(d_model=8, n_heads=1, window=MAX_FILTER_STEPS + 8, d_ff=8)
     art = _torch_only_artifact(tmp_path / "a", cfg, {"mode": "per_series"})

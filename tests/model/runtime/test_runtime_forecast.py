@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.adaptation import OFF
-from model.runtime import Forecast, Runtime
+from model.runtime.runtime import Forecast, Runtime
+from model.series.adaptation import OFF
 from training.datasets import load_dataset
 from training.evaluate import multistep
 from training.metrics import summarize
@@ -21,7 +21,7 @@ def test_forecasts_in_chunks_of_paths_match_one_call(
 ) -> None:
     """Over MAX_PATHS paths, `forecast` runs the series in chunks (memory stays bounded); each
     series keeps its own draws, so the answers are those of one call (to float32 rounding)."""
-    from model import forecasting
+    from model.runtime import forecasting
 
     states = rt_torch.create(ar_series(5, 20))
     whole = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)

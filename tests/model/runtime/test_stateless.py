@@ -1,4 +1,4 @@
-"""Baseline artifacts and their stateless runtime (model/stateless.py)."""
+"""Baseline artifacts and their stateless runtime (model/runtime/stateless.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.artifact import ArtifactError
-from model.baseline_artifact import export_baseline, is_baseline, open_baseline
-from model.inputs import InputError
-from model.state import series_scaling
-from model.stateless import StatelessRuntime
+from model.artifacts.artifact import ArtifactError
+from model.runtime.baseline_artifact import export_baseline, is_baseline, open_baseline
+from model.runtime.inputs import InputError
+from model.runtime.stateless import StatelessRuntime
+from model.series.state import series_scaling
 from training.fitting import benchmark_config, build
 
 LEVELS = [0.8, 0.95]

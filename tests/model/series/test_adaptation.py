@@ -1,5 +1,5 @@
-"""Per-series online adaptation (model/adaptation.py): the EM of the observation scale and the
-adaptive conformal correction against known answers, and both in the runtime."""
+"""Per-series online adaptation (model/series/adaptation.py): the EM of the observation scale and
+the adaptive conformal correction against known answers, and both in the runtime."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from model.adaptation import (
+from model.runtime.predictive import Mixture
+from model.runtime.runtime import Runtime
+from model.series.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
     MAX_STAT,
@@ -21,8 +23,6 @@ from model.adaptation import (
     update_alpha,
     update_spread,
 )
-from model.predictive import Mixture
-from model.runtime import Runtime
 
 W = np.array([[0.5, 0.3, 0.2]])
 MU = np.array([[[-1.0], [0.0], [2.0]]])

@@ -1,4 +1,4 @@
-"""Each series' own correction of the mean (model/adaptation.py): the Kalman filter of its
+"""Each series' own correction of the mean (model/series/adaptation.py): the Kalman filter of its
 coefficients against the batch regression it must equal, its terms against the model's, and
 in the runtime a random-walk model that learns a trend and a season it was not told."""
 
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.adaptation import (
+from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
+from model.runtime.runtime import Runtime
+from model.series.adaptation import (
     MEAN_CLIP,
     MEAN_PRIOR_SD,
     AdaptConfig,
@@ -21,9 +23,7 @@ from model.adaptation import (
     rescale_intercept,
     update_mean,
 )
-from model.runtime import Runtime
-from model.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
-from model.state import SeriesState
+from model.series.state import SeriesState
 from tests.model.conftest import naive_lag_model
 
 NO_MEAN = AdaptConfig(mean=False)
@@ -32,8 +32,8 @@ NO_MEAN = AdaptConfig(mean=False)
 def test_terms_are_the_models_lag_terms_and_a_constant() -> None:
     """mean_terms (numpy, what the runtime regresses on) equals SMCTransformer.lag_terms (what
     the readout multiplies) with a 1 after it, for every season and any held lags."""
-    from model.config import ModelConfig
-    from model.smc_transformer import SMCTransformer
+    from model.network.config import ModelConfig
+    from model.network.smc_transformer import SMCTransformer
 
     model = SMCTransformer(ModelConfig(d_model=8, n_heads=2, window=10, lag_inputs=True))
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Each series' seasonal profile (model/adaptation.py): the classical decomposition that
+"""Each series' seasonal profile (model/series/adaptation.py): the classical decomposition that
 estimates it, and in the runtime a random-walk model that forecasts a season it could not read
 from its window."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.adaptation import AdaptConfig, season_offsets, season_profile
-from model.runtime import Runtime
-from model.state import SeriesState
-from tests.model.test_mean_adaptation import random_walk  # noqa: F401 (fixture)
+from model.runtime.runtime import Runtime
+from model.series.adaptation import AdaptConfig, season_offsets, season_profile
+from model.series.state import SeriesState
+from tests.model.series.test_mean_adaptation import random_walk  # noqa: F401 (fixture)
 
 PATTERN = np.array([3.0, -1.0, 2.0, -4.0, 0.5, -0.5])  # sums to 0
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model.runtime import Runtime, UpdateResult
-from model.state import SeriesState
-from model.state_format import StateFormatError
+from model.runtime.runtime import Runtime, UpdateResult
+from model.series.state import SeriesState
+from model.series.state_format import StateFormatError
 
 
 def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
@@ -108,7 +108,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     2 no adaptation block either, 1 no observed mask either."""
     import zlib
 
-    from model.state_format import _HEAD
+    from model.series.state_format import _HEAD
 
     blob = state.to_bytes()
     n, f = min(state.t, state.window), state.n_features
