@@ -1,4 +1,4 @@
-"""What the per-series online adaptation (model/adaptation.py) adds to an online update.
+"""What the per-series online adaptation (model/series/adaptation.py) adds to an online update.
 
 One series of the default model, created from 60 values of a random walk declared to have a
 season of 12 (so that it keeps a seasonal profile), then fed 200 observations one `update` call
@@ -17,8 +17,8 @@ import time
 import numpy as np
 import torch
 
-from model.adaptation import OFF, AdaptConfig
-from model.runtime import Runtime
+from model.runtime.runtime import Runtime
+from model.series.adaptation import OFF, AdaptConfig
 
 
 def run(artifact: str, backend: str, adapt: AdaptConfig, steps: int) -> list[float]:

@@ -38,7 +38,7 @@ def smct(*args: str) -> None:
 
 
 def backtest(artifact: Path, table: Path, shift: float) -> tuple[float, float]:
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     rt = Runtime.load(artifact, device="cpu")
     cover: dict[float, list[bool]] = {0.8: [], 0.95: []}

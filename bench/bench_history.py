@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from model.runtime import Runtime
+from model.runtime.runtime import Runtime
 
 
 def main() -> None:

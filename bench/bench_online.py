@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from model.runtime import Runtime
+from model.runtime.runtime import Runtime
 from training.datasets.real import default_data_dir
 
 

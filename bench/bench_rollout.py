@@ -24,8 +24,8 @@ import torch
 from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from model.predictive import samples_for
-from model.runtime import Runtime
+from model.runtime.predictive import samples_for
+from model.runtime.runtime import Runtime
 
 PATHS, STEPS = 1000, 24
 LEVELS = [0.8, 0.95]

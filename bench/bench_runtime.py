@@ -10,8 +10,8 @@ series, so that no call finds its noise rows in the cache from the one before), 
 (torch.set_num_threads and onnxruntime intra_op_num_threads), in microseconds per series of
 wall-clock time: the median and the minimum of the calls (on a machine shared with other jobs
 the minimum is the figure that is least disturbed by them):
-    step     the backend's filter update alone (model/compact.compact_step: ESS, resampling,
-             attention, weighting, absorption) on the decoded in-memory batch
+    step     the backend's filter update alone (model/filtering/compact.compact_step: ESS,
+             resampling, attention, weighting, absorption) on the decoded in-memory batch
     update   Runtime.update end to end: batching, the step, and the scores of the observation
              (exact mixture intervals at 80 and 95 %, PIT, log score, CRPS)
     decode / encode   SeriesState.from_bytes / to_bytes
@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.config import ModelConfig
-from model.export import export_artifact
-from model.runtime import Runtime
-from model.smc_transformer import SMCTransformer
-from model.state import SeriesState, StateBatch
+from model.artifacts.export import export_artifact
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
+from model.runtime.runtime import Runtime
+from model.series.state import SeriesState, StateBatch
 
 HISTORY = 36
 ROTATE = 64  # series the B = 1 calls take in turn

@@ -1,7 +1,7 @@
 """The cost of scoring an observation: what an update adds to the filter step to issue and
-score the one-step law (model/runtime.Runtime._score, model/scoring.score: the median and the
-equal-tailed bounds at 80 and 95 %, solved exactly on the mixture; PIT, log score, CRPS; the
-per-series results).
+score the one-step law (model/runtime/runtime.Runtime._score, model/runtime/scoring.score: the
+median and the equal-tailed bounds at 80 and 95 %, solved exactly on the mixture; PIT, log score,
+CRPS; the per-series results).
 
     python bench/bench_scoring.py [--artifact artifacts/default] [--threads 1] [--repeat 30]
 
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from bench_runtime import histories  # the same synthetic series
 
-from model.runtime import Runtime
+from model.runtime.runtime import Runtime
 
 TARGETS = {10: 50.0, 100: 150.0}  # us per observation, batched
 

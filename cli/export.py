@@ -28,9 +28,9 @@ def export(
 
     A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
     exported as a stateless artifact instead: its files and a manifest
-    (model/baseline_artifact.py)."""
-    from model.export import export_artifact
-    from model.graphs import MIN_PARTICLES
+    (model/runtime/baseline_artifact.py)."""
+    from model.artifacts.export import export_artifact
+    from model.artifacts.graphs import MIN_PARTICLES
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if _kind(checkpoint) == "forecaster":
@@ -116,11 +116,11 @@ def _serving_scaling(trained: str, asked: str | None) -> str:
 
 
 def _kind(path: Path) -> str:
-    """model.manifest.kind: "checkpoint" or "forecaster" (a saved baseline), what export
+    """model.runtime.manifest.kind: "checkpoint" or "forecaster" (a saved baseline), what export
     takes; "checkpoint" where it is neither (load_checkpoint says what lacks); an exported
     artifact or baseline is a usage error."""
-    from model import manifest
-    from model.artifact import ArtifactError
+    from model.artifacts.artifact import ArtifactError
+    from model.runtime import manifest
 
     try:
         found = manifest.kind(path)
@@ -139,8 +139,8 @@ def _kind(path: Path) -> str:
 def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -> None:
     """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled as
     its training data were (default), or as --scaling says."""
-    from model.artifact import ArtifactError
-    from model.baseline_artifact import DEFAULT_CONTEXT, export_baseline
+    from model.artifacts.artifact import ArtifactError
+    from model.runtime.baseline_artifact import DEFAULT_CONTEXT, export_baseline
 
     if (out / "manifest.json").exists() and not force:
         raise typer.BadParameter(f"{out} already holds an artifact; pass --force to replace it")

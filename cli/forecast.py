@@ -13,8 +13,8 @@ from cli.common import Threads, set_threads
 from cli.tables import read_histories, table_seasons
 
 if TYPE_CHECKING:
-    from model.runtime import Runtime
-    from model.stateless import StatelessRuntime
+    from model.runtime.runtime import Runtime
+    from model.runtime.stateless import StatelessRuntime
 
 
 def forecast(
@@ -77,7 +77,7 @@ def forecast(
             raise typer.BadParameter(f"must be at least 1, got {given}", param_hint=flag)
     if plot is not None:
         _check_plot_path(plot)
-    from model.artifact import ArtifactError
+    from model.artifacts.artifact import ArtifactError
 
     try:
         runtime = _load_runtime(artifact, backend, device)
@@ -135,7 +135,7 @@ def _fractions(levels: list[float], args: list[str]) -> list[float]:
 
 def _load_runtime(artifact: Path, backend: str, device: str) -> Runtime | StatelessRuntime:
     """The runtime of an artifact: a baseline's, or the SMC Transformer's on `backend`."""
-    from model import manifest
+    from model.runtime import manifest
 
     return manifest.load(artifact, backend=backend, device=device)
 
@@ -164,7 +164,7 @@ def _echo_forecasts(
     ids: list[str], forecasts: list,
 ) -> None:
     """Print the forecasts as CSV or JSON (--format); a point forecaster's with a warning."""
-    from model.baseline_artifact import is_point_forecaster
+    from model.runtime.baseline_artifact import is_point_forecaster
 
     if is_point_forecaster(getattr(runtime, "forecaster", None)):
         typer.echo(
@@ -183,7 +183,7 @@ def _forecast_json(
     runtime: Any, horizon: int, fractions: list[float], names: list[str], ids: list[str],
     forecasts: list,
 ) -> str:
-    from model.baseline_artifact import is_point_forecaster
+    from model.runtime.baseline_artifact import is_point_forecaster
 
     return json.dumps(
         {

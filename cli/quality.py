@@ -43,8 +43,8 @@ def quality(
     with the measured figures) and write them to --output with fan charts."""
     import torch
 
-    from model.artifact import ArtifactError
-    from model.runtime import InputError, Runtime
+    from model.artifacts.artifact import ArtifactError
+    from model.runtime.runtime import InputError, Runtime
     from training.datasets.real import default_data_dir
     from training.quality import checks as checks_mod
     from training.quality import report

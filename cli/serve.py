@@ -113,8 +113,8 @@ def _restore_env(name: str, value: str | None) -> None:
 
 def _check_artifact(path: Path) -> None:
     """A usage error, before any worker starts, where `path` holds nothing to serve."""
-    from model import manifest
-    from model.artifact import ArtifactError
+    from model.artifacts.artifact import ArtifactError
+    from model.runtime import manifest
 
     try:
         manifest.servable(path)

@@ -317,8 +317,8 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
 
 def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
     """The train command's numeric and named options, before any data is read."""
-    from model.graphs import MIN_PARTICLES
-    from model.resampling import RESAMPLERS
+    from model.artifacts.graphs import MIN_PARTICLES
+    from model.filtering.resampling import RESAMPLERS
     from training.config import SCHEDULES
 
     at_least = {

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from model import manifest
-from model.baseline_artifact import is_point_forecaster
-from model.runtime import InputError, Runtime
-from model.stateless import StatelessRuntime
+from model.runtime import manifest
+from model.runtime.baseline_artifact import is_point_forecaster
+from model.runtime.runtime import InputError, Runtime
+from model.runtime.stateless import StatelessRuntime
 from service.batching import MicroBatcher
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, ModelInputs

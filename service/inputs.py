@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from model.runtime import Runtime
-from model.stateless import StatelessRuntime
+from model.runtime.runtime import Runtime
+from model.runtime.stateless import StatelessRuntime
 from service.errors import InvalidInput
 from service.settings import Settings
 from timeseries.seasons import declared, detect_season, season_of_freq

@@ -17,10 +17,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from model.runtime import Forecast, InputError, Runtime
-from model.state import SeriesState
-from model.state_format import StateFormatError
-from model.stateless import StatelessRuntime
+from model.runtime.runtime import Forecast, InputError, Runtime
+from model.runtime.stateless import StatelessRuntime
+from model.series.state import SeriesState
+from model.series.state_format import StateFormatError
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.inputs import ForecastParams
 from service.outputs import adaptation_of, observation_result, series_forecast

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from model.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
-from model.runtime import Forecast, UpdateResult
-from model.state import SeriesState
+from model.runtime.runtime import Forecast, UpdateResult
+from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
+from model.series.state import SeriesState
 from service.inputs import ForecastParams
 from service.schemas.forecasts import Interval, SeriesForecast
 from service.schemas.series import ObservationResult, PointInterval, SeriesAdaptation
@@ -21,7 +21,7 @@ from service.settings import level_label
 
 
 def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
-    """What a series' adaptation says (model/adaptation.py), as the API shows it."""
+    """What a series' adaptation says (model/series/adaptation.py), as the API shows it."""
     mean = adapt.mean and state.mean_coef.size > 0
     levels = {
         # a monitored level is stored in float32: its label is the shortest that float32 holds

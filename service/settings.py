@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from model.adaptation import AdaptConfig
-from model.predictive import samples_for
+from model.runtime.predictive import samples_for
+from model.series.adaptation import AdaptConfig
 from service.redis_connect import Target
 
 MAX_WORKERS = 256
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
         "the fewest whose interval bounds have a Monte Carlo standard error of at most 2 % of "
         "the interval's width for a Gaussian law at the levels asked (1,162 at 80 and 95 %)",
     )
-    # per-series online adaptation (model/adaptation.py)
+    # per-series online adaptation (model/series/adaptation.py)
     adapt_spread: bool = Field(
         default=True, description="re-estimate the spread of each series' law online"
     )

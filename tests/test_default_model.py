@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from model.artifact import NOISE, Artifact, sha256_file
+from model.artifacts.artifact import NOISE, Artifact, sha256_file
 from training.config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]

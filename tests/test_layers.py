@@ -1,5 +1,6 @@
-"""Layers point down: timeseries/ (data types) and model/ import nothing above them, and the
-service starts without the training code (the serving images copy no training/)."""
+"""Layers point down: timeseries/ (data types) and model/ import nothing above them, the
+packages of model/ import nothing of those above them (MODEL_LAYERS), and the service starts
+without the training code (the serving images copy no training/)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,65 @@ def test_a_layer_imports_nothing_above_it(package: str, above: set[str]) -> None
         if _imported_packages(path) & above
     }
     assert offenders == {}
+
+
+# the packages of model/ from the bottom up (model/__init__.py): a module imports only from its
+# own package and those before it
+MODEL_LAYERS = ("network", "filtering", "series", "artifacts", "baselines", "runtime")
+
+
+def _model_packages(source: str, package: str) -> set[str]:
+    """The packages of model/ that a module of model.`package` imports, wherever the import
+    is (in a function, under TYPE_CHECKING); relative imports resolved."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x, from .x import y, from .. import x
+                parent = ["model", package][: 2 - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            names = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        out.update(n.split(".")[1] for n in names if n.startswith("model.") and n.count("."))
+    return out
+
+
+def _model_modules() -> list[Path]:
+    return sorted(p for p in (ROOT / "model").rglob("*.py") if p != ROOT / "model" / "__init__.py")
+
+
+def test_every_model_module_is_in_a_layer() -> None:
+    assert {p.relative_to(ROOT / "model").parts[0] for p in _model_modules()} == set(MODEL_LAYERS)
+
+
+def test_a_model_package_imports_nothing_above_it() -> None:
+    offenders = {}
+    for path in _model_modules():
+        package = path.relative_to(ROOT / "model").parts[0]
+        above = set(MODEL_LAYERS[MODEL_LAYERS.index(package) + 1 :])
+        found = _model_packages(path.read_text(), package) & above
+        if found:
+            offenders[str(path.relative_to(ROOT))] = sorted(found)
+    assert offenders == {}
+
+
+def test_the_layer_check_sees_every_form_of_import() -> None:
+    source = (
+        "import model.series.state\n"
+        "from model.filtering import noise\n"
+        "from model import artifacts\n"
+        "from . import forecasting\n"
+        "from ..network.config import ModelConfig\n"
+        "def f():\n"
+        "    from model.baselines.registry import names\n"
+        "import torch\n"
+    )
+    assert _model_packages(source, "runtime") == {
+        "series", "filtering", "artifacts", "runtime", "network", "baselines"
+    }
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,7 @@
 
 The season length m is the number of steps after which a series tends to repeat itself: 24 for
 hourly data with a daily cycle, 12 for monthly data, 7 for daily data with a weekly one. A model
-with lag inputs (model/config.py) reads the values one and two seasons back; ETS and the
+with lag inputs (model/network/config.py) reads the values one and two seasons back; ETS and the
 seasonal naive need it too. Where a user gives none, it follows from the frequency of the
 timestamps (`season_of_freq`, the periods GluonTS and statsforecast use), or, with no
 timestamps either, from the values (`detect_season`): a common period whose phases differ,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint import MODEL_CONFIG, WEIGHTS, load_model, save_model
-from model.smc_transformer import SMCTransformer
+from model.artifacts.checkpoint import MODEL_CONFIG, WEIGHTS, load_model, save_model
+from model.network.smc_transformer import SMCTransformer
 from training.config import TrainConfig
 
 TRAIN_CONFIG = "train_config.json"

@@ -1,6 +1,6 @@
-"""Training configuration: one tree of dataclasses, the model's shape (model.config.ModelConfig),
-the data, the particle filter and the optimisation, whose leaf names are the `smct train`
-options; its named presets, and the learning-rate schedules."""
+"""Training configuration: one tree of dataclasses, the model's shape
+(model.network.config.ModelConfig), the data, the particle filter and the optimisation, whose leaf
+names are the `smct train` options; its named presets, and the learning-rate schedules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 
 SCHEDULES = ("cosine", "noam", "constant")
 

@@ -16,8 +16,8 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.utils.data import DistributedSampler
 
-from model.inference import run_filter
-from model.smc_transformer import SMCTransformer
+from model.filtering.inference import run_filter
+from model.network.smc_transformer import SMCTransformer
 from training.objective import genealogy_objective
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.inference import forecast_paths, run_filter, unistep_samples
-from model.smc_transformer import SMCTransformer
+from model.filtering.inference import forecast_paths, run_filter, unistep_samples
+from model.network.smc_transformer import SMCTransformer
 from timeseries.series import SeriesData
 from training.metrics import picp_per_step, summarize
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from model import manifest
-from model.artifact import ArtifactError
-from model.config import ModelConfig
-from model.smc_transformer import SMCTransformer
+from model.artifacts.artifact import ArtifactError
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
+from model.runtime import manifest
 
 #: the fields a run takes from its init model, and how a user names them
 SHAPE_FIELDS = {

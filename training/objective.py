@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from model.inference import FilterRun, genealogy
-from model.smc_transformer import SMCTransformer
+from model.filtering.inference import FilterRun, genealogy
+from model.network.smc_transformer import SMCTransformer
 
 
 def _along(x: Tensor, idx: Tensor) -> Tensor:

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from model.config import ModelConfig
-from model.inference import run_filter
-from model.smc_transformer import GaussianObservation, SMCTransformer
+from model.filtering.inference import run_filter
+from model.network.config import ModelConfig
+from model.network.smc_transformer import GaussianObservation, SMCTransformer
 from timeseries.series import SeriesData
 from training import distributed
 from training.checkpoint import Checkpoint
@@ -52,7 +52,7 @@ def predictive_nll(
     season: torch.Tensor | None = None,
 ) -> float:
     """Mean negative log predictive density per step and target, -log p_hat(X_t | X_{1:t-1});
-    season (S,) the windows' season lengths (model/config.py lag_inputs)."""
+    season (S,) the windows' season lengths (model/network/config.py lag_inputs)."""
     gen = torch.Generator(device=x.device).manual_seed(seed)
     total, count = 0.0, 0
     for i in range(0, x.shape[0], 256):

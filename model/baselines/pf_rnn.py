@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as nnf
 
 from model.baselines.base import NeuralForecaster, SampleNet, repeat_paths, splice
-from model.resampling import get_resampler
+from model.filtering.resampling import get_resampler
 
 LOG_2PI = math.log(2 * math.pi)
 

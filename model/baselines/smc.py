@@ -1,10 +1,10 @@
 """The SMC Transformer behind the common :class:`~model.baselines.base.Forecaster` protocol.
 
-Sampling is model.inference (section 3.3), untouched: this module only maps (S, T, F) arrays
-to the filter's tensors. Training is training.fitting (training.trainer.train: the genealogy
+Sampling is model.filtering.inference (section 3.3), untouched: this module only maps (S, T, F)
+arrays to the filter's tensors. Training is training.fitting (training.trainer.train: the genealogy
 loss and EM of appendix A), which hands over the trained model and a `save` of its whole
 checkpoint. It is the only forecaster with online state (the runtime serves it through
-model/state.py); here it is used statelessly like the others.
+model/series/state.py); here it is used statelessly like the others.
 
 Shapes: S windows, T time, P particles, H horizon, N samples, F inputs, O targets.
 """
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.artifacts.checkpoint import load_model
 from model.baselines.base import write_manifest
-from model.checkpoint import load_model
-from model.inference import forecast_paths, genealogy, run_filter, unistep_samples
-from model.smc_transformer import SMCTransformer
+from model.filtering.inference import forecast_paths, genealogy, run_filter, unistep_samples
+from model.network.smc_transformer import SMCTransformer
 
 CHUNK = 128
 

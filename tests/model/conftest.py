@@ -1,8 +1,8 @@
 """Fixtures of the inference-runtime tests: a tiny trained model exported as an artifact.
 
 The model is trained once (synthetic-1, P=10, d_model=8, one epoch on 64 windows) and exported
-with model/export.py. The artifact is cached in pytest's cache under a hash of the model and
-training code, so only the first run after a change pays for training and the ONNX export
+with model/artifacts/export.py. The artifact is cached in pytest's cache under a hash of the model
+and training code, so only the first run after a change pays for training and the ONNX export
 (`pytest --cache-clear` forces it).
 """
 
@@ -23,13 +23,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _code_key() -> str:
     digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/**/*.py"), Path(__file__)]):
-        digest.update(path.name.encode() + path.read_bytes())
+    code = [*REPO.glob("model/**/*.py"), *REPO.glob("training/**/*.py"), Path(__file__).resolve()]
+    for path in sorted(code):
+        digest.update(str(path.relative_to(REPO)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def _export(out: Path) -> None:
-    from model.export import export_artifact
+    from model.artifacts.export import export_artifact
     from training.config import TrainConfig
     from training.datasets import load_dataset
     from training.trainer import train
@@ -84,14 +85,14 @@ def per_series_artifact(artifact: Path, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="session")
 def rt_torch(artifact: Path) -> Any:
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     return Runtime.load(artifact, backend="torch", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def rt_onnx(artifact: Path) -> Any:
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     return Runtime.load(artifact, backend="onnx", device="cpu")
 
@@ -100,8 +101,8 @@ def rt_onnx(artifact: Path) -> Any:
 def rt_series(per_series_artifact: Path) -> Any:
     """Per-series scaling, the trend off: its tests check the scaling of the values the model
     sees, which a trend would change (tests/model/test_trend.py tests it)."""
-    from model.adaptation import AdaptConfig
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
+    from model.series.adaptation import AdaptConfig
 
     return Runtime.load(
         per_series_artifact, backend="torch", device="cpu", adapt=AdaptConfig(trend=False)
@@ -129,9 +130,9 @@ def naive_lag_model(out: Path, sigma_obs: float, seasonal: bool = False) -> Path
     `seasonal`: the coefficient of X_{t-m} - X_{t-1} is 1, the seasonal naive X_t = X_{t-m}."""
     import torch
 
-    from model.config import ModelConfig
-    from model.export import export_artifact
-    from model.smc_transformer import SMCTransformer
+    from model.artifacts.export import export_artifact
+    from model.network.config import ModelConfig
+    from model.network.smc_transformer import SMCTransformer
 
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,

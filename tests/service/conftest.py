@@ -1,7 +1,7 @@
 """Fixtures of the service tests: a tiny trained artifact, real redis-servers, apps, uvicorn.
 
 The artifact is trained once per session (synthetic-1, 10 particles, d_model 8, one epoch on
-64 windows) and exported with model/export.py; the runtime loaded from it is shared by the
+64 windows) and exported with model/artifacts/export.py; the runtime loaded from it is shared by the
 in-process apps. Redis tests start their own `redis-server` on a free port (skipped when the
 binary is missing, unless CI is set).
 """
@@ -63,8 +63,8 @@ TRAIN = {"dataset": "synthetic-1", "particles": 10, "epochs": 1, "d_model": 8, "
 def _code_key() -> str:
     """Hash of the code that trains and exports the test artifact, and of its settings."""
     digest = hashlib.sha256(repr(sorted(TRAIN.items())).encode())
-    for path in sorted([*REPO.glob("model/*.py"), *REPO.glob("training/**/*.py")]):
-        digest.update(path.name.encode() + path.read_bytes())
+    for path in sorted([*REPO.glob("model/**/*.py"), *REPO.glob("training/**/*.py")]):
+        digest.update(str(path.relative_to(REPO)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -100,7 +100,7 @@ def runtime(artifact: Path) -> Any:
     (SMCT_THREADS=1; more threads only thrash on a small shared machine)."""
     import torch
 
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     torch.set_num_threads(1)
     return Runtime.load(artifact, backend="torch", device="cpu")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.model.test_runtime import _torch_only_artifact
+from tests.model.runtime.test_runtime import _torch_only_artifact
 from tests.service.conftest import AppFactory
 from tests.service.test_errors import assert_422
 
@@ -19,8 +19,8 @@ from tests.service.test_errors import assert_422
 @pytest.fixture(scope="module")
 def cov_runtime(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One target and one covariate, per-series scaling."""
-    from model.config import ModelConfig
-    from model.runtime import Runtime
+    from model.network.config import ModelConfig
+    from model.runtime.runtime import Runtime
 
     cfg = ModelConfig(d_in=2, d_out=1, d_model=8, n_heads=1, window=4, d_ff=8)
     out = tmp_path_factory.mktemp("covariates") / "a"
@@ -196,7 +196,7 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
     values as the SMC Transformer does (it used to be refused at load)."""
     import torch
 
-    from model.baseline_artifact import export_baseline
+    from model.runtime.baseline_artifact import export_baseline
     from service.main import create_app
     from service.settings import Settings
     from training.fitting import benchmark_config, build

@@ -94,7 +94,7 @@ async def test_a_bad_series_fails_alone(engine: Engine, runtime: Any) -> None:
 def test_load_passes_the_filter_step_bound(artifact: Any) -> None:
     """SMCT_MAX_FILTER_STEPS reaches the runtime; under the model's window it is refused at
     load with the setting's name."""
-    from model.runtime import InputError
+    from model.runtime.runtime import InputError
     from service.settings import Settings
 
     eng = Engine.load(Settings(artifact=artifact, max_filter_steps=77))

@@ -43,7 +43,7 @@ def test_adaptation_can_be_switched_off(
 ) -> None:
     """SMCT_ADAPT_SPREAD / SMCT_ADAPT_COVERAGE off (the runtime Engine.load builds from them):
     the metadata says so and nothing is adapted, whatever the series does."""
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
     from service.settings import Settings
 
     monkeypatch.setenv("SMCT_ADAPT_SPREAD", "false")
@@ -76,8 +76,8 @@ def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) ->
     write."""
     from pathlib import Path
 
-    from model.adaptation import MEAN_TERMS
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
+    from model.series.adaptation import MEAN_TERMS
 
     default = Runtime.load(Path("artifacts/default"), backend="torch", device="cpu")
     client = make_client(runtime_override=default)
@@ -99,7 +99,7 @@ def test_the_seasonal_profile_in_metadata(make_client: Any) -> None:
     its history (a clear period-4 pattern over 15 seasons)."""
     from pathlib import Path
 
-    from model.runtime import Runtime
+    from model.runtime.runtime import Runtime
 
     default = Runtime.load(Path("artifacts/default"), backend="torch", device="cpu")
     client = make_client(runtime_override=default)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.train import train as train_command
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 from training.config import SECTIONS, TrainConfig
 
 
@@ -62,7 +62,7 @@ def test_the_train_commands_defaults_are_the_trees() -> None:
 def test_a_checkpoint_of_the_flat_record_keeps_its_models_window(tmp_path: Path) -> None:
     """A checkpoint written with the flat record (window None: the training windows') reads
     back with the saved model's configuration, window included."""
-    from model.smc_transformer import SMCTransformer
+    from model.network.smc_transformer import SMCTransformer
     from training.checkpoint import TRAIN_CONFIG, Checkpoint
 
     model = SMCTransformer(ModelConfig(d_model=8, d_ff=8, window=23))

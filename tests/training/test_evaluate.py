@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.smc_transformer import SMCTransformer
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 from timeseries.series import Scaler, SeriesData, SyntheticTruth
 from training.evaluate import evaluate
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.inference import run_filter
-from model.smc_transformer import SMCTransformer
+from model.filtering.inference import run_filter
+from model.network.config import ModelConfig
+from model.network.smc_transformer import SMCTransformer
 from training.objective import em_update, genealogy_objective
 
 
@@ -64,7 +64,7 @@ def test_loss_and_em_follow_the_genealogy_of_the_final_particles() -> None:
     import math
     from types import SimpleNamespace
 
-    from model.inference import FilterRun
+    from model.filtering.inference import FilterRun
 
     model = SMCTransformer(ModelConfig(d_in=1, d_out=1, d_model=1, window=2, sigma_init=1.0))
     model.obs.sigma_obs.fill_(1.0)
@@ -96,7 +96,7 @@ def test_a_particles_own_scale_enters_the_weights_and_the_em_step() -> None:
     Sigma_obs given s), with deterministic latents as in the test above."""
     import math
 
-    from model.smc_transformer import OBS_SCALE_BOUND
+    from model.network.smc_transformer import OBS_SCALE_BOUND
 
     model = _model(sigma_init=1e-12, skip=True, obs_scale=True)
     with torch.no_grad():  # s = 3 tanh(b / 3) = log 2

@@ -18,7 +18,7 @@ from scipy import integrate, stats
 from typer.testing import CliRunner
 
 from cli.app import app
-from model.runtime import Runtime
+from model.runtime.runtime import Runtime
 from tests.docs.test_manual import TABLE_HEADING
 from tests.model.conftest import artifact, per_series_artifact  # noqa: F401 (fixtures)
 from tests.paper_data import needs_data

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from cli.app import app
-from model.inference import run_filter
+from model.filtering.inference import run_filter
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
 from training.datasets import load_dataset

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.runtime import InputError, Runtime
+from model.runtime.runtime import InputError, Runtime
 from training.quality import peers, served
 from training.quality.scores import (
     MultiStep,

@@ -1,4 +1,4 @@
-"""The served model on one series, through the runtime the service uses (model.runtime).
+"""The served model on one series, through the runtime the service uses (model.runtime.runtime).
 
 `Runtime.create` filters the history before the evaluation part (its last
 `max_filter_steps` + 1 values: what the runtime filters of any longer history), then
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.runtime import Runtime, UpdateResult
+from model.runtime.runtime import Runtime, UpdateResult
 from training.quality.scores import (
     LEVELS,
     MultiStep,

@@ -1,0 +1,2 @@
+"""The SMC Transformer network: config (ModelConfig), smc_transformer (stochastic attention
+and the observation model)."""

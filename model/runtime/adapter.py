@@ -1,0 +1,213 @@
+"""The per-series online adaptation (model/series/adaptation.py) run on a batch of series.
+
+model/series/adaptation.py holds the estimators, on arrays; an Adapter applies them to the states
+the runtime steps (model/series/state.StateBatch): what each series is issued from its corrections
+(its seasonal index, its correction of the mean, the miscoverage of its intervals), and the
+update of those corrections from each observed step, after the step has been scored. The
+spread factor is applied where the law is issued (model/runtime/scoring.issued_law, and the paths of
+model/runtime/forecasting.py).
+
+Shapes: B batch, B_k series observed at a step, R of them adapting, L window, O targets,
+J terms of the mean correction, M longest season, Q levels, K monitored levels, H horizon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
+from model.runtime.predictive import Mixture
+from model.series import trend as trend_model
+from model.series.adaptation import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    AdaptConfig,
+    effective_alphas,
+    mean_terms,
+    season_offsets,
+    season_profile,
+    spread_statistic,
+    update_alpha,
+    update_mean,
+    update_spread,
+)
+from model.series.state import SeriesState, StateBatch, cover_arrays, profiles
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """The corrections `adapt` switches on, for a model of `target_dim` targets whose backend
+    takes `n_mean` terms of a mean correction (0: none); a series adapts from the step where
+    its window holds `min_observed` inputs."""
+
+    adapt: AdaptConfig
+    target_dim: int
+    n_mean: int
+    min_observed: int
+
+    def decompose(
+        self, rows: Sequence[np.ndarray], season: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """Each history's seasonal profile (B, M, O) (zeros where the profile is off or the
+        series has no season), its damped trend after its last value (B, O, 4)
+        (model/series/trend.py; zeros where the trend is off or it has none), the histories
+        (T_i, F) without either (copies), and the trend's sum at each of their values (T_i, O)."""
+        profile, plain = self._deseasonalise(rows, season)
+        trend = np.zeros((len(plain), self.target_dim, trend_model.N_FIELDS))
+        sums = [np.zeros((len(r), self.target_dim)) for r in plain]
+        if self.adapt.trend:
+            for i, r in enumerate(plain):
+                trend[i], sums[i] = trend_model.fit(r[:, : self.target_dim])
+                r[:, : self.target_dim] -= sums[i]
+        return profile, trend, plain, sums
+
+    def _deseasonalise(
+        self, rows: Sequence[np.ndarray], season: np.ndarray
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each history's seasonal profile (B, M, O) and the histories (T_i, F) without it."""
+        o = self.target_dim
+        profile = profiles(
+            [season_profile(r[:, :o], int(m)) if self.adapt.season else np.zeros((0, o))
+             for r, m in zip(rows, season, strict=True)],
+            o, int(season.max(initial=0)),
+        )
+        plain = [r.copy() for r in rows]
+        for i, r in enumerate(plain):
+            if profile[i].any():
+                seqs = np.arange(len(r))[None, :]
+                r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
+        return profile, plain
+
+    def offsets(
+        self, batch: StateBatch, seqs: np.ndarray | None = None, trend: bool = True
+    ) -> np.ndarray:
+        """What the per-series layer takes out of each series' value at `seqs` (B,) or (B, H)
+        (default: its next value, (B,)) before the model sees it, and puts back into what the
+        model issues: its seasonal index and its trend's sum there -> (B, O) or (B, H, O); 0
+        where it has neither or they are off (the trend left out with `trend` False: forecast
+        paths carry their own, `paths_trend`). `seqs` are at or after the next value."""
+        at = batch.t if seqs is None else np.asarray(seqs)
+        out = np.zeros((*np.shape(at), self.target_dim))
+        if self.adapt.season:
+            out += season_offsets(batch.profile, batch.season, at)
+        if trend and self.adapt.trend and batch.trend[..., 0].any():
+            ahead = at - batch.t.reshape((-1,) + (1,) * (np.ndim(at) - 1)) + 1
+            out += trend_model.Trend.of(batch.trend).ahead(ahead)
+        return out
+
+    def paths_trend(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:
+        """The trend the N paths of each series carry (None where none has one or it is off)."""
+        if not (self.adapt.trend and batch.trend[..., 0].any()):
+            return None
+        return trend_model.PathTrend(batch.trend, n)
+
+    def mean_coef(self, batch: StateBatch) -> np.ndarray:
+        """The coefficients of each series' correction of the mean as the model takes them
+        (B, J, O) float32: zeros where the correction is off or the model has none."""
+        if not (self.n_mean and self.adapt.mean):
+            return np.zeros((len(batch), N_MEAN_TERMS, self.target_dim), np.float32)
+        return np.ascontiguousarray(batch.mean_coef.transpose(0, 2, 1))
+
+    def alphas(self, batch: StateBatch | Sequence[SeriesState], levels: list[float]) -> np.ndarray:
+        """Miscoverage to issue at each level (fractions) per series (B, Q)."""
+        if not self.adapt.coverage:
+            return np.broadcast_to(1.0 - np.asarray(levels), (len(batch), len(levels)))
+        cover = (batch.cover_levels, batch.cover_alpha) if isinstance(batch, StateBatch) else (
+            cover_arrays(batch)
+        )
+        return effective_alphas(*cover, levels)
+
+    def learn(
+        self,
+        sub: StateBatch,
+        ys: np.ndarray,
+        observed: np.ndarray,
+        law: Mixture,
+        valid: np.ndarray,
+    ) -> None:
+        """Update the adaptation of the series observed at this step from their scaled values
+        ys (B_k, O) under the law they were issued; `sub` still holds the window the step
+        read, `valid` (B_k, L) its lags. In place."""
+        if self.adapt.trend:
+            self._step_trend(sub, ys, observed, law)
+        # from the step where the window holds half its inputs (model/series/adaptation.py)
+        rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
+        correct = bool(self.n_mean) and self.adapt.mean
+        adapting = self.adapt.spread or self.adapt.coverage or correct
+        if not len(rows) or not adapting:
+            return
+        y = ys[rows].astype(np.float64)
+        seen = law.take(rows)
+        if correct:
+            self._learn_mean(sub, rows, y, seen, valid)
+        if self.adapt.coverage and sub.cover_levels.shape[1]:
+            self._learn_coverage(sub, rows, y, seen)
+        if self.adapt.spread:
+            self._learn_spread(sub, rows, y, seen)
+
+    def _step_trend(
+        self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture
+    ) -> None:
+        """Move each series' trend one step (model/series/trend.py): by its one-step error in series
+        units where `observed` (B_k,), clipped to trend.CLIP standard deviations of the law
+        issued, by 0 elsewhere. In place."""
+        if not sub.trend[..., 0].any():
+            return
+        mean, var = law.moments()  # (B_k, O) scaled
+        scale = sub.scale[:, : self.target_dim]
+        bound = trend_model.CLIP * np.sqrt(np.maximum(var, 0.0)) * scale
+        error = np.clip(np.nan_to_num((ys - mean) * scale), -bound, bound)
+        error = np.where(observed[:, None], error, 0.0)
+        sub.trend[:] = trend_model.Trend.of(sub.trend).step(error).packed()
+
+    def _learn_mean(
+        self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture, valid: np.ndarray
+    ) -> None:
+        """One Kalman step of the correction of the mean of series `rows` (R,), from their
+        values y (R, O) less the mean of the law `seen` they were issued."""
+        issued, _ = seen.moments()
+        phi = mean_terms(
+            sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
+        )
+        coef, cov, noise = update_mean(
+            sub.mean_coef[rows].astype(np.float64),
+            sub.mean_cov[rows].astype(np.float64),
+            sub.mean_noise[rows].astype(np.float64),
+            phi,
+            y - issued,
+            self.adapt.forget,
+        )
+        sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise
+
+    def _learn_coverage(
+        self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture
+    ) -> None:
+        """One ACI step of the miscoverage alpha_t (R, K) of series `rows` at each monitored
+        level: did y (R, O) fall outside the interval issued at it under `seen`?"""
+        alpha = sub.cover_alpha[rows].astype(np.float64)  # (R, K)
+        used = np.clip(alpha, ALPHA_MIN, ALPHA_MAX)
+        pit = seen.cdf(y[:, None])[:, 0]  # (R, O)
+        half = used[:, :, None] / 2.0
+        inside = ((pit[:, None] >= half) & (pit[:, None] <= 1.0 - half)).all(axis=2)
+        nominal = 1.0 - sub.cover_levels[rows].astype(np.float64)
+        moved = update_alpha(alpha, nominal, np.asarray(~inside), self.adapt.gamma)
+        sub.cover_alpha[rows] = np.where(np.isnan(nominal), alpha, moved)
+
+    def _learn_spread(
+        self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture
+    ) -> None:
+        """One step of the spread factor s (R, O) of series `rows` from the absolute residual
+        of y (R, O) under the law `seen` they were issued (already scaled by s)."""
+        s = sub.spread_factor[rows].astype(np.float64)
+        mean, mad = seen.mean_abs_dev()  # the scaled law's: s D
+        stat = spread_statistic(mean, mad / s, y)
+        factor, weight = update_spread(
+            sub.spread_factor[rows].astype(np.float64),
+            sub.spread_weight[rows].astype(np.float64),
+            stat,
+            self.adapt.forget,
+        )
+        sub.spread_factor[rows], sub.spread_weight[rows] = factor, weight

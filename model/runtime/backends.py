@@ -1,0 +1,353 @@
+"""Execution backends of the runtime: the same two steps run by PyTorch or by onnxruntime.
+
+Both take and return numpy arrays for the filter update (the runtime's batches are numpy: the
+tensors of a model/filtering/filter.CompactState, flattened as the exported graph takes them) and
+keep forecast paths in their own tensor type between steps. The filter update is
+model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
+paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
+model/filtering/filter.forecast_step.
+
+Paths are drawn from P particles (model/filtering/paths.py): the torch backend keeps them as
+particles plus ancestors (`LazyPaths`) through the first step, the onnx backend gathers the N
+windows at the start.
+
+Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from model.artifacts import artifact as art
+from model.artifacts.graphs import (
+    MEAN_COEF,
+    SEASON,
+    UPDATE_INPUTS,
+    UpdateGraph,
+    forecast_graph,
+    forecast_io,
+)
+from model.filtering.filter import CompactState, FilterState
+from model.filtering.paths import LazyPaths, start_paths
+from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.runtime.inputs import InputError
+
+
+class StepOut(NamedTuple):
+    """Outputs of one filter update, numpy (see graphs.UPDATE_OUTPUTS): the compact state
+    after the step (its valid mask follows from the step count), then the step's
+    statistics."""
+
+    x_hist: np.ndarray  # (B, L, F) float32, X_t (or its imputed mean) at lag 1
+    lineage: np.ndarray  # (B, P, L) int64
+    logw: np.ndarray  # (B, P) float32
+    ancestors: np.ndarray  # (B, P) int64
+    resampled: np.ndarray  # (B,) bool
+    ess: np.ndarray  # (B,) float32
+    logw_pred: np.ndarray  # (B, P) float32
+    pred: np.ndarray  # (B, P, O) float32
+    loglik: np.ndarray  # (B, P) float32
+
+
+class Backend(Protocol):
+    name: str
+    device: str
+    corrects_mean: bool  # takes each series' correction of the mean (model/series/adaptation.py)
+
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> StepOut: ...
+
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> Any: ...
+
+    def forecast_step(
+        self,
+        paths: Any,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
+    ) -> tuple[Any, np.ndarray]:
+        """One step of the paths; `mean_coef` (B, J, O): the correction of the mean at this
+        step (None: the one they started with)."""
+        ...
+
+
+class TorchBackend:
+    """Eager PyTorch on cpu or cuda."""
+
+    name = "torch"
+
+    def __init__(self, model: SMCTransformer, noise: Tensor, device: str, threshold: float) -> None:
+        self.device = device
+        self.model = model.to(device).eval()
+        self.corrects_mean = model.cfg.lag_inputs
+        self.noise = noise.to(device)
+        self.graph = UpdateGraph(self.model, threshold)
+        self.forecast_graph = forecast_graph(self.model)
+
+    def _t(self, a: np.ndarray | Tensor) -> Tensor:
+        return torch.as_tensor(a, device=self.device)
+
+    @torch.inference_mode()
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> StepOut:
+        args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
+        lagged = _lagged(self.model, season, mean_coef, len(x), self._t)
+        out = self.graph(self.noise, *args, *lagged)
+        if self.device != "cpu":
+            out = tuple(o.cpu() for o in out)
+        return StepOut(*(o.numpy() for o in out))
+
+    @torch.inference_mode()
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> LazyPaths:
+        x_h, v, lin, lw = (self._t(a) for a in (x_hist, valid, lineage, logw))
+        state = CompactState(
+            x_h, v, lin, lw, *_lagged(self.model, season, mean_coef, len(x_hist), self._t)
+        )
+        return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
+
+    @torch.inference_mode()
+    def forecast_step(
+        self,
+        paths: FilterState | LazyPaths,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
+    ) -> tuple[FilterState | LazyPaths, np.ndarray]:
+        cov = None if covariates is None else self._t(covariates)
+        eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
+        if mean_coef is not None and self.corrects_mean:
+            coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
+            if isinstance(paths, LazyPaths):
+                paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
+            else:
+                paths = replace(paths, mean_coef=coef)
+        if isinstance(paths, LazyPaths):
+            if paths.qkv is None:
+                moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
+                return moved, x.cpu().numpy()
+            paths = paths.expand()
+        lagged = () if paths.inputs is None else (paths.inputs, paths.season, paths.mean_coef)
+        state = (paths.window, paths.query, paths.x_prev, paths.valid, *lagged)
+        out = self.forecast_graph(*state, eps_z, eps_x, eps_qkv, cov)
+        window, query, x_prev, valid, *inputs, x_t = out
+        held = inputs[0] if inputs else None
+        after = FilterState(
+            window, query, x_prev, valid, paths.logw, held, paths.season, paths.mean_coef
+        )
+        return after, x_t.cpu().numpy()
+
+
+class OnnxBackend:
+    """onnxruntime on the artifact's graphs: CUDAExecutionProvider for device cuda, else CPU.
+
+    The noise table is bound once as an OrtValue (on the device), so a step copies none of it.
+    Forecast paths start in PyTorch on the cpu (a gather), then stay as numpy arrays.
+    """
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        artifact: art.Artifact,
+        model: SMCTransformer,
+        noise: Tensor,
+        device: str,
+        threads: int = 1,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.device = device
+        self.model = model.cpu().eval()
+        self.noise = noise.cpu()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # the fused SkipLayerNormalization kernel is slower than the plain ops at d_model <= 64
+        # (bench/bench_runtime.py: 179 -> 165 us per update at P = 100, B = 1; 164 -> 127 per
+        # series at B = 64)
+        options.add_session_config_entry(
+            "optimization.disable_specified_optimizers", "SkipLayerNormFusion"
+        )
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda":
+            providers.insert(0, "CUDAExecutionProvider")
+        self.update_session = ort.InferenceSession(
+            str(artifact.file(art.FILTER_GRAPH)), options, providers=providers
+        )
+        self.forecast_session = ort.InferenceSession(
+            str(artifact.file(art.FORECAST_GRAPH)), options, providers=providers
+        )
+        self.forecast_inputs = [i.name for i in self.forecast_session.get_inputs()]
+        self.update_inputs = [i.name for i in self.update_session.get_inputs()]
+        self.outputs = [o.name for o in self.update_session.get_outputs()]
+        # graphs exported before the correction of the mean do not take it
+        self.corrects_mean = MEAN_COEF in self.update_inputs and MEAN_COEF in self.forecast_inputs
+        ort_device = "cuda" if device == "cuda" else "cpu"
+        self.noise_value = ort.OrtValue.ortvalue_from_numpy(self.noise.numpy(), ort_device, 0)
+
+    def update(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        x: np.ndarray,
+        observed: np.ndarray,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> StepOut:
+        feeds: dict[str, Any] = {UPDATE_INPUTS[0]: self.noise_value}
+        for name, value in zip(
+            UPDATE_INPUTS[1:], (base, x_hist, valid, lineage, logw, x, observed), strict=True
+        ):
+            feeds[name] = np.ascontiguousarray(value)
+        if SEASON in self.update_inputs:
+            feeds[SEASON] = _season_array(season, len(x))
+        if MEAN_COEF in self.update_inputs:
+            feeds[MEAN_COEF] = _mean_coef_array(self.model, mean_coef, len(x))
+        # run() with the table as a bound OrtValue: cheaper per call than an io_binding
+        # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
+        return StepOut(*self.update_session.run(self.outputs, feeds))
+
+    def start_paths(
+        self,
+        base: np.ndarray,
+        x_hist: np.ndarray,
+        valid: np.ndarray,
+        lineage: np.ndarray,
+        logw: np.ndarray,
+        u: Tensor,
+        season: np.ndarray | None = None,
+        mean_coef: np.ndarray | None = None,
+    ) -> list[np.ndarray]:
+        with torch.inference_mode():
+            x_h, v, lin, lw = (torch.as_tensor(a) for a in (x_hist, valid, lineage, logw))
+            lagged = _lagged(self.model, season, mean_coef, len(x_hist), torch.as_tensor)
+            state = CompactState(x_h, v, lin, lw, *lagged)
+            paths = start_paths(self.model, self.noise, torch.as_tensor(base), state, u)
+        held = [paths.window, paths.query, paths.x_prev, paths.valid]
+        if paths.inputs is not None and paths.season is not None:  # the graph takes N windows
+            held += [paths.inputs.expand(-1, paths.window.shape[1], -1, -1), paths.season]
+            if MEAN_COEF in self.forecast_inputs:
+                assert paths.mean_coef is not None
+                held.append(paths.mean_coef)
+        return [t.numpy() for t in held]
+
+    def forecast_step(
+        self,
+        paths: list[np.ndarray],
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+        mean_coef: np.ndarray | None = None,
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        if mean_coef is not None and self.corrects_mean:
+            paths = list(paths)
+            paths[self.forecast_inputs.index(MEAN_COEF)] = np.ascontiguousarray(
+                mean_coef, np.float32
+            )
+        values = [*paths, eps_z.numpy(), eps_x.numpy(), eps_qkv.numpy()]
+        if covariates is not None:
+            values.append(covariates.numpy())
+        feeds = dict(zip(self.forecast_inputs, values, strict=True))
+        assert set(feeds) <= set(forecast_io(self.model)[0])
+        *moved, x_t = self.forecast_session.run(None, feeds)
+        if SEASON in feeds:
+            moved.append(feeds[SEASON])  # the season and the mean correction stay
+        if MEAN_COEF in feeds:
+            moved.append(feeds[MEAN_COEF])
+        return moved, x_t
+
+
+def backend_device(backend: str, device: str) -> str:
+    """The device a backend runs on: device auto|cpu|cuda, auto the GPU where the backend has
+    CUDA here, else the cpu."""
+    if backend == "torch":
+        available = torch.cuda.is_available()
+    else:
+        import onnxruntime as ort
+
+        available = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "auto":
+        return "cuda" if available else "cpu"
+    if device == "cuda" and not available:
+        raise InputError(f"device cuda was asked for but the {backend} backend has no CUDA here")
+    return device
+
+
+def _season_array(season: np.ndarray | None, b: int) -> np.ndarray:
+    """Season lengths (B,) int64; none given: no season."""
+    return np.zeros(b, np.int64) if season is None else np.asarray(season, np.int64)
+
+
+def _mean_coef_array(model: SMCTransformer, mean_coef: np.ndarray | None, b: int) -> np.ndarray:
+    """A series' correction of the mean (B, K + 1, O) float32; none given: zeros, none."""
+    if mean_coef is None:
+        return np.zeros((b, N_MEAN_TERMS, model.cfg.target_dim), np.float32)
+    return np.ascontiguousarray(mean_coef, np.float32)
+
+
+def _lagged(
+    model: SMCTransformer,
+    season: np.ndarray | None,
+    mean_coef: np.ndarray | None,
+    b: int,
+    to: Any,
+) -> tuple[Tensor | None, Tensor | None]:
+    """The season lengths (B,) and the mean corrections (B, K + 1, O) a model with lag_inputs
+    takes, as tensors (None for others)."""
+    if not model.cfg.lag_inputs:
+        return None, None
+    return to(_season_array(season, b)), to(_mean_coef_array(model, mean_coef, b))

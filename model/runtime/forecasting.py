@@ -1,0 +1,315 @@
+"""Forecasts of the runtime: sample paths from series states, and their summaries.
+
+Runtime (model/runtime/runtime.py) takes its forecast entry points from ForecastMixin: `forecast`
+draws n_samples paths over a horizon from each state and summarises them, `forecast_steps`
+yields the same step by step (the service's streams). Paths start from the state's particles,
+drawn by weight (model/runtime/backends.py), and move by the model's forecast step; each series'
+adaptation (model/runtime/adapter.py) adds its seasonal index, scales the spread of the paths about
+their mean, and issues the intervals at its own miscoverage. Noise comes from a
+torch.Generator per series seeded by (seed, series seed, t), so a series' draws do not depend
+on the batch. Intervals, quantiles and their standard errors come from the samples
+(model/runtime/predictive.summarize_samples).
+
+Shapes: B batch, N samples, H horizon, O targets, F features, C covariates (F - O), D width,
+Q levels, L window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.artifacts.artifact import Artifact
+from model.filtering.noise import NoiseLayout
+from model.runtime.adapter import Adapter
+from model.runtime.backends import Backend
+from model.runtime.inputs import (
+    InputError,
+    check_covariates,
+    check_horizon,
+    check_levels,
+    check_states,
+)
+from model.runtime.predictive import SampleSummary, summarize_samples
+from model.runtime.scaling import check_future_scale
+from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
+from model.series.state import SeriesState, StateBatch
+
+MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Forecast of one series; arrays (H, O) in the series' units."""
+
+    mean: np.ndarray
+    median: np.ndarray
+    intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # level -> (lo, hi)
+    samples: np.ndarray | None = None  # (N, H, O) only if asked
+    quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
+    errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
+    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/runtime/predictive.py)
+
+
+def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
+    """Per-series Forecasts from samples (B, N, H, O) and their summary."""
+    return [
+        Forecast(
+            mean=s.mean[i],
+            median=s.median[i],
+            intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
+            samples=samples[i] if return_samples else None,
+            quantiles={q: v[i] for q, v in s.quantiles.items()},
+            errors={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.errors.items()},
+        )
+        for i in range(samples.shape[0])
+    ]
+
+
+def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
+    """Future covariates (B, H, C) placed at each series' steps shift..shift + H - 1 of
+    `total` steps, 0 (their mean) at its pending steps and after."""
+    b, horizon, c = cov.shape
+    out = np.zeros((b, total, c), cov.dtype)
+    for i in range(b):
+        out[i, shift[i] : shift[i] + horizon] = cov[i]
+    return out
+
+
+def seed_key(*parts: Any) -> int:
+    """A 63-bit integer from any values (seeds of series and of generators)."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class ForecastMixin:
+    """The forecasts of a Runtime, which sets the attributes below (Runtime.__init__)."""
+
+    artifact: Artifact
+    engine: Backend
+    adapt: AdaptConfig
+    adapter: Adapter
+    layout: NoiseLayout
+    model_id: str
+    n_particles: int
+    n_features: int
+    target_dim: int
+    n_mean: int
+    window: int
+    table_rows: int
+    sigma_obs: np.ndarray
+    create: Callable[..., list[SeriesState]]
+
+    def forecast(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> list[Forecast]:
+        """Sample n_samples paths over `horizon` steps from each state and summarise them.
+        At most MAX_PATHS paths are held at once (each keeps its key/value window): more
+        series are forecast in chunks, with the same draws (each series has its own)."""
+        if covariates is not None and len(covariates) != len(states):
+            raise InputError(
+                f"got future covariates for {len(covariates)} series, not {len(states)}"
+            )
+        chunk = max(1, MAX_PATHS // max(n_samples, 1))
+        if len(states) > chunk:
+            out: list[Forecast] = []
+            for i in range(0, len(states), chunk):
+                out += self.forecast(
+                    states[i : i + chunk], horizon, levels, n_samples,
+                    return_samples=return_samples, seed=seed, quantiles=quantiles,
+                    covariates=None if covariates is None else covariates[i : i + chunk],
+                )
+            return out
+        cov = self._path_inputs(states, horizon, n_samples, covariates)
+        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, cov)]
+        if not steps:
+            return []
+        samples = np.stack(steps, axis=2)  # (B, N, H, O)
+        levels = check_levels(levels)
+        alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
+        return self._summaries(samples, levels, alphas, check_levels(quantiles), return_samples)
+
+    def forecast_history(
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+        seasons: Sequence[int] | None = None,
+    ) -> list[Forecast]:
+        """Stateless: create states from the histories (their coverage correction at
+        `levels`, their season lengths `seasons`; Runtime.create), then forecast."""
+        return self.forecast(
+            self.create(histories, levels=levels, seasons=seasons),
+            horizon,
+            levels,
+            n_samples,
+            return_samples=return_samples,
+            seed=seed,
+            quantiles=quantiles,
+            covariates=covariates,
+        )
+
+    def forecast_steps(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> Iterator[tuple[int, list[Forecast]]]:
+        """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1).
+        The inputs are checked here, before the first step is drawn (a stream refuses a bad
+        request before it starts)."""
+        levels, quantiles = check_levels(levels), check_levels(quantiles)
+        cov = self._path_inputs(states, horizon, n_samples, covariates)
+        alphas = self._alphas(states, levels, horizon) if states else None  # (B, H, Q)
+        return (
+            (
+                h,
+                self._summaries(
+                    x[:, :, None], levels, None if alphas is None else alphas[:, h : h + 1],
+                    quantiles, return_samples,
+                ),
+            )
+            for h, x in self._paths(states, horizon, n_samples, seed, cov)
+        )
+
+    def _paths(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        n_samples: int,
+        seed: int | None,
+        cov: np.ndarray | None,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
+        covariates from `_path_inputs`. The paths of a series with pending steps (missing
+        observations not yet filtered, model/runtime/runtime.Runtime._defer) move through those
+        first: its step h is the paths' step pending + h."""
+        if not states:
+            return
+        batch = StateBatch.of(states, self.target_dim, self.n_mean)
+        gens = [
+            torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.seq))
+            for s in states
+        ]
+        cfg = self.artifact.config
+        n, d, o = n_samples, cfg.d_model, self.target_dim
+        shift = batch.pending  # (B,)
+        total = horizon + int(shift.max(initial=0))
+
+        def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
+            fn = torch.rand if uniform else torch.randn
+            return torch.stack([fn(*shape, generator=g) for g in gens])
+
+        valid = np.arange(self.window)[None, :] < batch.t[:, None]
+        steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
+        base = self.layout.base_rows(batch.seed, steps, self.table_rows)
+        paths = self.engine.start_paths(
+            base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True),
+            batch.season, self.adapter.mean_coef(batch),
+        )
+        loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
+        # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
+        seqs = batch.t[:, None] + np.arange(total)[None, :]
+        offsets = self.adapter.offsets(batch, seqs, trend=False)
+        carried = self.adapter.paths_trend(batch, n)
+        noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
+        # each series' adapted spread, applied about the samples' mean (model/series/adaptation.py)
+        factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
+        coef = self.adapter.mean_coef(batch)
+        cov = None if cov is None else _shifted(cov, shift, total)
+        ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
+        for k in range(total):
+            cov_k = None if cov is None else torch.from_numpy(cov[:, k])
+            z, eps, e_qkv = draw(n, d), draw(n, o), draw(n, 3, d)  # in this order
+            paths, x_t = self.engine.forecast_step(
+                paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
+            )
+            x = x_t.astype(np.float64)  # (B, N, O) scaled
+            if self.adapt.spread:
+                mean = x.mean(axis=1, keepdims=True)
+                x = mean + factors[:, k : k + 1] * (x - mean)
+            x = x * scale + loc + offsets[:, k : k + 1]
+            if carried is not None:  # each path's innovation: its draw's noise (series units)
+                x = x + carried.step(eps.numpy() * noise_sd * factors[:, k : k + 1])
+            h = k - shift  # (B,) the step of each series' forecast this is
+            for i in np.flatnonzero((h >= 0) & (h < horizon)):
+                ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
+            done = k - int(shift.max(initial=0))  # every series has its step `done`
+            if done >= 0:
+                yield done, ready.pop(done)
+
+    def _alphas(
+        self, states: Sequence[SeriesState], levels: list[float], horizon: int
+    ) -> np.ndarray:
+        """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its
+        pending steps counted among the steps ahead."""
+        shift = np.array([s.pending for s in states], np.int64)
+        one = self.adapter.alphas(states, levels)
+        every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
+        ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
+        return np.take_along_axis(every, ahead[:, :, None], axis=1)
+
+    def _summaries(
+        self,
+        samples: np.ndarray,
+        levels: list[float],
+        alphas: np.ndarray | None,
+        quantiles: list[float],
+        return_samples: bool,
+    ) -> list[Forecast]:
+        """Summaries of samples (B, N, H, O); the intervals at `levels` are issued at each
+        series' miscoverage `alphas` (B, H, Q) (its coverage correction)."""
+        summary = summarize_samples(samples, levels, quantiles, alphas)
+        return forecasts(samples, summary, return_samples)
+
+    def _path_inputs(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        n_samples: int,
+        covariates: Sequence[np.ndarray] | None,
+    ) -> np.ndarray | None:
+        """Check the inputs of a forecast; returns its scaled future covariates (or None)."""
+        check_horizon(horizon, n_samples)
+        check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
+        return self._covariates(states, horizon, covariates)
+
+    def _covariates(
+        self, states: Sequence[SeriesState], horizon: int, covariates: Sequence[np.ndarray] | None
+    ) -> np.ndarray | None:
+        """Known future covariates, scaled: (B, H, F - O), or None for models without them."""
+        c = self.n_features - self.target_dim
+        out = check_covariates(covariates, len(states), horizon, c)
+        if out is None:
+            return None
+        locs = np.stack([s.loc[self.target_dim :] for s in states])[:, None]
+        scales = np.stack([s.scale[self.target_dim :] for s in states])[:, None]
+        scaled = (out - locs) / scales
+        check_future_scale(scaled, out, locs, scales)
+        return scaled.astype(np.float32)

@@ -1,0 +1,394 @@
+"""The inference runtime: the one API the CLI and the service use (docs/contracts.md).
+
+Runtime.load(artifact) verifies the artifact and picks a backend (model/runtime/backends.py). Series
+are batched: `create` filters histories into SeriesStates, `update` absorbs new observations
+and scores the intervals issued for them (model/runtime/scoring.py), `forecast` draws sample paths
+(model/runtime/forecasting.py). Values are in the series' own units: inputs are scaled by the
+artifact's global scaler, or, with scaling.mode == "per_series", by the mean and standard
+deviation of the series' own history (kept in its state; once the window is full, of the L
+inputs the model attends to, again after every step: model/runtime/scaling.reanchor), and answers
+are scaled back. NaN marks a missing value: the filter advances without reweighting and feeds
+its predictive mean (model/filtering/filter.impute); missing values after a series' last value stay
+pending until the next value comes (model/runtime/gaps.py). Each series adapts online to its own
+errors (model/runtime/adapter.py). Bad input is an InputError (model/runtime/inputs.py).
+
+Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
+seed and step (model/filtering/noise.py), so an update is reproducible and, to float32 rounding,
+independent of how series are batched. Forecast noise comes from a torch.Generator per series
+seeded by (seed, series seed, t).
+
+Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samples, K steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.artifacts.artifact import Artifact, ArtifactError
+from model.artifacts.graphs import MIN_PARTICLES
+from model.filtering.noise import NoiseLayout, check_table, noise_rows
+from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
+from model.runtime import gaps
+from model.runtime.adapter import Adapter
+from model.runtime.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
+from model.runtime.forecasting import Forecast, ForecastMixin, seed_key
+from model.runtime.inputs import (
+    MAX_SEASON,
+    MIN_HISTORY,
+    InputError,
+    check_levels,
+    check_rows,
+    check_seasons,
+    check_states,
+)
+from model.runtime.predictive import Mixture
+from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale_values
+from model.runtime.scoring import UpdateResult, issued_law, score
+from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
+from model.series.state import SeriesState, StateBatch
+
+__all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
+
+BACKENDS = ("torch", "onnx")
+DEVICES = ("auto", "cpu", "cuda")
+# noise rows gathered by one backend call (see Runtime._step): 27 series at P = 100. Per-series
+# step cost at B = 64, P = 100, onnx (us, bench/bench_runtime.py's step on this 2-core machine):
+# 259 in chunks of 1, 200 of 4, 186 of 8, 168 of 16, 162 of 32, 174 of 64 (one call)
+CHUNK_BYTES = 16 << 20
+MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last values)
+
+
+class Runtime(ForecastMixin):
+    """Batched inference on one artifact with one backend (see the module docstring); the
+    forecasts are ForecastMixin's (model/runtime/forecasting.py)."""
+
+    stateful = True  # series states and online updates (model/runtime/stateless.py has none)
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        engine: Backend,
+        sigma_obs: np.ndarray,
+        particles: int,
+        table_rows: int,
+        max_filter_steps: int | None = None,
+        adapt: AdaptConfig | None = None,
+    ) -> None:
+        window = artifact.config.window
+        if max_filter_steps is None:  # a model with a longer window filters at least that
+            max_filter_steps = max(MAX_FILTER_STEPS, window)
+        if max_filter_steps < window:
+            raise InputError(
+                "max_filter_steps (the service's SMCT_MAX_FILTER_STEPS) must be at least the "
+                f"window ({window}), got {max_filter_steps}; leave it unset for "
+                f"max({MAX_FILTER_STEPS}, window)"
+            )
+        self.max_filter_steps = max_filter_steps
+        self.adapt = AdaptConfig() if adapt is None else adapt
+        # observed inputs a window needs to rescale a series (model/runtime/scaling.reanchor)
+        self.min_observed = max(2, window // 2)
+        self.artifact = artifact
+        self.manifest: dict[str, Any] = artifact.manifest
+        self.model_id = artifact.model_id
+        self.model_version = self.model_id[:12]
+        self.engine = engine
+        self.backend: str = engine.name
+        self.device: str = engine.device
+        cfg = artifact.config
+        self.n_features: int = cfg.d_in
+        self.target_dim: int = cfg.target_dim
+        self.window: int = cfg.window
+        self.n_particles = particles
+        self.min_history: int = MIN_HISTORY
+        # the longest season the model reads (its window; 0 for a model without lag inputs)
+        self.max_season: int = cfg.window if cfg.lag_inputs else 0
+        # the longest season found from a history: what the seasonal profile holds (any
+        # season), else what the model reads
+        self.longest_season: int = MAX_SEASON if self.adapt.season else self.max_season
+        # terms of each series' own correction of the mean (model/series/adaptation.py): a model
+        # with lag inputs whose backend takes them; 0: none
+        self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and engine.corrects_mean else 0
+        self.adapter = Adapter(self.adapt, self.target_dim, self.n_mean, self.min_observed)
+        self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
+        self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
+        self.table_rows = table_rows
+        self.sigma_obs = np.asarray(sigma_obs, dtype=np.float64)  # (O,)
+        scaling = self.manifest["scaling"]
+        self.per_series = scaling["mode"] == "per_series"
+        if not self.per_series:
+            self.loc = np.asarray(scaling["loc"], dtype=np.float64)
+            self.scale = np.asarray(scaling["scale"], dtype=np.float64)
+
+    @classmethod
+    def load(
+        cls,
+        artifact: Path | str,
+        *,
+        backend: str = "torch",
+        device: str = "auto",
+        particles: int | None = None,
+        threads: int = 1,
+        max_filter_steps: int | None = None,
+        adapt: AdaptConfig | None = None,
+    ) -> Runtime:
+        """Open and verify `artifact`; backend torch|onnx, device auto|cpu|cuda; `particles`
+        defaults to the artifact's; `threads` is onnxruntime's intra-op thread count;
+        `max_filter_steps` bounds the filtering of a long history (see `create`; default
+        MAX_FILTER_STEPS, or the model's window where that is longer); `adapt` the per-series
+        online adaptation (model/series/adaptation.py; default: both corrections on)."""
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+        if device not in DEVICES:
+            raise InputError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
+        art = Artifact.open(artifact)
+        cfg = art.config
+        if cfg.obs != "gaussian":
+            raise ArtifactError(f"{art.path}: only gaussian observation models can be served")
+        p = int(particles or art.manifest["particles"])
+        if p < MIN_PARTICLES:
+            raise InputError(f"particles must be >= {MIN_PARTICLES}, got {p}")
+        layout = NoiseLayout(p, cfg.d_model, cfg.n_heads)
+        noise = noise_rows(art.load_noise(), layout)
+        try:
+            check_table(noise.shape[0], layout, cfg.window)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        device = backend_device(backend, device)
+        model = art.load_model("cpu")
+        threshold = float(art.manifest["filter"].get("threshold", 1.0))
+        engine: Backend = (
+            TorchBackend(model, noise, device, threshold) if backend == "torch"
+            else OnnxBackend(art, model, noise, device, threads)
+        )
+        assert isinstance(model.obs, GaussianObservation)
+        sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
+        return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
+
+    # ------------------------------------------------------------------ filtering
+
+    def create(
+        self,
+        histories: Sequence[np.ndarray],
+        *,
+        seeds: Sequence[int] | None = None,
+        levels: Sequence[float] = (),
+        seasons: Sequence[int] | None = None,
+    ) -> list[SeriesState]:
+        """Filter each history (T_i, F); `seeds` default to a hash of the model and the
+        history, so the same history gives the same state. The series' adaptation
+        (model/series/adaptation.py) learns from the history's one-step errors as it is filtered,
+        its coverage correction for `levels` (fractions). `seasons` are the series' season
+        lengths in steps (0: none, the default), which a model with lag inputs reads
+        (model/network/config.py) and a state keeps.
+
+        A history of over `max_filter_steps` + 1 rows is filtered over its last
+        `max_filter_steps` only (a bounded time): the filter starts at step t0 = T -
+        max_filter_steps, the window holding the L rows before it, every particle's keys and
+        values there drawn from their prior (eq. (3.1) given the inputs); a few windows of
+        filtering forget that start. Steps keep their numbers, and the whole history gives
+        the per-series layer (scaling, season, trend) and the seed."""
+        rows = [check_rows(h, self.n_features, "history", self.min_history) for h in histories]
+        if seeds is not None and len(seeds) != len(rows):
+            raise InputError(f"got {len(seeds)} seeds for {len(rows)} histories")
+        season = check_seasons(seasons, len(rows))
+        if not rows:
+            return []
+        # trailing missing values stay pending (`_defer`): the state is the one of the
+        # history without them, and its forecasts move through them
+        pending = [min(gaps.trailing_missing(r), gaps.MAX_PENDING, len(r) - 1) for r in rows]
+        rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
+        batch, start, (trend, sums) = self._start(rows, seeds, season)
+        # the history's trend is the fit's (model/series/trend.py), taken out of each step
+        steps = [r[s0 + 1 :].copy() for r, s0 in zip(rows, start, strict=True)]
+        for step, c, s0 in zip(steps, sums, start, strict=True):
+            step[:, : self.target_dim] -= c[s0 + 1 :]
+        self._advance(batch, steps, levels=check_levels(levels))
+        batch.pending[:], batch.trend[:] = pending, trend
+        return [batch.state(i, self.model_id) for i in range(len(rows))]
+
+    def _start(
+        self, rows: list[np.ndarray], seeds: Sequence[int] | None, season: np.ndarray
+    ) -> tuple[StateBatch, list[int], tuple[np.ndarray, list[np.ndarray]]]:
+        """The states of the series of histories `rows` (T_i, F) before they are filtered, the
+        row index of the last input each window holds then (0: the first; see `create`), and
+        their trends (B, O, 4) with the trend's sum at each row (T_i, O): the seasonal profile,
+        the scaling and the seed of the whole history, that window, the prior of every
+        correction (the trend is set once the history is filtered)."""
+        b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
+        # each series' seasonal profile and trend (Adapter.decompose), its history without them
+        profile, trend, plain, sums = self.adapter.decompose(rows, season)
+        scaling = [
+            layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
+            for p, r in zip(plain, rows, strict=True)
+        ]
+        prior = [a.astype(np.float32) for a in mean_prior(b, self.n_mean, self.target_dim)]
+        if self.per_series:
+            for r in rows:
+                check_observed(r, self.target_dim)
+        start = [max(0, len(r) - 1 - self.max_filter_steps) for r in rows]
+        lineage = np.zeros((b, p, n_lag), np.int64)
+        lineage[:, :, 0] = np.arange(p)
+        for i, s0 in enumerate(start):
+            if s0 > 0:  # every particle its own prior keys and values over the window
+                lineage[i] = np.arange(p)[:, None]
+        batch = StateBatch(
+            seed=np.array(
+                [
+                    seed_key(self.model_id, r.tobytes()) if seeds is None else int(seeds[i])
+                    for i, r in enumerate(rows)
+                ],
+                dtype=np.uint64,
+            ),
+            t=np.array(start, np.int64) + 1,
+            x_hist=np.zeros((b, n_lag, f), np.float32),
+            lineage=lineage,
+            logw=np.zeros((b, p), np.float32),
+            loc=np.stack([s[0] for s in scaling]),
+            scale=np.stack([s[1] for s in scaling]),
+            observed=np.zeros((b, n_lag, f), np.bool_),
+            spread_factor=np.ones((b, self.target_dim), np.float32),
+            spread_weight=np.full(b, PRIOR_WEIGHT, np.float32),
+            cover_levels=np.zeros((b, 0), np.float32),
+            cover_alpha=np.zeros((b, 0), np.float32),
+            season=season,
+            mean_coef=prior[0],
+            mean_cov=prior[1],
+            mean_noise=prior[2],
+            profile=profile,
+            pending=np.zeros(b, np.int64),
+            trend=np.zeros_like(trend),
+        )
+        for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
+            window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
+            scaled = scale_values(window, batch.take(np.array([i])))
+            batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
+            batch.observed[i, : len(window)] = np.isfinite(window)
+        return batch, start, (trend, sums)
+
+    def update(
+        self,
+        states: Sequence[SeriesState],
+        observations: Sequence[np.ndarray],
+        levels: Sequence[float],
+    ) -> list[tuple[SeriesState, list[UpdateResult]]]:
+        """Absorb observations[i] (K_i, F) into states[i]; returns the new states and, per
+        observation, the intervals that had been issued for it and its scores."""
+        if len(states) != len(observations):
+            raise InputError(f"got {len(states)} states and {len(observations)} observation arrays")
+        check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
+        levels = check_levels(levels)
+        rows = [check_rows(o, self.n_features, "observations", 0) for o in observations]
+        if not states:
+            return []
+        batch = StateBatch.of(states, self.target_dim, self.n_mean)
+        results: list[list[UpdateResult]] = [[] for _ in states]
+
+        def record(
+            idx: np.ndarray, sub: StateBatch, x: np.ndarray, out: StepOut, law: Mixture
+        ) -> None:
+            for i, res in zip(idx, self._score(sub, x, out, law, levels), strict=True):
+                results[i].append(res)
+
+        before = batch.pending.copy()
+        steps, pending = gaps.defer(batch.pending, rows, self.n_features)
+        self._advance(batch, steps, record, field="observations", levels=levels)
+        batch.pending[:] = pending
+        new = [batch.state(i, self.model_id) for i in range(len(states))]
+        # the steps filtered again after a gap were answered when they came
+        results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
+        deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
+        for i, res in enumerate(gaps.pending_results(self, new, deferred, levels)):
+            results[i] += res
+        return [(new[i], results[i]) for i in range(len(states))]
+
+    def _advance(
+        self,
+        batch: StateBatch,
+        rows: list[np.ndarray],
+        on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut, Mixture], None]
+        | None = None,
+        field: str | None = None,
+        levels: Sequence[float] = (),
+    ) -> None:
+        """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
+        index, on the series that have an observation there. Each step's one-step law is
+        scored by `on_step`, then adapts the series (Adapter.learn; its coverage at `levels`).
+        Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
+        value is named `field[k]` when `field` is given."""
+        if self.adapt.coverage:
+            batch.monitor(levels)
+        counts = np.array([len(r) for r in rows])
+        for k in range(int(counts.max(initial=0))):
+            idx = np.flatnonzero(counts > k)
+            sub = batch if len(idx) == len(rows) else batch.take(idx)
+            x = np.stack([rows[i][k] for i in idx])  # (B_k, F) series units
+            plain = x.astype(np.float64)  # without the series' seasonal index
+            plain[:, : self.target_dim] -= self.adapter.offsets(sub)
+            try:
+                xs = scale_values(plain, sub).astype(np.float32)
+            except InputError as exc:
+                if field is None:
+                    raise
+                raise InputError(f"{field}[{k}]: {exc}", field=f"{field}[{k}]") from exc
+            observed = np.asarray(np.isfinite(xs[:, : self.target_dim]).all(axis=1))
+            xs[:, self.target_dim :] = np.nan_to_num(xs[:, self.target_dim :])  # 0: the mean
+            valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
+            steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
+            base = self.layout.base_rows(sub.seed, steps, self.table_rows)
+            # after a gap the mean is corrected as a forecast is, and not adapted (gaps.py)
+            ahead = gaps.steps_ahead(sub, self.window, self.target_dim)
+            out = self._step(
+                base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
+                gaps.carried_mean(self.adapter.mean_coef(sub), ahead),
+            )
+            law = self._law(sub, out)
+            if on_step is not None:
+                on_step(idx, sub, x, out, law)
+            self.adapter.learn(sub, xs[:, : self.target_dim], observed & (ahead == 0), law, valid)
+            sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
+            sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
+            sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
+            if self.per_series:
+                before = sub.scale[:, : self.target_dim].copy()
+                reanchor(sub, self.window)
+                if self.n_mean:  # its constant is in scaled units
+                    rescale_intercept(
+                        sub.mean_coef, sub.mean_cov, before / sub.scale[:, : self.target_dim]
+                    )
+            if sub is not batch:
+                batch.put(idx, sub)
+
+    def _step(self, *arrays: np.ndarray) -> StepOut:
+        """The backend's update in chunks of `chunk` series: large enough to share the per-call
+        cost of the graph's ~173 nodes, small enough that the noise rows one call gathers
+        (B, P, L, 2D) stay in cache (a batch of 64 series at P = 100 would gather 40 MB)."""
+        b = len(arrays[0])
+        if b <= self.chunk:
+            return self.engine.update(*arrays)
+        parts = [
+            self.engine.update(*(a[i : i + self.chunk] for a in arrays))
+            for i in range(0, b, self.chunk)
+        ]
+        return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
+
+    def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
+        """The one-step law a step issued (scaled units; model/runtime/scoring.issued_law), scaled
+        about its mean by each series' adapted spread where that correction is on."""
+        spread = sub.spread_factor if self.adapt.spread else None
+        return issued_law(out, self.sigma_obs, spread)
+
+    def _score(
+        self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
+    ) -> list[UpdateResult]:
+        """UpdateResults of one step for B_k series (model/runtime/scoring.score): x (B_k, F) in
+        series units, `mix` the law issued for it (scaled units)."""
+        o = self.target_dim
+        # the law is of the series without its seasonal index: put it back
+        loc, scale = sub.loc[:, :o] + self.adapter.offsets(sub), sub.scale[:, :o]  # (B_k, O)
+        alpha = self.adapter.alphas(sub, levels)  # (B_k, Q)
+        return score(x[:, :o], mix, loc, scale, alpha, levels, sub.t, out)
+

@@ -1,0 +1,2 @@
+"""One series: state (its particle state), state_format (the state's bytes), adaptation (the
+estimators of its online adaptation)."""

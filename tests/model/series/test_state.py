@@ -1,0 +1,166 @@
+"""The series state: bytes round trip, size, exact results after a round trip, bad bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+
+from model.runtime.runtime import Runtime, UpdateResult
+from model.series.state import SeriesState
+from model.series.state_format import StateFormatError
+
+
+def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
+    def flat(r: UpdateResult) -> list[Any]:
+        out: list[Any] = []
+        for f in dataclasses.fields(r):
+            v = getattr(r, f.name)
+            if isinstance(v, dict):
+                v = sorted((k, np.asarray(x).tolist()) for k, x in v.items())
+            elif isinstance(v, np.ndarray):
+                v = v.tolist()
+            out.append(v)
+        return out
+
+    return [flat(r) for r in a] == [flat(r) for r in b]
+
+
+def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> None:
+    """P = 100, window 24, one feature: a few kB (the float32 K/V window is 600 kB at d = 32)."""
+    rt = Runtime.load(rt_torch.artifact.path, backend="torch", particles=100)
+    (state,) = rt.create(ar_series(1, 40))
+    blob = state.to_bytes()
+    assert len(blob) <= 16 * 1024
+    # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level),
+    # season, mean correction (none: a model without lag inputs), seasonal profile (none), crc
+    assert len(blob) == 64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 3 + 4
+    back = SeriesState.from_bytes(blob)
+    assert back == state and back.to_bytes() == blob
+    assert (back.model_id, back.t, back.n_particles, back.ess) == (
+        state.model_id,
+        40,
+        100,
+        state.ess,
+    )
+
+
+def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series: Any) -> None:
+    rt = Runtime.load(rt_torch.artifact.path, backend="torch", particles=300)
+    states = rt.create([ar_series(1, 5)[0], ar_series(1, 2, seed=1)[0]])
+    for s in states:
+        assert SeriesState.from_bytes(s.to_bytes()) == s
+    assert len(states[0].to_bytes()) == (
+        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 3 + 4
+    )
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_update_after_a_round_trip_is_identical(
+    backend: str, rt_torch: Runtime, rt_onnx: Runtime, ar_series: Any
+) -> None:
+    rt = rt_torch if backend == "torch" else rt_onnx
+    states = rt.create(ar_series(3, 30))
+    observations = [np.array([[0.5], [np.nan], [-0.2]]), np.array([[1.0]]), np.zeros((0, 1))]
+    direct = rt.update(states, observations, [0.8, 0.95])
+    restored = [SeriesState.from_bytes(s.to_bytes()) for s in states]
+    again = rt.update(restored, observations, [0.8, 0.95])
+    for (s1, r1), (s2, r2) in zip(direct, again, strict=True):
+        assert s1 == s2 and s1.to_bytes() == s2.to_bytes()
+        assert _equal_results(r1, r2)
+    f1 = rt.forecast([s for s, _ in direct], 4, [0.9], 50, return_samples=True)
+    f2 = rt.forecast([s for s, _ in again], 4, [0.9], 50, return_samples=True)
+    assert all(np.array_equal(a.samples, b.samples) for a, b in zip(f1, f2, strict=True))
+
+
+def test_states_are_immutable(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    with pytest.raises(ValueError):
+        state.logw[0] = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.t = 3  # type: ignore[misc]
+
+
+def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    blob = state.to_bytes()
+    flipped = bytearray(blob)
+    flipped[100] ^= 0x40
+    newer = blob[:4] + struct.pack("<H", SeriesState.FORMAT_VERSION + 1) + blob[6:]
+    cases = {
+        "too short": blob[:10],
+        "bad magic": b"XXXX" + blob[4:],
+        "version": newer,
+        "has .* bytes": blob + b"\0",
+        "checksum": bytes(flipped),
+    }
+    for message, data in cases.items():
+        with pytest.raises(StateFormatError, match=message):
+            SeriesState.from_bytes(data)
+    assert issubclass(StateFormatError, ValueError)
+
+
+def _older(state: SeriesState, version: int) -> SeriesState:
+    """`state` written in an older format: 4 has no correction of the mean, 3 no season either,
+    2 no adaptation block either, 1 no observed mask either."""
+    import zlib
+
+    from model.series.state_format import _HEAD
+
+    blob = state.to_bytes()
+    n, f = min(state.t, state.window), state.n_features
+    adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
+    o, j = state.mean_coef.shape
+    mean = 2 + 4 * o * (j + j * (j + 1) // 2 + 1) + 3 + 4 * state.profile.size
+    body = bytearray(blob[: -4 - mean - (2 if version < 4 else 0) - (
+        adaptation if version < 3 else 0
+    )])
+    struct.pack_into("<H", body, 4, version)
+    if version == 1:
+        cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
+        body = body[:cut] + body[cut + (n * f + 7) // 8 :]
+    return SeriesState.from_bytes(bytes(body) + struct.pack("<I", zlib.crc32(body)))
+
+
+def test_older_states_are_still_read_version_3(rt_torch: Runtime, ar_series: Any) -> None:
+    """A version 3 state (no season) reads as the same state with no season (and so no
+    seasonal profile), a version 4 one (no correction of the mean, no profile) as the same
+    state without its profile."""
+    (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8], seasons=[12])
+    # an AR series has no season to speak of (its profile shrinks to none): give it one
+    state = dataclasses.replace(state, profile=np.linspace(-1.0, 1.0, 12)[:, None])
+    assert state.season == 12 and SeriesState.from_bytes(state.to_bytes()) == state
+    none = np.zeros((0, 0), np.float32)
+    assert _older(state, 3) == dataclasses.replace(state, season=0, profile=none)
+    assert _older(state, 4) == dataclasses.replace(state, profile=none)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_states_are_still_read(version: int, rt_torch: Runtime, ar_series: Any) -> None:
+    """States stored by older formats (in Redis across an upgrade) are read: version 1 with
+    every valid lag observed, both with no adaptation yet (the trained Sigma_obs, no level
+    monitored); they take updates and are written in the current format."""
+    (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8])
+    old = _older(state, version)
+    assert old.observed.all()  # this history had no missing value
+    assert len(old.spread_factor) == 0 and len(old.cover_levels) == 0
+    assert dataclasses.replace(
+        old, spread_factor=state.spread_factor, spread_weight=state.spread_weight,
+        cover_levels=state.cover_levels, cover_alpha=state.cover_alpha,
+    ) == state
+    ((new, _),) = rt_torch.update([old], [np.array([[0.2]])], [0.8])
+    assert new.t == 41 and SeriesState.from_bytes(new.to_bytes()) == new
+    assert len(new.spread_factor) == 1 and new.cover_levels.tolist() == [np.float32(0.8)]
+
+
+def test_an_observed_mask_of_the_wrong_shape_is_refused(rt_torch: Runtime, ar_series: Any) -> None:
+    (state,) = rt_torch.create(ar_series(1, 10))
+    names = ("model_id", "seed", "t", "x_hist", "lineage", "logw", "loc", "scale",
+             "spread_factor", "spread_weight")
+    fields = {f: getattr(state, f) for f in names}
+    with pytest.raises(ValueError, match="inconsistent state shapes"):
+        SeriesState(**fields, observed=np.ones((state.window, 2), bool))
+    assert SeriesState(**fields, observed=state.observed) == state
