@@ -6,12 +6,12 @@ with lag inputs (model/network/config.py) reads the values one and two seasons b
 seasonal naive need it too. Where a user gives none, it follows from the frequency of the
 timestamps (`season_of_freq`, the periods GluonTS and statsforecast use), or, with no
 timestamps either, from the values (`detect_season`): a common period whose phases differ,
-by an F-test of the phase means (one-way analysis of variance) at a 5 % level shared by the
-periods tested (Bonferroni), on the series less its linear trend where it is stationary about
-the season, on its differences where it wanders like a random walk.
+by an F-test of the phase means (one-way analysis of variance) at a 4 % level shared by the
+periods tested (Bonferroni), on the series less its quadratic trend where it is stationary
+about the season, on its differences where it wanders like a random walk.
 
 Measured by bench/bench_seasons.py (seeded generated series, signal and noise of unit standard
-deviation): false seasons on white noise and random walks stay under the 5 % level; a season
+deviation): false seasons on white noise and random walks stay under the 5 % target; a season
 of 24 or more is found in nearly every history of three seasons, a short one needs more of
 them (three seasons of 4 are 12 values: too few for any test at that level).
 """
@@ -32,7 +32,7 @@ _LEGACY = {"M": "ME", "Q": "QE", "A": "YE", "Y": "YE", "H": "h", "T": "min"}
 #: calendar week, monthly, hourly, half-hourly, weekly, quarter-hourly, hourly-weekly,
 #: half-hourly-weekly, daily-yearly)
 CANDIDATES = (4, 5, 6, 7, 12, 24, 48, 52, 96, 168, 336, 365)
-LEVEL = 0.05  # the chance of a false season, shared by the periods tested
+LEVEL = 0.04  # the chance of a false season, shared by the periods tested (target: 5 %)
 NEAR_BEST = 0.8  # a divisor of the best period explaining this share of it is the season
 STATIONARY = 2.0  # a series whose m-step differences vary more than this times its one-step
 # ones wanders (a random walk: m times); one that varies less is stationary about its season

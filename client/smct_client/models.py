@@ -86,6 +86,7 @@ class SeriesAdaptation(_Answer):
     mean_correction: list[dict[str, float]] = Field(default_factory=list)
     season: bool = False
     seasonal_profile: list[list[float]] = Field(default_factory=list)
+    trend: list[dict[str, float]] = Field(default_factory=list)
 
 
 class SeriesInfo(_Answer):

@@ -267,7 +267,9 @@ def test_a_baseline_benchmarked_on_a_table_forecasts_that_table(tmp_path: Path) 
     code, text = _run("forecast", "--artifact", str(art), "--input", str(table),
                       "--horizon", "2", "--format", "csv")
     assert code == 0, text
-    rows = [line.split(",") for line in text.strip().splitlines()]
+    lines = text.strip().splitlines()
+    assert any(line.startswith("warning: ") and "point forecaster" in line for line in lines)
+    rows = [line.split(",") for line in lines if not line.startswith("warning: ")]
     assert {r[0] for r in rows[1:]} == {"s0", "s1", "s2"} and {r[2] for r in rows[1:]} == {"sales"}
 
 
