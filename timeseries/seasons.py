@@ -11,9 +11,9 @@ periods tested (Bonferroni), on the series less its quadratic trend where it is 
 about the season, on its differences where it wanders like a random walk.
 
 Measured by bench/bench_seasons.py (seeded generated series, signal and noise of unit standard
-deviation): false seasons on white noise and random walks stay under the 5 % target; a season
-of 24 or more is found in nearly every history of three seasons, a short one needs more of
-them (three seasons of 4 are 12 values: too few for any test at that level).
+deviation): false seasons on white noise and random walks at about the 5 % target or under; a season
+of 24 or more is found in nearly every history of three seasons, a short one needs more of them
+(three seasons of 4 are 12 values: too few for any test at that level).
 """
 
 from __future__ import annotations
