@@ -255,8 +255,8 @@ def test_quick_command_end_to_end(per_series_artifact: Path, tmp_path: Path) -> 
         "quality", "--quick", "--artifact", str(per_series_artifact), "--output", str(out),
     ])
     assert res.exit_code == 0, res.output
-    for name in ("air T", "GE close", "covid New York, New York", "elnino", "macro realgdp",
-                 "sine 12"):
+    for name in ("air T", "GE close", "covid New York, New York", "co2", "elnino",
+                 "macro realgdp", "sine 12"):
         assert f"| {name} |" in res.output
     verdicts = re.findall(r"\| (PASS|FAIL) \|$", res.output, flags=re.M)
     assert len(verdicts) == 9  # one generated series in the quick suite
@@ -264,8 +264,8 @@ def test_quick_command_end_to_end(per_series_artifact: Path, tmp_path: Path) -> 
     headings = [line for line in text.splitlines() if line.startswith("`smct quality --quick")]
     assert len(headings) == 4 and all(TABLE_HEADING.match(line) for line in headings)
     figures = sorted((tmp_path / "figures" / "quality").glob("*.png"))
-    assert len(figures) == 6 and all(f.stat().st_size > 10_000 for f in figures)
-    assert "](figures/quality/hourly.png)" in text
+    assert len(figures) == 7 and all(f.stat().st_size > 10_000 for f in figures)
+    assert "](figures/quality/hourly.png)" in text and "](figures/quality/weekly.png)" in text
     # --no-write prints the same tables and writes nothing
     res = CliRunner().invoke(app, ["quality", "--quick", "--no-write", "--artifact",
                                    str(per_series_artifact), "--output", str(tmp_path / "x.md")])

@@ -33,8 +33,9 @@ intervals (the quantiles of its own past residuals). This page is written by
 
 The suite: hourly air quality (temperature, relative humidity, CO; season 24, horizon 48), GE's
 daily close and volume (no season), the daily covid deaths of the ten US counties with the most,
-from each one's first death (season 7), the monthly El Nino sea temperature (season 12), US
-quarterly real GDP, CPI and unemployment (season 4) and two generated series,
+from each one's first death (season 7), weekly CO2 at Mauna Loa (a trend and a yearly season
+of 52), the monthly El Nino sea temperature (season 12), US quarterly real GDP, CPI and
+unemployment (season 4) and two generated series,
 50 + 10 sin(2 pi t / p) + N(0, 1) for p = 12 and 24, whose true 80 % interval is
 {ORACLE_WIDTH80:.3f} wide. Each series is evaluated on its last {cfg.eval_frac:.0%} (at most
 {cfg.eval_cap} points). The model is created from the history before that (its last
@@ -42,7 +43,7 @@ quarterly real GDP, CPI and unemployment (season 4) and two generated series,
 user would declare it (`season_length`, none for GE), and then updated one observation at a
 time through `Runtime.update`, as the service does. ETS keeps the parameters fitted on the
 history (its last {cfg.ets_history} values at most) and runs its state space through the same
-points. Multistep forecasts (horizon 12, 48 for hourly data) start from up to {cfg.origins}
+points. Multistep forecasts (horizon 12, 48 for hourly data, 52 for weekly) start from up to {cfg.origins}
 origins spread over the evaluation part: the model's from {cfg.samples} sample paths of
 `Runtime.forecast`, ETS's Gaussian.
 

@@ -11,6 +11,7 @@ models see everything before that point as their history.
 | hourly | air quality T, RH, CO(GT) (-200 is missing) | 24 | 48 |
 | daily stock | GE close and volume | 1 | 12 |
 | daily covid | deaths a day of the ten counties with the most deaths, from the first | 7 | 12 |
+| weekly | Mauna Loa CO2, 1958-2001 (statsmodels `co2`; a trend and a yearly season) | 52 | 52 |
 | monthly | El Nino sea surface temperature (statsmodels `elnino`) | 12 | 12 |
 | quarterly | US real GDP, CPI, unemployment (statsmodels `macrodata`) | 4 | 12 |
 | generated | 50 + 10 sin(2 pi t / p) + N(0, 1), p = 12 and 24 | p | 12 |
@@ -115,6 +116,15 @@ def elnino() -> Series:
     return Series("elnino", "monthly", table.to_numpy(np.float64).ravel(), 12, 12)
 
 
+def co2() -> Series:
+    """Weekly CO2 concentration at Mauna Loa (statsmodels' `co2`, NaN where missing): a trend
+    and a yearly season of 52 weeks."""
+    import statsmodels.api as sm
+
+    values = sm.datasets.co2.load_pandas().data["co2"].to_numpy(np.float64)
+    return Series("co2", "weekly", values, season=52, horizon=52)
+
+
 def macro() -> list[Series]:
     """Quarterly US real GDP, CPI and unemployment rate (statsmodels' `macrodata`)."""
     import statsmodels.api as sm
@@ -161,11 +171,11 @@ def load_suite(data_dir: Path, cfg: SuiteConfig) -> list[Series]:
     if cfg.quick:
         series = [
             air_quality(data_dir)[0], stock(data_dir)[0], covid(data_dir, counties=1)[0],
-            elnino(), macro()[0], sine(12, length=400),
+            co2(), elnino(), macro()[0], sine(12, length=400),
         ]
     else:
         series = [
-            *air_quality(data_dir), *stock(data_dir), *covid(data_dir), elnino(), *macro(),
+            *air_quality(data_dir), *stock(data_dir), *covid(data_dir), co2(), elnino(), *macro(),
             sine(12), sine(24),
         ]
     return [with_eval_part(s, cfg) for s in series]
