@@ -1,4 +1,5 @@
-"""`smct quality`: the served model against ETS and a seasonal naive on real series."""
+"""`smct quality`: the served model against its ablation, ETS, ARIMA and a seasonal naive on
+real series."""
 
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ def quality(
     ] = None,
 ) -> None:
     """Measure the served model's one-step and multistep forecasts on real series (hourly air
-    quality, GE's stock, covid deaths, El Nino, US macro data, noisy sines) against ETS and a
-    seasonal naive on the same points; print the tables and the acceptance checks (PASS/FAIL
-    with the measured figures) and write them to --output with fan charts."""
+    quality, GE's stock, covid deaths, CO2, El Nino, US macro data, noisy sines) against ETS,
+    ARIMA, a seasonal naive and its ablation (its per-series layer around a random walk, built
+    once into ~/.cache/smct/ablation) on the same points; print the tables and the acceptance
+    checks (PASS/FAIL with the measured figures) and write them to --output with fan charts."""
     import torch
 
     from model.artifacts.artifact import ArtifactError
@@ -48,6 +50,7 @@ def quality(
     from training.datasets.real import default_data_dir
     from training.quality import checks as checks_mod
     from training.quality import report
+    from training.quality.ablation import ablation_artifact
     from training.quality.figures import fan_charts
     from training.quality.run import evaluate_suite
     from training.quality.suite import SuiteConfig, load_suite
@@ -59,13 +62,14 @@ def quality(
     cfg = SuiteConfig.make(quick)
     try:
         runtime = Runtime.load(artifact, backend="torch", device="cpu")
+        ablation = Runtime.load(ablation_artifact(artifact), backend="torch", device="cpu")
         suite = load_suite(data_dir or default_data_dir(), cfg)
-    except (ArtifactError, InputError, OSError) as err:
+    except (ArtifactError, InputError, OSError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     began = time.perf_counter()
     results, refused = evaluate_suite(
-        runtime, suite, cfg, progress=lambda line: typer.echo(line, err=True)
+        runtime, ablation, suite, cfg, progress=lambda line: typer.echo(line, err=True)
     )
     if not results:
         typer.echo("error: the runtime refused every series", err=True)

@@ -268,3 +268,32 @@ class SMCTransformer(nn.Module):
     def latent_log_prob(self, eps: Tensor, var: Tensor) -> Tensor:
         """log N(var^1/2 eps; 0, var) of reparameterised noise eps (..., K), var (K,) -> (...)."""
         return -0.5 * (eps**2 + torch.log(var) + LOG_2PI).sum(-1)
+
+
+def random_walk(cfg: ModelConfig, sigma_obs: float, seed: int = 0) -> SMCTransformer:
+    """A network of configuration `cfg` that forecasts the last value: the readout G_obs and
+    the lag and log-scale terms 0, the skip a = 1 and Sigma_obs = sigma_obs, so that
+    X_t ~ N(X_{t-1}, Sigma_obs) whatever the attention holds (a random walk in the units it is
+    fed); `cfg` must have `skip`. The other weights are drawn as at initialisation, from
+    `seed` (they do not change what it forecasts)."""
+    if not cfg.skip or cfg.obs != "gaussian":
+        raise ValueError("a random walk needs a gaussian model with skip")
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = SMCTransformer(cfg).eval()
+    assert isinstance(model.obs, GaussianObservation)
+    head = model.obs.head
+    readout = head.out if isinstance(head, FeedForwardHead) else head
+    with torch.no_grad():
+        assert isinstance(readout, nn.Linear)
+        readout.weight.zero_()
+        readout.bias.zero_()
+        model.skip.fill_(1.0)
+        if cfg.lag_inputs:
+            model.lag_coef.weight.zero_()
+            model.lag_coef.bias.zero_()
+        if cfg.obs_scale:
+            model.obs.log_scale.weight.zero_()
+            model.obs.log_scale.bias.zero_()
+        model.obs.sigma_obs.fill_(sigma_obs)
+    return model

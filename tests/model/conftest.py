@@ -132,16 +132,13 @@ def naive_lag_model(out: Path, sigma_obs: float, seasonal: bool = False) -> Path
 
     from model.artifacts.export import export_artifact
     from model.network.config import ModelConfig
-    from model.network.smc_transformer import SMCTransformer
+    from model.network.smc_transformer import random_walk
 
-    torch.manual_seed(0)
     cfg = ModelConfig(d_model=8, n_heads=2, window=12, d_ff=8, lags=True, skip=True,
                       lag_inputs=True, sigma_init=1e-6, sigma_obs_init=sigma_obs)
-    model = SMCTransformer(cfg).eval()
-    with torch.no_grad():
-        model.obs.head.out.weight.zero_()
-        model.obs.head.out.bias.zero_()
-        if seasonal:
+    model = random_walk(cfg, sigma_obs)
+    if seasonal:
+        with torch.no_grad():
             model.lag_coef.bias[2] = 1.0  # X_{t-m} - X_{t-1}, added to the last value
     export_artifact(
         model, out, particles=10, scaling={"mode": "per_series"},

@@ -1,9 +1,11 @@
 """`smct quality` (training/quality/): the scores against known answers, ETS's state space
-against statsmodels, the seasonal naive's empirical intervals, the served model through the
-runtime, the acceptance checks, and the quick command end to end."""
+against statsmodels, the seasonal naive's empirical intervals, ARIMA against known laws and
+statsmodels, the served model and its ablation through the runtime, the acceptance checks, the
+report's tables, and the quick command end to end."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings
@@ -19,10 +21,11 @@ from typer.testing import CliRunner
 
 from cli.app import app
 from model.runtime.runtime import Runtime
+from model.series.adaptation import AdaptConfig
 from tests.docs.test_manual import TABLE_HEADING
 from tests.model.conftest import artifact, per_series_artifact  # noqa: F401 (fixtures)
 from tests.paper_data import needs_data
-from training.quality import checks, peers, scores, served
+from training.quality import ablation, arima, checks, peers, report, scores, served
 from training.quality.run import SeriesResult, origins
 from training.quality.scores import MultiStep, OneStep
 from training.quality.suite import ORACLE_WIDTH80, Series, SuiteConfig, sine, with_eval_part
@@ -173,6 +176,80 @@ def test_seasonal_naive_intervals_are_quantiles_of_its_past_residuals() -> None:
     assert math.isnan(after.crps[2]) and after.median[9] == pytest.approx(periodic[159])
 
 
+# --------------------------------------------------------------------------- ARIMA
+
+
+def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
+    """y_t = phi y_{t-1} + e_t, e ~ N(0, 1), from the stationary law."""
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal(n)
+    y = np.empty(n)
+    y[0] = e[0] / math.sqrt(1 - phi**2)
+    for t in range(1, n):
+        y[t] = phi * y[t - 1] + e[t]
+    return y
+
+
+def test_arima_on_an_ar1_issues_its_one_step_law() -> None:
+    """An AR(1), phi 0.6, sigma 1, 700 values of history: the one-step law N(phi y, 1) within
+    about three standard errors of the estimates (phi: sqrt((1 - phi^2) / 700) = 0.03, times
+    sd(y) = 1.25; the mean's part (1 - phi) sd(mean) = 0.04: 0.15 in all; sigma: 1 / sqrt(1400)
+    = 0.027 relative, 0.08)."""
+    phi = 0.6
+    y = _ar1(1000, phi, seed=5)
+    series = Series("ar1", "generated", y, season=1, horizon=12, eval_start=700)
+    one, multi, name = arima.arima(series, origins(series, 3), history_cap=2000)
+    assert re.match(r"\(\d,0,\d\)", name), name  # d = 0
+    law = phi * y[699:-1]
+    assert float(np.sqrt(np.mean((one.median - law) ** 2))) < 0.15, name
+    sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
+    np.testing.assert_allclose(sd, 1.0, rtol=0.08)
+    # h steps ahead the variance grows as sum_{j<h} phi^(2 j), towards 1 / (1 - phi^2)
+    width = multi.bounds[0.8][1][0] - multi.bounds[0.8][0][0]
+    expected = np.sqrt(np.cumsum(phi ** (2 * np.arange(12))))
+    np.testing.assert_allclose(width / width[0], expected, rtol=0.1)
+
+
+def test_arima_on_a_random_walk_is_arima_010() -> None:
+    """A Gaussian random walk: ARIMA(0,1,0), whose one-step law is N(last value, 1). (On other
+    draws the search may take an ARMA whose AR and MA roots nearly cancel, as auto.arima can:
+    the law checked here is then the same within the tolerances.)"""
+    walk = 100 + np.cumsum(np.random.default_rng(8).standard_normal(800))
+    spec, _ = arima.fit_arima(walk[:600], season=1)
+    assert (spec.p, spec.d, spec.q) == (0, 1, 0), spec.name
+    series = Series("walk", "generated", walk, season=1, horizon=12, eval_start=600)
+    one, _, _ = arima.arima(series, origins(series, 2), history_cap=2000)
+    # the last value, and a drift of at most a few standard errors (1 / sqrt(600) = 0.04)
+    assert np.abs(one.median - walk[599:-1]).max() < 0.15
+    sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
+    np.testing.assert_allclose(sd, 1.0, rtol=0.08)  # 3 standard errors, 1 / sqrt(1200)
+
+
+def test_arima_state_space_matches_statsmodels_forecasts_and_skips_missing_values() -> None:
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+
+    t = np.arange(400)
+    rng = np.random.default_rng(7)
+    y = 10 + 3 * np.sin(2 * np.pi * t / 24) + np.cumsum(rng.normal(size=400)) * 0.3
+    y += rng.normal(size=400)
+    y[[50, 51, 330]] = np.nan
+    spec = arima.Spec(p=1, d=1, q=1, fourier=2, period=24)
+    res = SARIMAX(y[:300], exog=spec.regressors(t[:300]), order=(1, 1, 1),
+                  simple_differencing=True, concentrate_scale=True).fit(disp=False)
+    fit = arima.ArimaFit.run(spec, res, y, 0)
+    # from the end of the history: statsmodels' forecast of the same model
+    params = np.r_[res.params, res.scale]
+    hist = SARIMAX(y[:300], exog=spec.regressors(t[:300]), order=(1, 1, 1)).filter(params)
+    pred = hist.get_forecast(12, exog=spec.regressors(t[300:312]))
+    mu, sd = fit.forecast(300, 12)
+    np.testing.assert_allclose(mu, np.asarray(pred.predicted_mean), rtol=1e-6)
+    np.testing.assert_allclose(sd**2, np.asarray(pred.var_pred_mean), rtol=1e-6)
+    assert mu[0] == pytest.approx(fit.mean[300]) and sd[0] == pytest.approx(fit.sd[300])
+    # a missing value: a forecast, and the state moves without a correction
+    assert np.isfinite(fit.mean).all() and np.isfinite(fit.sd).all()
+    np.testing.assert_allclose(fit.states[331], fit.T @ fit.states[330], atol=1e-9)
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -200,15 +277,57 @@ def test_the_model_is_scored_as_if_fed_one_observation_per_call(
     np.testing.assert_allclose(one.crps, crps, rtol=1e-6)
 
 
+@pytest.fixture(scope="session")
+def cache_home(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """XDG_CACHE_HOME of these tests, in pytest's cache: the ablation of the test model is
+    exported once (half a minute), as the model is trained once (tests/model/conftest.py)."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("smct-cache-home") if cache else tmp_path_factory.mktemp("cache")
+
+
+def test_the_ablation_is_the_per_series_layer_around_the_last_value(
+    per_series_artifact: Path, cache_home: Path,  # noqa: F811
+) -> None:
+    torch.set_num_threads(1)
+    cache = cache_home / "smct" / "ablation"
+    out = ablation.ablation_artifact(per_series_artifact, cache=cache)
+    built = (out / "weights.pt").stat().st_mtime_ns
+    assert ablation.ablation_artifact(per_series_artifact, cache=cache) == out
+    assert (out / "weights.pt").stat().st_mtime_ns == built  # built once
+    source = json.loads((per_series_artifact / "manifest.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["training"]["ablation_of"] == source["model_id"]
+    assert manifest["scaling"] == source["scaling"] and manifest["model_config"]["skip"]
+    walk = 50 + np.cumsum(np.random.default_rng(9).standard_normal(300))
+    series = Series("walk", "generated", walk, season=1, horizon=6, eval_start=240)
+    starts = origins(series, 2)
+    # without the corrections of the mean (season, trend, regression): the last value, to
+    # float32 precision at a level of 50
+    bare = Runtime.load(out, adapt=AdaptConfig(mean=False, season=False, trend=False))
+    one, multi = served.model(bare, series, starts, samples=400)
+    np.testing.assert_allclose(one.median, walk[239:-1], atol=1e-3)
+    # the median of 400 paths: within 4 of its standard errors (1.25 sd / 20) of the value
+    # before the origin, 0.2 of the 80 % width (2.56 sd)
+    width = multi.bounds[0.8][1] - multi.bounds[0.8][0]
+    assert (np.abs(multi.median - walk[starts - 1, None]) < 0.2 * width).all()
+    # with every correction on, a random walk's own regression finds little: close to it
+    served_one, _ = served.model(Runtime.load(out), series, starts, samples=50)
+    assert np.abs(served_one.median - walk[239:-1]).mean() < 0.1
+
+
 def _result(name: str, model: dict[str, float], ets: dict[str, float],
             oracle: float | None = None) -> SeriesResult:
+    """ARIMA scores 0.9 of ETS's CRPS, the ablation 1.2, the naive 2."""
     series = Series(name, "test", np.zeros(10), 1, 2, oracle_width80=oracle)
-    naive = {**ets, "crps": 2 * ets["crps"]}
+    others = {m: {**ets, "crps": f * ets["crps"]}
+              for m, f in (("ARIMA", 0.9), ("ablation", 1.2), ("naive", 2.0))}
     empty = MultiStep(np.zeros(1, np.int64), np.zeros((1, 2)), {}, np.zeros((1, 2)))
+    one = {"model": model, "ETS": ets, **others}
     return SeriesResult(
-        series, 1.0, "ANN", {"model": model, "ETS": ets, "naive": naive},
-        {"model": {"crps": model["crps"]}, "ETS": {"crps": ets["crps"]}}, {},
-        {"model": empty, "ETS": empty}, 0.0,
+        series, 1.0, {"ETS": "ANN", "ARIMA": "(0,1,0)"}, one,
+        {m: {"crps": s["crps"], "picp80": 0.8, "picp95": 0.95} for m, s in one.items()
+         if m != "naive"}, {},
+        {m: empty for m in ("model", "ablation", "ETS", "ARIMA")}, 0.0,
     )
 
 
@@ -231,12 +350,14 @@ def test_acceptance_checks_report_their_figures() -> None:
     assert not check("series the model forecasts").passed
     geo = check("one-step CRPS model/ETS, geometric mean")  # 0.8, 0.8 and 1.5
     assert geo.measured == f"{(0.8 * 0.8 * 1.5) ** (1 / 3):.3f}" == "0.986" and not geo.passed
-    assert geo.peers == "naive/ETS 2.000"
+    assert geo.peers == "ARIMA/ETS 0.900, ablation/ETS 1.200, naive/ETS 2.000"
     worst = check("one-step CRPS model/ETS, worst")
     assert worst.measured == "1.500 (sine 12)" and not worst.passed
     assert check("multistep").measured == "0.986"
+    assert check("multistep").peers == "ARIMA/ETS 0.900, ablation/ETS 1.200"
     picp80 = check("PICP80")
-    assert picp80.measured == "67%" and not picp80.passed and picp80.peers == "ETS 100%"
+    assert picp80.measured == "67%" and not picp80.passed
+    assert picp80.peers == "ETS 100%, ARIMA 100%, ablation 100%"
     assert check("rolling").measured == "67% (farthest 0.99, sine 12)"
     width = check("sine 12")
     assert width.measured == f"{2 * ORACLE_WIDTH80 / 2.5:.2f}" and not width.passed
@@ -245,11 +366,33 @@ def test_acceptance_checks_report_their_figures() -> None:
     assert all(c.passed for c in lenient), [c for c in lenient if not c.passed]
 
 
+def test_the_report_has_the_columns_and_ratios_of_every_method() -> None:
+    good = {"crps": 0.8, "picp80": 0.8, "picp95": 0.95, "rolling_picp80": 0.81, "mpiw80": 1.0,
+            "mase": 1.0, "mae_vs_last": 0.9, "width80_late": ORACLE_WIDTH80}
+    results = [_result("a", good, {**good, "crps": 1.0})]
+    one, multi = report.one_step_table(results), report.multi_step_table(results)
+    for table in (one, multi):
+        header = table.splitlines()[0]
+        for column in ("CRPS model", "CRPS ablation", "CRPS ETS", "CRPS ARIMA", "model/ETS",
+                       "model/ARIMA", "ARIMA/ETS", "model/ablation",
+                       "PICP80 model / ablation / ETS / ARIMA"):
+            assert f"| {column}" in header, (column, header)
+        # model 0.8, ETS 1, ARIMA 0.9, ablation 1.2: the ratios and their geometric means
+        assert "| 0.800 | 0.889 | 0.900 | 0.667 |" in table
+        assert "| **0.800** | **0.889** | **0.900** | **0.667** |" in table
+    assert "| ANN | (0,1,0) |" in one and "CRPS naive" in one and "naive" not in multi
+    assert "model / ablation / ETS / ARIMA / naive" in report.point_table(results)
+
+
 # --------------------------------------------------------------------------- the command
 
 
 @needs_data("air-quality", "covid", "stock")
-def test_quick_command_end_to_end(per_series_artifact: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_quick_command_end_to_end(
+    per_series_artifact: Path, tmp_path: Path, cache_home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))  # where the ablation is kept
     out = tmp_path / "quality.md"
     res = CliRunner().invoke(app, [
         "quality", "--quick", "--artifact", str(per_series_artifact), "--output", str(out),
@@ -258,6 +401,9 @@ def test_quick_command_end_to_end(per_series_artifact: Path, tmp_path: Path) -> 
     for name in ("air T", "GE close", "covid New York, New York", "co2", "elnino",
                  "macro realgdp", "sine 12"):
         assert f"| {name} |" in res.output
+    assert "| model/ARIMA | ARIMA/ETS | model/ablation |" in res.output
+    model_id = json.loads((per_series_artifact / "manifest.json").read_text())["model_id"]
+    assert list((cache_home / "smct" / "ablation").glob(f"{model_id[:32]}-v*/manifest.json"))
     verdicts = re.findall(r"\| (PASS|FAIL) \|$", res.output, flags=re.M)
     assert len(verdicts) == 9  # one generated series in the quick suite
     text = out.read_text()

@@ -105,7 +105,7 @@ def _state_space(res: object, m: int) -> EtsFit:
     return EtsFit(name, w, F, g, x, sigma)
 
 
-def _filled(history: np.ndarray) -> np.ndarray:
+def filled(history: np.ndarray) -> np.ndarray:
     """The history with missing values interpolated (ETSModel takes no NaN); leading and
     trailing gaps take the nearest value."""
     s = np.asarray(history, dtype=np.float64)
@@ -118,7 +118,7 @@ def fit_ets(history: np.ndarray, season: int) -> EtsFit:
     """Fit the ETS forms (see the module docstring) on `history` and keep the lowest AIC."""
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-    y = _filled(history)
+    y = filled(history)
     seasons = [0, season] if season > 1 and len(y) >= 3 * season else [0]
     best, best_aic = None, math.inf
     for m in seasons:

@@ -20,10 +20,16 @@ def intro(cfg: SuiteConfig, filter_steps: int) -> str:
     """The text above the tables: what was measured, how, and how to read it."""
     return f"""# Forecast quality on real series
 
-How the served model forecasts real series, against two classical peers on the same points:
+How the served model forecasts real series, against three classical peers on the same points:
 ETS (statsmodels' `ETSModel`, additive error, with or without a damped trend and a season, the
-form of lowest AIC, fitted on each series' history) and a seasonal naive with empirical
-intervals (the quantiles of its own past residuals). This page is written by
+form of lowest AIC, fitted on each series' history), ARIMA (a regression with seasonal ARIMA
+errors, its orders chosen by a stepwise search on AICc as R's `auto.arima` does, a season
+longer than 12 as Fourier terms; `training/quality/arima.py`) and a seasonal naive with
+empirical intervals (the quantiles of its own past residuals); and against its ablation: the
+same per-series layer ([adaptation.md](adaptation.md): scaling, spread, coverage, mean
+correction, seasonal profile, trend) around a network that forecasts the last value (a random
+walk with the trained network's observation noise), served alike, so that model/ablation is
+what the trained network adds. This page is written by
 
 ```bash
 .venv/bin/smct quality           # the full suite, a few minutes; --quick: CI's short one
@@ -41,21 +47,23 @@ unemployment (season 4) and two generated series,
 {cfg.eval_cap} points). The model is created from the history before that (its last
 {filter_steps + 1} values at most, what the runtime filters), told the series' season as a
 user would declare it (`season_length`, none for GE), and then updated one observation at a
-time through `Runtime.update`, as the service does. ETS keeps the parameters fitted on the
-history (its last {cfg.ets_history} values at most) and runs its state space through the same
-points. Multistep forecasts (horizon 12, 48 for hourly data, 52 for weekly) start from up to {cfg.origins}
-origins spread over the evaluation part: the model's from {cfg.samples} sample paths of
-`Runtime.forecast`, ETS's Gaussian.
+time through `Runtime.update`, as the service does; the ablation too. ETS and ARIMA keep the
+parameters fitted on the history (its last {cfg.peer_history} values at most) and run their
+state spaces through the same points (a Kalman filter for ARIMA, which skips the missing
+values). Multistep forecasts (horizon 12, 48 for hourly data, 52 for weekly) start from up to
+{cfg.origins} origins spread over the evaluation part: the model's and the ablation's from
+{cfg.samples} sample paths of `Runtime.forecast`, ETS's and ARIMA's Gaussian.
 
 Reading the figures: CRPS, MPIW80 and MASE are divided by the in-sample MAE of the seasonal
 naive over the history (lower is better; MASE 1 is the naive's own in-sample error), so the
-series can be compared; model/ETS below 1 means the model's CRPS is the lower. PICP is the
+series can be compared; model/ETS below 1 means the model's CRPS is the lower (model/ARIMA,
+ARIMA/ETS and model/ablation alike). PICP is the
 share of values inside the intervals issued before them (nominal 0.80 and 0.95). The rolling
 PICP80 covers the last {ROLLING} values; "MAE / last value's MAE" compares the median with the
 last observed value as a forecast. The geometric mean of the ratios keeps one series from
 dominating. The checks are the targets the model is held to; they measure, nothing is tuned
 to pass them. The covid series start at their first death: the months of zeros before it say
-nothing of the epidemic, to any of the three.
+nothing of the epidemic, to any of the methods.
 """
 
 
@@ -85,63 +93,76 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def _trio(r: SeriesResult, key: str) -> str:
-    """One-step score `key` of the model, ETS and the naive."""
-    return " / ".join(_f(r.one_step[m][key], 2) for m in ("model", "ETS", "naive"))
+ONE_STEP = ("model", "ablation", "ETS", "ARIMA", "naive")
+MULTI_STEP = ONE_STEP[:-1]
+RATIOS = (("model", "ETS"), ("model", "ARIMA"), ("ARIMA", "ETS"), ("model", "ablation"))
+
+
+def _each(r: SeriesResult, key: str, methods: tuple[str, ...] = ONE_STEP,
+          kind: str = "one_step") -> str:
+    """Score `key` of each method, one-step or multi_step."""
+    scores = r.one_step if kind == "one_step" else r.multi_step
+    return " / ".join(_f(scores[m][key], 2) for m in methods)
+
+
+def _ratios(results: list[SeriesResult], kind: str) -> tuple[list[list[str]], list[str]]:
+    """The CRPS ratios of RATIOS per series, and their geometric means in bold."""
+    rows = [[_f(r.ratio(kind, a, b)) for a, b in RATIOS] for r in results]
+    geo = [geometric_mean([r.ratio(kind, a, b) for r in results]) for a, b in RATIOS]
+    return rows, [f"**{_f(g)}**" for g in geo]
 
 
 def one_step_table(results: list[SeriesResult]) -> str:
-    """Per series: each method's scaled CRPS, the model/ETS ratio, PICP 80/95, scaled 80 %
-    width, MASE of the median; the last row the geometric mean of the ratio."""
+    """Per series: each method's scaled CRPS, the ratios of RATIOS, PICP 80/95, scaled 80 %
+    width, MASE of the median, the forms of ETS and ARIMA; the last row the geometric means of
+    the ratios."""
+    each = " / ".join(ONE_STEP)
     header = [
-        "series", "n", "CRPS model", "CRPS ETS", "CRPS naive", "model/ETS",
-        "PICP80 model / ETS / naive", "PICP95 model / ETS / naive",
-        "MPIW80 model / ETS / naive", "MASE model / ETS / naive", "ETS form",
+        "series", "n", *(f"CRPS {m}" for m in ONE_STEP), *(f"{a}/{b}" for a, b in RATIOS),
+        f"PICP80 {each}", f"PICP95 {each}", f"MPIW80 {each}", f"MASE {each}", "ETS form",
+        "ARIMA form",
     ]
+    ratios, geo = _ratios(results, "one_step")
     rows = []
-    for r in results:
-        s = r.one_step
+    for r, ratio in zip(results, ratios, strict=True):
         rows.append([
-            r.series.name, str(r.series.n_eval), _f(s["model"]["crps"]), _f(s["ETS"]["crps"]),
-            _f(s["naive"]["crps"]), _f(r.ratio()), _trio(r, "picp80"), _trio(r, "picp95"),
-            _trio(r, "mpiw80"), _trio(r, "mase"), r.ets_form,
+            r.series.name, str(r.series.n_eval), *(_f(r.one_step[m]["crps"]) for m in ONE_STEP),
+            *ratio, _each(r, "picp80"), _each(r, "picp95"), _each(r, "mpiw80"),
+            _each(r, "mase"), r.forms["ETS"], r.forms["ARIMA"],
         ])
-    geo = geometric_mean([r.ratio() for r in results])
-    rows.append(["**geometric mean**", "", "", "", "", f"**{_f(geo)}**", "", "", "", "", ""])
+    rows.append(["**geometric mean**", *[""] * (1 + len(ONE_STEP)), *geo, *[""] * 6])
     return _table(header, rows)
 
 
 def multi_step_table(results: list[SeriesResult]) -> str:
-    """Per series: the scaled multistep CRPS of the model and ETS, their ratio, PICP 80/95."""
+    """Per series: each method's scaled multistep CRPS (the naive's aside), the ratios of
+    RATIOS, PICP 80/95; the last row the geometric means of the ratios."""
+    each = " / ".join(MULTI_STEP)
     header = [
-        "series", "origins x H", "CRPS model", "CRPS ETS", "model/ETS", "PICP80 model / ETS",
-        "PICP95 model / ETS",
+        "series", "origins x H", *(f"CRPS {m}" for m in MULTI_STEP),
+        *(f"{a}/{b}" for a, b in RATIOS), f"PICP80 {each}", f"PICP95 {each}",
     ]
+    ratios, geo = _ratios(results, "multi_step")
     rows = []
-    for r in results:
-        s = r.multi_step
+    for r, ratio in zip(results, ratios, strict=True):
         rows.append([
             r.series.name, f"{len(r.fans['model'].origins)} x {r.series.horizon}",
-            _f(s["model"]["crps"]), _f(s["ETS"]["crps"]), _f(r.ratio("multi_step")),
-            f"{_f(s['model']['picp80'], 2)} / {_f(s['ETS']['picp80'], 2)}",
-            f"{_f(s['model']['picp95'], 2)} / {_f(s['ETS']['picp95'], 2)}",
+            *(_f(r.multi_step[m]["crps"]) for m in MULTI_STEP), *ratio,
+            _each(r, "picp80", MULTI_STEP, "multi_step"),
+            _each(r, "picp95", MULTI_STEP, "multi_step"),
         ])
-    geo = geometric_mean([r.ratio("multi_step") for r in results])
-    rows.append(["**geometric mean**", "", "", "", f"**{_f(geo)}**", "", ""])
+    rows.append(["**geometric mean**", *[""] * (1 + len(MULTI_STEP)), *geo, "", ""])
     return _table(header, rows)
 
 
 def point_table(results: list[SeriesResult]) -> str:
     """Per series: the rolling PICP 80 of the last ROLLING values and the median's MAE over
     the last value's, for each method."""
-    header = ["series", f"rolling PICP80 (last {ROLLING}) model / ETS / naive",
-              "MAE / last value's MAE model / ETS / naive"]
-    rows = []
-    for r in results:
-        rows.append([
-            r.series.name,
-            _trio(r, "rolling_picp80"), _trio(r, "mae_vs_last"),
-        ])
+    each = " / ".join(ONE_STEP)
+    header = ["series", f"rolling PICP80 (last {ROLLING}) {each}",
+              f"MAE / last value's MAE {each}"]
+    rows = [[r.series.name, _each(r, "rolling_picp80"), _each(r, "mae_vs_last")]
+            for r in results]
     return _table(header, rows)
 
 

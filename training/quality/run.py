@@ -1,5 +1,6 @@
-"""One pass of `smct quality`: every series of the suite through the model, ETS and the
-seasonal naive on the same evaluation points, scored alike (training.quality.scores).
+"""One pass of `smct quality`: every series of the suite through the model, its ablation (the
+per-series layer around a random walk, training.quality.ablation), ETS, ARIMA and the seasonal
+naive on the same evaluation points, scored alike (training.quality.scores).
 
 Shapes: n evaluation points, K origins, H horizon.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.runtime.runtime import InputError, Runtime
-from training.quality import peers, served
+from training.quality import arima, peers, served
 from training.quality.scores import (
     MultiStep,
     OneStep,
@@ -27,28 +28,28 @@ from training.quality.scores import (
 from training.quality.suite import Series, SuiteConfig
 
 log = logging.getLogger(__name__)
-METHODS = ("model", "ETS", "naive")  # one-step; the multistep scores have model and ETS
+METHODS = ("model", "ablation", "ETS", "ARIMA", "naive")  # one-step; multistep: all but the naive
 SEASONS_BEFORE_WIDTH = 3  # seasons of updates before the width of a generated series counts
 
 
 @dataclass(frozen=True)
 class SeriesResult:
     """The scores of one series: one_step[method] and multi_step[method] (scores.py's keys),
-    and what the figures draw."""
+    the forms ETS and ARIMA chose (forms["ETS"], forms["ARIMA"]), and what the figures draw."""
 
     series: Series
     scale: float
-    ets_form: str
+    forms: dict[str, str]
     one_step: dict[str, dict[str, float]]
     multi_step: dict[str, dict[str, float]]
     forecasts: dict[str, OneStep]
     fans: dict[str, MultiStep]
     seconds: float
 
-    def ratio(self, kind: str = "one_step", method: str = "model") -> float:
-        """CRPS of `method` over that of ETS, one-step or multi_step."""
+    def ratio(self, kind: str = "one_step", method: str = "model", over: str = "ETS") -> float:
+        """CRPS of `method` over that of `over`, one-step or multi_step."""
         scores = self.one_step if kind == "one_step" else self.multi_step
-        return scores[method]["crps"] / scores["ETS"]["crps"]
+        return scores[method]["crps"] / scores[over]["crps"]
 
 
 def origins(series: Series, count: int) -> np.ndarray:
@@ -60,8 +61,10 @@ def origins(series: Series, count: int) -> np.ndarray:
     return np.unique(np.linspace(series.eval_start, last, count).round().astype(np.int64))
 
 
-def evaluate_series(runtime: Runtime, series: Series, cfg: SuiteConfig) -> SeriesResult:
-    """Score the model and its peers on one series."""
+def evaluate_series(
+    runtime: Runtime, ablation: Runtime, series: Series, cfg: SuiteConfig
+) -> SeriesResult:
+    """Score the model, its ablation and the peers on one series."""
     began = time.perf_counter()
     y = series.values[series.eval_start :]
     scale = naive_scale(series.values[: series.eval_start], series.season)
@@ -69,46 +72,51 @@ def evaluate_series(runtime: Runtime, series: Series, cfg: SuiteConfig) -> Serie
     starts = origins(series, cfg.origins)
     h = series.horizon
     truth = np.stack([future(series.values, o, h) for o in starts])  # (K, H)
-    model_one, model_multi = served.model(runtime, series, starts, cfg.samples)
-    ets_one, ets_multi, form = peers.ets(series, starts, cfg.ets_history)
-    naive_one = peers.seasonal_naive(series)
-    forecasts = {"model": model_one, "ETS": ets_one, "naive": naive_one}
+    fans: dict[str, MultiStep] = {}
+    forecasts: dict[str, OneStep] = {}
+    forecasts["model"], fans["model"] = served.model(runtime, series, starts, cfg.samples)
+    forecasts["ablation"], fans["ablation"] = served.model(ablation, series, starts, cfg.samples)
+    forecasts["ETS"], fans["ETS"], ets_form = peers.ets(series, starts, cfg.peer_history)
+    forecasts["ARIMA"], fans["ARIMA"], arima_form = arima.arima(
+        series, starts, cfg.peer_history
+    )
+    forecasts["naive"] = peers.seasonal_naive(series)
     skip = SEASONS_BEFORE_WIDTH * series.season if series.oracle_width80 else 0
     return SeriesResult(
         series=series,
         scale=scale,
-        ets_form=form,
+        forms={"ETS": ets_form, "ARIMA": arima_form},
         one_step={m: one_step_scores(f, y, last, scale, skip) for m, f in forecasts.items()},
-        multi_step={
-            "model": multi_step_scores(model_multi, truth, scale),
-            "ETS": multi_step_scores(ets_multi, truth, scale),
-        },
+        multi_step={m: multi_step_scores(f, truth, scale) for m, f in fans.items()},
         forecasts=forecasts,
-        fans={"model": model_multi, "ETS": ets_multi},
+        fans=fans,
         seconds=time.perf_counter() - began,
     )
 
 
 def evaluate_suite(
     runtime: Runtime,
+    ablation: Runtime,
     suite: list[Series],
     cfg: SuiteConfig,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[SeriesResult], dict[str, str]]:
     """Every series of the suite, in order, and the series the runtime refused (name: its
-    message); `progress` is told of each series as it is done."""
+    message); `ablation` is the runtime of the model's ablation; `progress` is told of each
+    series as it is done."""
     out, refused = [], {}
     for series in suite:
         try:
-            result = evaluate_series(runtime, series, cfg)
+            result = evaluate_series(runtime, ablation, series, cfg)
         except InputError as err:
             refused[series.name] = str(err)
             line = f"{series.name}: refused by the runtime: {err}"
         else:
             out.append(result)
             line = (
-                f"{series.name}: {series.n_eval} points, CRPS model/ETS {result.ratio():.3f} "
-                f"({result.seconds:.1f} s)"
+                f"{series.name}: {series.n_eval} points, CRPS model/ETS {result.ratio():.3f}, "
+                f"model/ARIMA {result.ratio(over='ARIMA'):.3f}, "
+                f"model/ablation {result.ratio(over='ablation'):.3f} ({result.seconds:.1f} s)"
             )
         log.info(line)
         if progress is not None:

@@ -58,12 +58,12 @@ class SuiteConfig:
     eval_cap: int = 1000  # evaluation points of a long series
     origins: int = 10  # multistep origins per series
     samples: int = 1000  # sample paths of a multistep forecast
-    ets_history: int = 2000  # most recent history values ETS is fitted on
+    peer_history: int = 2000  # most recent history values ETS and ARIMA are fitted on
 
     @classmethod
     def make(cls, quick: bool) -> SuiteConfig:
         if quick:
-            return cls(quick=True, eval_cap=120, origins=2, samples=200, ets_history=400)
+            return cls(quick=True, eval_cap=120, origins=2, samples=200, peer_history=400)
         return cls()
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from model.runtime.gaps import MAX_PENDING
 from model.runtime.runtime import Runtime
@@ -28,16 +27,9 @@ DEFAULT = Path(__file__).resolve().parents[3] / "artifacts" / "default"
 def random_walk_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from model.artifacts.export import export_artifact
     from model.network.config import ModelConfig
-    from model.network.smc_transformer import SMCTransformer
+    from model.network.smc_transformer import random_walk
 
-    torch.manual_seed(0)
-    model = SMCTransformer(ModelConfig(d_model=4, window=8, head="linear", skip=True))
-    with torch.no_grad():
-        head = model.obs.head
-        assert isinstance(head, torch.nn.Linear)
-        head.weight.zero_()
-        head.bias.zero_()
-        model.obs.sigma_obs.fill_(1.0)
+    model = random_walk(ModelConfig(d_model=4, window=8, head="linear", skip=True), sigma_obs=1.0)
     out = tmp_path_factory.mktemp("random-walk") / "a"
     export_artifact(
         model, out, particles=10, scaling={"mode": "global", "loc": [0.0], "scale": [1.0]},
