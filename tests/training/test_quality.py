@@ -382,6 +382,10 @@ def test_the_report_has_the_columns_and_ratios_of_every_method() -> None:
         assert "| **0.800** | **0.889** | **0.900** | **0.667** |" in table
     assert "| ANN | (0,1,0) |" in one and "CRPS naive" in one and "naive" not in multi
     assert "model / ablation / ETS / ARIMA / naive" in report.point_table(results)
+    # model 0.8 against ablation 1.2 on both tables: a third better than its random walk
+    verdict = report.network_verdict(results)
+    assert "one step ahead the trained network is 33.3% better than" in verdict
+    assert "(model/ablation 0.667;" in verdict and "it (0.667)" in verdict
 
 
 # --------------------------------------------------------------------------- the command

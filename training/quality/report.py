@@ -172,13 +172,34 @@ def checks_table(checks: list[Check]) -> str:
     return _table(["check", "target", "model", "peers (for comparison)", "verdict"], rows)
 
 
+def network_verdict(results: list[SeriesResult]) -> str:
+    """What the trained network adds over its ablation (the same per-series layer around a
+    random walk), in words: the one-step and multistep geometric means of model/ablation."""
+    one, multi = (
+        geometric_mean([r.ratio(kind, "model", "ablation") for r in results])
+        for kind in ("one_step", "multi_step")
+    )
+
+    def words(ratio: float) -> str:
+        change = abs(1.0 - ratio)
+        return f"{change:.1%} {'better' if ratio < 1.0 else 'worse'} than"
+
+    return (
+        f"The network against its ablation: one step ahead the trained network is {words(one)} "
+        f"a random walk under the same per-series layer (model/ablation {one:.3f}; the bar is "
+        f"10 % better, 0.900), and over the multistep horizons {words(multi)} it "
+        f"({multi:.3f})."
+    )
+
+
 def markdown(
     results: list[SeriesResult], refused: dict[str, str], checks: list[Check], setting: Setting,
     figures: list[Path], root: Path,
 ) -> str:
     """The whole report; `figures` are linked relative to `root` (the report's folder)."""
     head = setting.heading()
-    parts = ["## Acceptance checks", head, "", checks_table(checks), ""]
+    parts = ["## Acceptance checks", head, "", checks_table(checks), "", network_verdict(results),
+             ""]
     if refused:
         parts += ["Series the runtime refused (left out of the tables below):", ""]
         parts += [f"- {name}: {message}" for name, message in refused.items()] + [""]
