@@ -5,7 +5,7 @@ ARTIFACT ?= artifacts/default
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test venv tools model bench lint clean
+.PHONY: serve test venv tools model model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -38,6 +38,22 @@ model: venv
 	$(RECIPE_ENV) .venv/bin/smct export --checkpoint runs/default --out $(ARTIFACT) --scaling per-series --force
 $(ARTIFACT)/manifest.json:
 	$(MAKE) model
+
+## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
+## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
+## the project is not installed)
+SMCT ?= .venv/bin/smct
+GPU_MINUTES ?= 8
+model-gpu:
+	$(SMCT) train --dataset corpus --seq-len 40 --history 16 \
+		--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
+		--particles 10 --epochs 200 --minutes $(GPU_MINUTES) --batch-size 256 --schedule cosine \
+		--lr 0.005 --patience 0 --seed 0 --device cuda --out runs/gpu --no-progress --no-evaluate
+	$(SMCT) export --checkpoint runs/gpu --out artifacts/gpu --scaling per-series --force
+
+## on a lent GPU machine: the cuda tests, the GPU benchmarks and model-gpu (bench/gpu_checks.sh)
+gpu-checks:
+	bash bench/gpu_checks.sh $(OUT) $(GPU_MINUTES)
 
 bench: venv
 	$(PY) bench/bench_training.py

@@ -10,6 +10,11 @@ path's key and value windows at every step: 2 N L d float32) at the read rate an
 it must do (its matrix products, counted by torch's FlopCounterMode) at the product rate.
 Targets: the rollout within 3 times its floor; the service's default answer (12 steps at the
 default sample count) at most 5 ms of CPU.
+
+    python bench/bench_rollout.py --device cuda
+
+On a GPU instead: the torch backend's rollout of 1,000 paths x 24 steps for one series and for
+many series in one call (the paths a second it reaches), and the default answer's wall time.
 """
 
 from __future__ import annotations
@@ -50,7 +55,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, default=Path("artifacts/default"))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
+    if args.device == "cuda":
+        gpu(args.artifact, args.repeat)
+        return
     torch.set_num_threads(1)
     rts = {b: Runtime.load(args.artifact, backend=b, device="cpu", threads=1)
            for b in ("torch", "onnx")}
@@ -89,6 +98,21 @@ def main() -> None:
             cpu.append(time.process_time() - start)
         ms = statistics.median(cpu) * 1e3
         print(f"{backend:>8} {ms:>10.1f}  {'PASS' if ms <= 5 else 'FAIL'}")
+
+
+def gpu(artifact: Path, repeat: int) -> None:
+    """The rollout on the GPU: one series and many in one call; the default answer."""
+    rt = Runtime.load(artifact, backend="torch", device="cuda")
+    print(f"{torch.cuda.get_device_name()}: torch backend, {PATHS} paths x {STEPS} steps a series")
+    print(f"{'series':>7} {'median ms':>10} {'min ms':>8} {'paths/s':>12}")
+    for b in (1, 16, 128, 512):
+        states = rt.create(histories(b))
+        med, low = timed(partial(rt.forecast, states, STEPS, LEVELS, PATHS), repeat)
+        print(f"{b:>7} {med * 1e3:>10.1f} {low * 1e3:>8.1f} {b * PATHS / low:>12.3g}")
+    n = samples_for(LEVELS)
+    s = rt.create(histories(1))
+    med, low = timed(partial(rt.forecast, s, 12, LEVELS, n), repeat)
+    print(f"the default answer (12 steps x {n} paths): {med * 1e3:.1f} ms wall (median)")
 
 
 if __name__ == "__main__":

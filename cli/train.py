@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -21,6 +22,7 @@ from cli.common import (
     load_data,
     too_few_data,
 )
+from cli.train_checks import check_train_options, given
 
 
 def train(
@@ -130,6 +132,13 @@ def train(
         ),
     ] = 0.6,
     device: str = "cpu",
+    minutes: Annotated[
+        Optional[float],  # noqa: UP045 (typer)
+        typer.Option(
+            help="a time budget: after the first epoch, the run keeps the epochs that fit in "
+            "this many minutes at that epoch's pace (the schedule spans them)"
+        ),
+    ] = None,
     threads: Annotated[
         Optional[int],  # noqa: UP045 (typer)
         typer.Option(help="CPU threads of torch (default: the cores idle when it starts)"),
@@ -169,6 +178,7 @@ def train(
     their own (an artifact exported with per-series scaling), train with `--scaling window`.
     Fine-tune the default model: `--init artifacts/default`. Many short series: `--split
     series`. The paper's settings: `--preset paper`."""
+    from training.checkpoint import save_whole
     from training.evaluate import evaluate as run_eval
     from training.trainer import train as run_train
 
@@ -180,7 +190,7 @@ def train(
             "overwrite: choose another --out", param_hint="--out",
         )
     _apply_preset(ctx, params)
-    _check_train_options(ctx, params)
+    check_train_options(ctx, params)
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
@@ -191,7 +201,7 @@ def train(
     data = load_data(dataset, seed=seed, limit=limit, options=options, flags=_flags())
     cfg = _config(params, data, options, window)
     try:
-        ckpt = run_train(cfg, data, progress=progress)
+        ckpt = run_train(cfg, data, progress=progress, on_epoch=partial(_save_epoch, out=out))
     except ValueError as exc:  # an --init model that does not fit the data
         raise typer.BadParameter(str(exc), param_hint="--init") from None
     if distributed and not _last_rank():
@@ -201,10 +211,18 @@ def train(
             ckpt.model, data, particles=particles, seed=seed, resampling=resampling,
             threshold=resample_threshold,
         )
-    ckpt.save(out)
+    save_whole(ckpt, out)
     typer.echo(f"checkpoint written to {out} (weights of epoch {ckpt.kept_epoch})")
     if ckpt.metrics:
         typer.echo(json.dumps(ckpt.metrics, indent=2))
+
+
+def _save_epoch(ckpt: Any, out: Path) -> None:
+    """After each epoch: the run so far in `out`, so that a stopped run keeps its epochs."""
+    from training.checkpoint import save_whole
+
+    save_whole(ckpt, out)
+    logging.getLogger(__name__).info("epoch %d: checkpoint in %s", len(ckpt.history), out)
 
 
 def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: int | None) -> Any:
@@ -254,12 +272,6 @@ def _last_rank() -> bool:
     return rank == 0
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the option `name` was set on the command line (not left at its default)."""
-    source = ctx.get_parameter_source(name)  # an enum of typer's own click
-    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
-
-
 def _apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
     """Fill the options a --preset names, where they were not given."""
     from training.config import PRESETS
@@ -271,7 +283,7 @@ def _apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
             f"{p['preset']!r}; valid: {', '.join(PRESETS)}", param_hint="--preset"
         )
     for name, value in PRESETS[p["preset"]].items():
-        if not _given(ctx, name):
+        if not given(ctx, name):
             p[name] = value
 
 
@@ -289,7 +301,7 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
         for name in (
             "d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs", "obs_scale"
         )
-        if _given(ctx, name) and p[name] != getattr(shape, name)
+        if given(ctx, name) and p[name] != getattr(shape, name)
     ]
     if differ:
         raise typer.BadParameter(
@@ -313,85 +325,3 @@ def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
             param_hint="--scaling",
         )
     p["scaling"] = wanted
-
-
-def _check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
-    """The train command's numeric and named options, before any data is read."""
-    from model.artifacts.graphs import MIN_PARTICLES
-    from model.filtering.resampling import RESAMPLERS
-    from training.config import SCHEDULES
-
-    at_least = {
-        "--particles": ("particles", MIN_PARTICLES), "--epochs": ("epochs", 1),
-        "--batch-size": ("batch_size", 1), "--d-model": ("d_model", 1),
-        "--n-heads": ("n_heads", 1), "--d-ff": ("d_ff", 1), "--warmup": ("warmup", 1),
-        "--window": ("window", 1), "--limit": ("limit", 1), "--patience": ("patience", 0),
-        "--threads": ("threads", 1),
-    }
-    for flag, (name, least) in at_least.items():
-        if p[name] is not None and p[name] < least:
-            why = " (the filter and the served artifact need them)" if name == "particles" else ""
-            raise typer.BadParameter(
-                f"must be at least {least}{why}, got {p[name]}", param_hint=flag
-            )
-    if p["d_model"] % p["n_heads"]:
-        raise typer.BadParameter(
-            f"--d-model {p['d_model']} must be divisible by --n-heads {p['n_heads']}",
-            param_hint="--n-heads",
-        )
-    if p["resampling"] not in RESAMPLERS:
-        valid = ", ".join(sorted(RESAMPLERS))
-        raise typer.BadParameter(f"{p['resampling']!r}; valid: {valid}", param_hint="--resampling")
-    if p["schedule"] not in SCHEDULES:
-        raise typer.BadParameter(
-            f"{p['schedule']!r}; valid: {', '.join(SCHEDULES)}", param_hint="--schedule"
-        )
-    _check_rates(p)
-    _check_device(p["device"])
-    if p["distributed"]:
-        _check_torchrun()
-    if p["schedule"] == "noam" and _given(ctx, "lr"):
-        logging.getLogger(__name__).warning(
-            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
-        )
-
-
-def _check_rates(p: dict[str, Any]) -> None:
-    """--lr, --resample-threshold and --em-exponent: within their ranges (NaN is in none)."""
-    if not p["lr"] > 0:
-        raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
-    if not p["resample_threshold"] > 0:
-        raise typer.BadParameter(
-            f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
-            param_hint="--resample-threshold",
-        )
-    if not 0.5 < p["em_exponent"] <= 1.0:
-        raise typer.BadParameter(
-            f"must be in (0.5, 1], got {p['em_exponent']}: the EM step size p^-exponent of "
-            "update p converges for those (the default is 0.6)", param_hint="--em-exponent",
-        )
-
-
-def _check_torchrun() -> None:
-    """--distributed: this process was started by torchrun, which tells it its rank."""
-    from training.distributed import torchrun_missing
-
-    missing = torchrun_missing()
-    if missing:
-        raise typer.BadParameter(
-            f"trains one rank of a torchrun job, and torchrun did not start this process "
-            f"({', '.join(missing)} unset): run `torchrun --nproc_per_node=N $(which smct) "
-            "train --distributed ...`, or leave --distributed out to train in one process",
-            param_hint="--distributed",
-        )
-
-
-def _check_device(device: str) -> None:
-    """--device: cpu, or cuda where a CUDA device is available."""
-    if device not in ("cpu", "cuda"):
-        raise typer.BadParameter(f"{device!r}; valid: cpu, cuda", param_hint="--device")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise typer.BadParameter("no CUDA device is available here", param_hint="--device")

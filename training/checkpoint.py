@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,3 +58,14 @@ class Checkpoint:
 
 def _write(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def save_whole(ckpt: Checkpoint, out: Path) -> None:
+    """Write `ckpt` to `out` whole or not at all: into a folder beside it, then swapped in."""
+    partial_dir, old = out.with_name(out.name + ".partial"), out.with_name(out.name + ".old")
+    shutil.rmtree(partial_dir, ignore_errors=True)
+    ckpt.save(partial_dir)
+    if out.exists():
+        out.rename(old)
+    partial_dir.rename(out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -45,6 +45,7 @@ class OptimConfig:
     grad_clip: float = 10.0
     em_exponent: float = 0.6  # EM step size eta_p = p^-em_exponent (appendix A)
     bayes_epoch_factor: float = 3.0  # the Bayesian LSTM baseline's epochs, times `epochs`
+    minutes: float | None = None  # a time budget: the epochs that fit, timed on the first
 
 
 SECTIONS: dict[str, type] = {

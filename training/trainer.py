@@ -7,6 +7,7 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -193,14 +194,23 @@ class _Run:
         }
 
 
-def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Checkpoint:
+def train(
+    cfg: TrainConfig,
+    data: SeriesData,
+    *,
+    progress: bool = True,
+    on_epoch: Callable[[Checkpoint], None] | None = None,
+) -> Checkpoint:
     """Train on `data.train`, score the validation NLL each epoch; returns the checkpoint.
 
     With `cfg.optim.patience` > 0, training stops once that many epochs in a row have not lowered
     the validation NLL, and the checkpoint holds the best epoch's weights (`kept_epoch`);
-    with 0 it runs every epoch and keeps the last. With `cfg.init` the run starts from that
-    model's weights. With `cfg.distributed` (under torchrun) each rank trains on its shard of
-    every epoch; the global batch stays `cfg.optim.batch_size`.
+    with 0 it runs every epoch and keeps the last. With `cfg.optim.minutes`, the run is cut
+    after its first epoch to the epochs that fit in that many minutes at the first epoch's pace
+    (the learning-rate schedule spans the epochs kept). `on_epoch` receives the checkpoint of
+    the run so far after every epoch (the weights it would keep). With `cfg.init` the run starts
+    from that model's weights. With `cfg.distributed` (under torchrun) each rank trains on its
+    shard of every epoch; the global batch stays `cfg.optim.batch_size`.
     """
     info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
     torch.set_num_threads(default_threads(cfg.threads))  # the idle cores unless told
@@ -209,24 +219,53 @@ def train(cfg: TrainConfig, data: SeriesData, *, progress: bool = True) -> Check
     history: list[dict[str, Any]] = []
     bar = tqdm(total=run.total_steps, disable=not (progress and info.main), desc="train",
                unit="batch")
-    for epoch in range(1, cfg.optim.epochs + 1):
+    epochs, start = cfg.optim.epochs, time.perf_counter()
+    epoch = 0
+    while epoch < epochs:
+        epoch += 1
         record = run.epoch(epoch, bar)
         history.append(record)
         stop = stopper.update(epoch, record["val_nll"], run.model)
         if info.main:
-            log.info("epoch %d loss %.4f val_nll %.4f (%.2fs)", epoch, record["loss"],
-                     record["val_nll"], record["seconds"])
+            log.info("epoch %d/%d loss %.4f val_nll %.4f (%.2fs)", epoch, epochs,
+                     record["loss"], record["val_nll"], record["seconds"])
+        if epoch == 1 and cfg.optim.minutes is not None:
+            epochs = _fit_budget(run, cfg.optim.minutes * 60, time.perf_counter() - start, bar)
+        if on_epoch is not None and info.main:
+            on_epoch(_checkpoint(run, cfg, data, history, stopper))
         if stop:
             if info.main:
                 log.info("early stop: no better val_nll in %d epochs; keeping epoch %d (%.4f)",
                          cfg.optim.patience, stopper.epoch, stopper.best)
             break
     bar.close()
-    kept = len(history)
     if stopper.state:
         run.model.load_state_dict(stopper.state)
-        kept = stopper.epoch
+    return _checkpoint(run, cfg, data, history, stopper)
+
+
+def _fit_budget(run: _Run, budget: float, first: float, bar: Any) -> int:
+    """The epochs of a run whose first epoch took `first` of `budget` seconds: as many as fit
+    (at least one, at most those asked for); the schedule and the bar follow."""
+    epochs = max(1, min(run.cfg.optim.epochs, int(budget // max(first, 1e-9))))
+    if epochs < run.cfg.optim.epochs:
+        log.info("time budget %.0f s at %.1f s an epoch: %d epochs", budget, first, epochs)
+        run.total_steps = epochs * run.n_batches
+        bar.total = run.total_steps
+    return epochs
+
+
+def _checkpoint(
+    run: _Run, cfg: TrainConfig, data: SeriesData, history: list[dict[str, Any]],
+    stopper: EarlyStopping,
+) -> Checkpoint:
+    """The run so far: the best epoch's weights under early stopping, else the last's."""
+    model = run.model
+    if stopper.state:
+        model = copy.deepcopy(run.model)
+        model.load_state_dict(stopper.state)
     return Checkpoint(
-        model=run.model.eval(), train_config=replace(cfg, model=run.model.cfg),
-        scaling=scaling_record(data), history=history, kept_epoch=kept,
+        model=model.eval(), train_config=replace(cfg, model=run.model.cfg),
+        scaling=scaling_record(data), history=list(history),
+        kept_epoch=stopper.epoch if stopper.state else len(history),
     )

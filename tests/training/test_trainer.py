@@ -106,3 +106,54 @@ def test_distributed_outside_torchrun_is_a_usage_error(
     text = " ".join(res.output.replace("│", " ").split())
     assert "--distributed" in text and "torchrun --nproc_per_node=N" in text, text
     assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset" in text, text
+
+
+def test_every_epoch_hands_over_the_run_so_far() -> None:
+    """`on_epoch` gets the checkpoint after each epoch: its history so far and the weights the
+    run would keep (the best epoch's under early stopping, else the last's)."""
+    data = load_dataset("synthetic-1", limit=64)
+    seen: list[tuple[int, int | None, dict[str, torch.Tensor]]] = []
+
+    def keep(ckpt: Checkpoint) -> None:
+        state = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
+        seen.append((len(ckpt.history), ckpt.kept_epoch, state))
+
+    cfg = TrainConfig.of(particles=5, epochs=3, d_model=8, limit=64, patience=0)
+    final = train(cfg, data, progress=False, on_epoch=keep)
+    assert [(n, kept) for n, kept, _ in seen] == [(1, 1), (2, 2), (3, 3)]
+    last = final.model.state_dict()
+    assert all(torch.equal(seen[-1][2][k], last[k]) for k in last)
+    assert not all(torch.equal(seen[0][2][k], last[k]) for k in last)
+
+
+def test_a_time_budget_keeps_the_epochs_that_fit_and_the_schedule_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a clock that moves 10 s a reading, the first epoch ends 30 s into the run: a budget of
+    one minute keeps two of the five epochs asked for, and the second ends the cosine at its
+    floor (lr / 10) instead of part-way down the schedule of five."""
+    import itertools
+    from types import SimpleNamespace
+
+    import training.trainer as trainer
+
+    ticks = itertools.count(step=10.0)
+    monkeypatch.setattr(trainer, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    data = load_dataset("synthetic-1", limit=64)
+    cfg = TrainConfig.of(particles=5, epochs=5, d_model=8, limit=64, patience=0,
+                         minutes=1.0, lr=1e-2)
+    ckpt = train(cfg, data, progress=False)
+    assert len(ckpt.history) == 2 and ckpt.kept_epoch == 2
+    assert ckpt.history[0]["lr"] > 5e-3 and ckpt.history[1]["lr"] == pytest.approx(1e-3)
+
+
+def test_the_cli_writes_the_checkpoint_whole_and_refuses_a_budget_of_nothing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "r"
+    res = CliRunner().invoke(app, ["train", *TINY_RUN, "--epochs", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "history.json").read_text())["kept_epoch"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no .partial or .old left
+    res = CliRunner().invoke(app, ["train", *TINY_RUN, "--minutes", "0", "--out", str(out)])
+    assert res.exit_code == 2 and "must be positive" in res.output, res.output

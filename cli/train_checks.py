@@ -1,0 +1,99 @@
+"""The options of `smct train` checked before any data is read: each refusal says what to
+change."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import typer
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option `name` was set on the command line (not left at its default)."""
+    source = ctx.get_parameter_source(name)  # an enum of typer's own click
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+def check_train_options(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """The train command's numeric and named options, before any data is read."""
+    from model.artifacts.graphs import MIN_PARTICLES
+    from model.filtering.resampling import RESAMPLERS
+    from training.config import SCHEDULES
+
+    at_least = {
+        "--particles": ("particles", MIN_PARTICLES), "--epochs": ("epochs", 1),
+        "--batch-size": ("batch_size", 1), "--d-model": ("d_model", 1),
+        "--n-heads": ("n_heads", 1), "--d-ff": ("d_ff", 1), "--warmup": ("warmup", 1),
+        "--window": ("window", 1), "--limit": ("limit", 1), "--patience": ("patience", 0),
+        "--threads": ("threads", 1),
+    }
+    for flag, (name, least) in at_least.items():
+        if p[name] is not None and p[name] < least:
+            why = " (the filter and the served artifact need them)" if name == "particles" else ""
+            raise typer.BadParameter(
+                f"must be at least {least}{why}, got {p[name]}", param_hint=flag
+            )
+    if p["d_model"] % p["n_heads"]:
+        raise typer.BadParameter(
+            f"--d-model {p['d_model']} must be divisible by --n-heads {p['n_heads']}",
+            param_hint="--n-heads",
+        )
+    if p["resampling"] not in RESAMPLERS:
+        valid = ", ".join(sorted(RESAMPLERS))
+        raise typer.BadParameter(f"{p['resampling']!r}; valid: {valid}", param_hint="--resampling")
+    if p["schedule"] not in SCHEDULES:
+        raise typer.BadParameter(
+            f"{p['schedule']!r}; valid: {', '.join(SCHEDULES)}", param_hint="--schedule"
+        )
+    _check_rates(p)
+    _check_device(p["device"])
+    if p["distributed"]:
+        _check_torchrun()
+    if p["schedule"] == "noam" and given(ctx, "lr"):
+        logging.getLogger(__name__).warning(
+            "--lr is the rate of --schedule cosine and constant; the noam schedule sets its own"
+        )
+
+
+def _check_rates(p: dict[str, Any]) -> None:
+    """--lr, --resample-threshold and --em-exponent: within their ranges (NaN is in none)."""
+    if not p["lr"] > 0:
+        raise typer.BadParameter(f"must be positive, got {p['lr']}", param_hint="--lr")
+    if p["minutes"] is not None and not p["minutes"] > 0:
+        raise typer.BadParameter(f"must be positive, got {p['minutes']}", param_hint="--minutes")
+    if not p["resample_threshold"] > 0:
+        raise typer.BadParameter(
+            f"must be positive (resample when ESS/P is under it), got {p['resample_threshold']}",
+            param_hint="--resample-threshold",
+        )
+    if not 0.5 < p["em_exponent"] <= 1.0:
+        raise typer.BadParameter(
+            f"must be in (0.5, 1], got {p['em_exponent']}: the EM step size p^-exponent of "
+            "update p converges for those (the default is 0.6)", param_hint="--em-exponent",
+        )
+
+
+def _check_torchrun() -> None:
+    """--distributed: this process was started by torchrun, which tells it its rank."""
+    from training.distributed import torchrun_missing
+
+    missing = torchrun_missing()
+    if missing:
+        raise typer.BadParameter(
+            f"trains one rank of a torchrun job, and torchrun did not start this process "
+            f"({', '.join(missing)} unset): run `torchrun --nproc_per_node=N $(which smct) "
+            "train --distributed ...`, or leave --distributed out to train in one process",
+            param_hint="--distributed",
+        )
+
+
+def _check_device(device: str) -> None:
+    """--device: cpu, or cuda where a CUDA device is available."""
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"{device!r}; valid: cpu, cuda", param_hint="--device")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
