@@ -1,4 +1,5 @@
-"""The `smct` command line: train, evaluate, export, forecast, serve, benchmark, quality.
+"""The `smct` command line: train, evaluate, export, forecast, serve, benchmark, quality,
+backtest.
 
 Each command is its own module and imports what it needs when it runs, so `smct serve` loads
 the service and the model, never the training code.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from cli.backtest import backtest
 from cli.benchmark import benchmark
 from cli.evaluate import evaluate
 from cli.export import export
@@ -24,6 +26,7 @@ app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options"
 app.command()(serve)
 app.command()(benchmark)
 app.command()(quality)
+app.command()(backtest)
 
 
 def main() -> None:  # pragma: no cover

@@ -69,12 +69,12 @@ def load_long_table(
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLIT_MODES)}")
     history = _history(window, history)
     path = Path(path)
-    frame, time_col, one_series = _read_table(path, id_col, time_col, value_cols)
+    frame, time_col, one_series = read_table(path, id_col, time_col, value_cols)
     frame, value_cols = numeric_values(frame, path.name, id_col, time_col, value_cols)
     target_dim = len(value_cols) if target_dim is None else target_dim
     if not 1 <= target_dim <= len(value_cols):
         raise ValueError(f"target_dim must be in 1..{len(value_cols)}, got {target_dim}")
-    frame = _sorted_rows(frame, path.name, id_col, time_col, one_series)
+    frame = sorted_rows(frame, path.name, id_col, time_col, one_series)
 
     groups = list(frame.groupby(id_col, sort=True))
     raw = [g[value_cols].to_numpy(dtype=np.float64) for _, g in groups]  # [(L_i, F)]
@@ -111,7 +111,7 @@ def _history(window: int, history: int | None) -> int:
     return history
 
 
-def _read_table(
+def read_table(
     path: Path, id_col: str, time_col: str, value_cols: list[str] | None
 ) -> tuple[pd.DataFrame, str, bool]:
     """The table, its time column, and whether it is one series (no id column, none named):
@@ -136,7 +136,7 @@ def _read_table(
     return frame, time_col, one_series
 
 
-def _sorted_rows(
+def sorted_rows(
     frame: pd.DataFrame, name: str, id_col: str, time_col: str, one_series: bool
 ) -> pd.DataFrame:
     """Text time stamps read as dates, every row checked to have an id and a time of its own,

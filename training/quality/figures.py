@@ -22,8 +22,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def fan_charts(results: list[SeriesResult], folder: Path) -> list[Path]:
-    """One PNG per kind of series in `folder`; returns their paths."""
+def fan_charts(
+    results: list[SeriesResult], folder: Path, model: str = "model", per_series: bool = False
+) -> list[Path]:
+    """One PNG per kind of series in `folder` (per series with `per_series`), the forecasts of
+    `model` beside ETS's; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,15 +35,15 @@ def fan_charts(results: list[SeriesResult], folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     firsts: dict[str, SeriesResult] = {}
     for r in results:
-        firsts.setdefault(r.series.kind, r)
+        firsts.setdefault(r.series.name if per_series else r.series.kind, r)
     paths = []
     for kind, r in firsts.items():
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
         axes[1].sharey(axes[0])
-        for ax, method in zip(axes[:2], ("model", "ETS"), strict=True):
+        for ax, method in zip(axes[:2], (model, "ETS"), strict=True):
             _fan(ax, r, method)
-        _one_step(axes[2], r)
-        fig.suptitle(f"{kind}: {r.series.name}", fontsize=10)
+        _one_step(axes[2], r, model)
+        fig.suptitle(f"{r.series.kind}: {r.series.name}", fontsize=10)
         fig.tight_layout()
         path = folder / f"{_slug(kind)}.png"
         fig.savefig(path, dpi=100)
@@ -68,13 +71,13 @@ def _fan(ax: Axes, r: SeriesResult, method: str) -> None:
     ax.legend(fontsize=6, loc="upper left")
 
 
-def _one_step(ax: Axes, r: SeriesResult) -> None:
+def _one_step(ax: Axes, r: SeriesResult, model: str) -> None:
     """One-step 80 % intervals of the model and ETS over the last ONE_STEP_SHOWN points."""
     start, y = r.series.eval_start, r.series.values
     n = r.series.n_eval
     shown = np.arange(max(0, n - ONE_STEP_SHOWN), n)
     t = start + shown
-    for method, color in (("model", "C0"), ("ETS", "C1")):
+    for method, color in ((model, "C0"), ("ETS", "C1")):
         lo, hi = r.forecasts[method].bounds[0.8]
         ax.fill_between(
             t, lo[shown], hi[shown], color=color, alpha=0.3, lw=0, label=f"{method} 80%"

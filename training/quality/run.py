@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,9 +62,10 @@ def origins(series: Series, count: int) -> np.ndarray:
 
 
 def evaluate_series(
-    runtime: Runtime, ablation: Runtime, series: Series, cfg: SuiteConfig
+    models: Mapping[str, Runtime], series: Series, cfg: SuiteConfig
 ) -> SeriesResult:
-    """Score the model, its ablation and the peers on one series."""
+    """Score each served model (by its name: `smct quality`'s model and ablation, or
+    `smct backtest`'s artifacts) and the peers on one series."""
     began = time.perf_counter()
     y = series.values[series.eval_start :]
     scale = naive_scale(series.values[: series.eval_start], series.season)
@@ -74,8 +75,8 @@ def evaluate_series(
     truth = np.stack([future(series.values, o, h) for o in starts])  # (K, H)
     fans: dict[str, MultiStep] = {}
     forecasts: dict[str, OneStep] = {}
-    forecasts["model"], fans["model"] = served.model(runtime, series, starts, cfg.samples)
-    forecasts["ablation"], fans["ablation"] = served.model(ablation, series, starts, cfg.samples)
+    for name, runtime in models.items():
+        forecasts[name], fans[name] = served.model(runtime, series, starts, cfg.samples)
     forecasts["ETS"], fans["ETS"], ets_form = peers.ets(series, starts, cfg.peer_history)
     forecasts["ARIMA"], fans["ARIMA"], arima_form = arima.arima(
         series, starts, cfg.peer_history
@@ -107,7 +108,7 @@ def evaluate_suite(
     out, refused = [], {}
     for series in suite:
         try:
-            result = evaluate_series(runtime, ablation, series, cfg)
+            result = evaluate_series({"model": runtime, "ablation": ablation}, series, cfg)
         except InputError as err:
             refused[series.name] = str(err)
             line = f"{series.name}: refused by the runtime: {err}"

@@ -1,0 +1,112 @@
+"""`smct backtest` on a user's long table: the grid of dated rows, seasons, the report and the
+CSV of every forecast, and agreement with `smct quality` on the same series."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from model.runtime.runtime import Runtime
+from training.quality import backtest as bt
+from training.quality.run import evaluate_series
+from training.quality.suite import SuiteConfig, covid, with_eval_part
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = REPO / "artifacts" / "default"
+DATA = REPO.parent / "shared" / "data"
+QUICK = SuiteConfig(eval_frac=0.3, origins=2, samples=200, peer_history=400)
+
+
+def _table(path: Path) -> None:
+    """Two daily series of 120 days with a weekly season, a missing value (an empty cell) and a
+    missing row (a day left out)."""
+    rng = np.random.default_rng(0)
+    days = pd.date_range("2024-01-01", periods=120, freq="D")
+    rows = []
+    for name, level in (("a", 10.0), ("b", 200.0)):
+        y = level + 3 * np.sin(2 * np.pi * np.arange(120) / 7) + rng.normal(0, 1, 120)
+        for i, (d, v) in enumerate(zip(days, y, strict=True)):
+            if name == "a" and i == 50:
+                continue  # a missing row
+            rows.append((name, d.date().isoformat(), "" if (name, i) == ("b", 100) else v))
+    pd.DataFrame(rows, columns=["series_id", "timestamp", "value"]).to_csv(path, index=False)
+
+
+def test_dated_rows_are_put_on_their_grid_and_the_season_comes_from_the_stamps(
+    tmp_path: Path,
+) -> None:
+    _table(tmp_path / "t.csv")
+    a, b = bt.table_series(tmp_path / "t.csv", QUICK, horizon=7)
+    assert len(a.series.values) == len(b.series.values) == 120  # the day left out is back
+    assert np.isnan(a.series.values[50]) and np.isnan(b.series.values[100])
+    assert a.series.season == b.series.season == 7  # daily: a week
+    assert a.series.eval_start == 120 - 36  # the last 30 %
+    (c,) = bt.table_series(tmp_path / "t.csv", QUICK, horizon=7, season_length=1)[:1]
+    assert c.series.season == 1  # declared none
+
+
+def test_the_season_of_undated_rows_is_detected_from_the_history() -> None:
+    t = np.arange(300.0)
+    y = 5 * np.sin(2 * np.pi * t / 12) + np.random.default_rng(1).normal(0, 1, 300)
+    assert bt._season(None, t, y) == 12
+    noise = np.random.default_rng(2).normal(0, 1, 300)
+    assert bt._season(None, t, noise) == 0
+
+
+def test_backtest_writes_the_report_the_forecasts_and_the_charts(tmp_path: Path) -> None:
+    _table(tmp_path / "t.csv")
+    out = tmp_path / "bt"
+    res = CliRunner().invoke(app, [
+        "backtest", "--dataset", str(tmp_path / "t.csv"), "--artifact", str(DEFAULT),
+        "--horizon", "7", "--origins", "2", "--samples", "200", "--out", str(out),
+        "--threads", "1",
+    ])
+    assert res.exit_code == 0, res.output
+    report = (out / "report.md").read_text()
+    for method in ("default", "ETS", "ARIMA", "naive"):
+        assert f"| {method} |" in report
+    with (out / "forecasts.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    one = [r for r in rows if r["method"] == "default" and r["kind"] == "one-step"]
+    multi = [r for r in rows if r["method"] == "ETS" and r["kind"] == "multistep"]
+    assert len(one) == 2 * 36 and len(multi) == 2 * 2 * 7
+    gap = next(r for r in one if r["series"] == "b" and r["origin"] == "100")
+    assert gap["value"] == "nan" and gap["crps"] == "nan" and gap["timestamp"].startswith(
+        "2024-04-10")
+    assert all(float(r["lo80"]) <= float(r["median"]) <= float(r["hi80"]) for r in one)
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["a.png", "b.png"]
+
+
+def test_a_table_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("id,day,value\nx,1,2\n")
+    res = CliRunner().invoke(app, ["backtest", "--dataset", str(tmp_path / "t.csv"),
+                                   "--out", str(tmp_path / "bt")])
+    assert res.exit_code == 2 and "missing columns" in res.output, res.output
+
+
+@pytest.mark.skipif(not (DATA / "covid").is_dir(), reason="needs ../shared/data")
+def test_the_covid_panel_scores_as_smct_quality_scores_it(tmp_path: Path) -> None:
+    """The counties of `smct quality`'s covid series, written as a user's long table: the same
+    evaluation points, season and scores."""
+    (series,) = [with_eval_part(s, QUICK) for s in covid(DATA, counties=1)]
+    frame = pd.read_csv(DATA / "covid" / "time_series_covid19_deaths_US.csv")
+    days = [c for c in frame.columns if c.count("/") == 2]
+    stamps = pd.to_datetime(days[1:], format="%m/%d/%y")[-len(series.values):]
+    pd.DataFrame({"series_id": series.name, "timestamp": stamps, "deaths": series.values}).to_csv(
+        tmp_path / "covid.csv", index=False)
+    (item,) = bt.table_series(tmp_path / "covid.csv", QUICK, horizon=series.horizon)
+    assert item.series.season == series.season and item.series.eval_start == series.eval_start
+    np.testing.assert_array_equal(item.series.values, series.values)
+    rt = Runtime.load(DEFAULT, backend="torch", device="cpu")
+    (mine,), _ = bt.evaluate_table({"model": rt}, [item], QUICK)
+    theirs = evaluate_series({"model": rt}, series, QUICK)
+    for kind in ("one_step", "multi_step"):
+        for over in ("ETS", "ARIMA"):
+            assert mine.ratio(kind, "model", over) == pytest.approx(
+                theirs.ratio(kind, "model", over), rel=1e-9)
