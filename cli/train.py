@@ -147,6 +147,15 @@ def train(
     distributed: Annotated[
         bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")
     ] = False,
+    from_scratch: Annotated[
+        bool,
+        typer.Option(
+            "--from-scratch",
+            help="a table: new weights, with the default model's features where not given "
+            "(lags, skip, lag inputs, observation scale, d_model 16, two heads, scaling window), "
+            "instead of fine-tuning the default model",
+        ),
+    ] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
     seq_len: SeqLen = None,
@@ -174,10 +183,11 @@ def train(
     """Train an SMC Transformer and write a checkpoint directory.
 
     Your own data: `--dataset my.csv --seq-len 48`, a long table (one row per series id and
-    timestamp, one or more numeric value columns). To serve series at levels and scales of
-    their own (an artifact exported with per-series scaling), train with `--scaling window`.
-    Fine-tune the default model: `--init artifacts/default`. Many short series: `--split
-    series`. The paper's settings: `--preset paper`."""
+    timestamp, numeric value columns): the default model fine-tuned on it (its starting
+    weights are epoch 0, kept where no epoch beats them on the validation windows), or, with
+    `--from-scratch` or shape options, new weights with the default model's features.
+    Fine-tune another model: `--init DIR`. Many short series: `--split series`. The paper's
+    settings: `--preset paper`."""
     from training.checkpoint import save_whole
     from training.evaluate import evaluate as run_eval
     from training.trainer import train as run_train
@@ -191,6 +201,10 @@ def train(
         )
     _apply_preset(ctx, params)
     check_train_options(ctx, params)
+    if init is None and is_table(dataset) and not from_scratch:
+        init = params["init"] = _implied_init(ctx, params)
+    if init is None and is_table(dataset):
+        _table_defaults(ctx, params)
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
@@ -206,7 +220,9 @@ def train(
         raise typer.BadParameter(str(exc), param_hint="--init") from None
     if distributed and not _last_rank():
         return
-    if evaluate_after:
+    if evaluate_after and is_table(dataset):  # measured as served, against what it must beat
+        ckpt = _served(ckpt, out, params)
+    elif evaluate_after:
         ckpt.metrics = run_eval(
             ckpt.model, data, particles=particles, seed=seed, resampling=resampling,
             threshold=resample_threshold,
@@ -217,12 +233,60 @@ def train(
         typer.echo(json.dumps(ckpt.metrics, indent=2))
 
 
+def _served(ckpt: Any, out: Path, params: dict[str, Any]) -> Any:
+    """A table's run: the trained model or the one it must beat, whichever serves better."""
+    from cli.train_served import choose, reference_for
+    from training.checkpoint import save_whole
+
+    reference = reference_for(ckpt, params["init"], DEFAULT_MODEL)
+    if reference is None:
+        return ckpt
+    save_whole(ckpt, out)
+    return choose(ckpt, out, reference, params)
+
+
 def _save_epoch(ckpt: Any, out: Path) -> None:
     """After each epoch: the run so far in `out`, so that a stopped run keeps its epochs."""
     from training.checkpoint import save_whole
 
     save_whole(ckpt, out)
     logging.getLogger(__name__).info("epoch %d: checkpoint in %s", len(ckpt.history), out)
+
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "artifacts" / "default"
+#: what a table trains from scratch with, where not given: the default model's features
+TABLE_SHAPE = {"lags": True, "skip": True, "lag_inputs": True, "obs_scale": True,
+               "d_model": 16, "n_heads": 2, "scaling": "window"}
+_SHAPE_OPTIONS = ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs",
+                  "obs_scale", "target_dim")
+
+
+def _implied_init(ctx: typer.Context, p: dict[str, Any]) -> Path | None:
+    """A table's run fine-tunes the default model unless an option asks for another shape
+    (then: from scratch, said so) or the default model is not there."""
+    say = logging.getLogger(__name__).info
+    shaped = [f"--{n.replace('_', '-')}" for n in _SHAPE_OPTIONS if given(ctx, n)]
+    if p["scaling"] not in (None, "window"):  # the default model scales windows by their own
+        shaped.append(f"--scaling {p['scaling']}")
+    if shaped:
+        say("training from scratch (%s given); without them the default model is fine-tuned",
+            ", ".join(shaped))
+        return None
+    if not (DEFAULT_MODEL / "manifest.json").is_file():
+        say("training from scratch: no default model at %s", DEFAULT_MODEL)
+        return None
+    say("fine-tuning the default model (%s); --from-scratch trains new weights",
+        DEFAULT_MODEL)
+    return DEFAULT_MODEL
+
+
+def _table_defaults(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """The default model's features for a table trained from scratch, where not given."""
+    for name, value in TABLE_SHAPE.items():
+        if not given(ctx, name):
+            p[name] = value
+    if p["d_model"] % p["n_heads"]:
+        p["n_heads"] = 1
 
 
 def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: int | None) -> Any:

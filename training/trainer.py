@@ -27,6 +27,7 @@ from training.objective import em_update
 from training.threads import default_threads
 
 log = logging.getLogger(__name__)
+FINETUNE_EM_START = 1000  # the EM updates a fine-tuning run counts as already taken
 
 
 def model_config_for(cfg: TrainConfig, data: SeriesData) -> ModelConfig:
@@ -99,19 +100,22 @@ def scaling_record(data: SeriesData) -> dict[str, Any]:
 @dataclass
 class EarlyStopping:
     """Keeps the weights (and EM covariances) of the epoch with the lowest validation NLL;
-    `update` says when `patience` epochs in a row have not improved on it (never if 0)."""
+    `update` says when `patience` epochs in a row have not improved on it (never if 0).
+    `keep_best` keeps the best weights with a patience of 0 too (a fine-tuning run, whose
+    starting weights are epoch 0)."""
 
     patience: int
     best: float = math.inf
     epoch: int = 0
     state: dict[str, torch.Tensor] = field(default_factory=dict)
     waited: int = 0
+    keep_best: bool = False
 
     def update(self, epoch: int, val_nll: float, model: SMCTransformer) -> bool:
         """Record an epoch's score; True when training should stop."""
         if val_nll < self.best:
             self.best, self.epoch, self.waited = val_nll, epoch, 0
-            if self.patience > 0:
+            if self.patience > 0 or self.keep_best:
                 self.state = copy.deepcopy(model.state_dict())
         else:
             self.waited += 1
@@ -149,6 +153,9 @@ class _Run:
         self.n_batches = max(1, math.ceil(shard / self.batch_size))
         self.total_steps = cfg.optim.epochs * self.n_batches
         self.step = 0
+        # a fine-tuning run's covariances move as a trained model's do, by small EM steps,
+        # rather than being replaced by the first batch's estimate (step 1: eta = 1)
+        self.em_start = FINETUNE_EM_START if cfg.init is not None else 0
 
     def rate(self) -> float:
         """The learning rate of the current step."""
@@ -173,7 +180,7 @@ class _Run:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
             self.opt.step()
             stats = distributed.all_reduce_mean(stats, self.info.world)
-            em_update(model, stats, self.step, cfg.optim.em_exponent)
+            em_update(model, stats, self.em_start + self.step, cfg.optim.em_exponent)
             losses.append(loss.item())
             sigma = _sigma_obs(model)
             bar.set_postfix(
@@ -215,7 +222,8 @@ def train(
     info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
     torch.set_num_threads(default_threads(cfg.threads))  # the idle cores unless told
     run = _Run(cfg, data, info)
-    stopper = EarlyStopping(cfg.optim.patience)
+    stopper = EarlyStopping(cfg.optim.patience, keep_best=cfg.init is not None)
+    start_nll = _epoch_zero(run, stopper) if cfg.init is not None else math.nan
     history: list[dict[str, Any]] = []
     bar = tqdm(total=run.total_steps, disable=not (progress and info.main), desc="train",
                unit="batch")
@@ -241,7 +249,26 @@ def train(
     bar.close()
     if stopper.state:
         run.model.load_state_dict(stopper.state)
+    if info.main and cfg.init is not None:
+        _say_kept(stopper, start_nll, history)
     return _checkpoint(run, cfg, data, history, stopper)
+
+
+def _epoch_zero(run: _Run, stopper: EarlyStopping) -> float:
+    """A fine-tuning run's starting model scored as epoch 0 (the run never ends worse)."""
+    cfg = run.cfg
+    nll = predictive_nll(run.model.eval(), run.x_val, cfg, cfg.seed + 1, run.s_val)
+    stopper.update(0, nll, run.model)
+    if run.info.main:
+        log.info("epoch 0 (the starting model, %s): val_nll %.4f", cfg.init, nll)
+    return nll
+
+
+def _say_kept(stopper: EarlyStopping, start_nll: float, history: list[dict[str, Any]]) -> None:
+    trained = min((h["val_nll"] for h in history), default=math.inf)
+    kept = "the starting model" if stopper.epoch == 0 else f"epoch {stopper.epoch}"
+    log.info("kept %s: val_nll of the starting model %.4f, of the best epoch %.4f", kept,
+             start_nll, trained)
 
 
 def _fit_budget(run: _Run, budget: float, first: float, bar: Any) -> int:

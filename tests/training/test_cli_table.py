@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from cli.app import app
 from training.checkpoint import Checkpoint
 
-SMALL = ["--epochs", "1", "--d-model", "8", "--d-ff", "8", "--limit", "32", "--no-progress"]
+SMALL = ["--epochs", "1", "--d-model", "8", "--d-ff", "8", "--limit", "32", "--no-progress",
+         "--no-evaluate"]
 
 
 def _table(path: Path, n_series: int = 3, length: int = 120) -> Path:
@@ -389,3 +390,31 @@ def test_a_model_with_covariates_forecasts_from_their_future_values(tmp_path: Pa
     from service.settings import Settings
 
     assert Engine.load(Settings(artifact=art)).inputs.n_covariates == 1
+
+
+def test_a_table_fine_tunes_the_default_model_unless_told_otherwise(tmp_path: Path) -> None:
+    """No shape option: the default model's weights start the run (its shape, its scaling);
+    `--from-scratch`: new weights with the default model's features; a shape option: new
+    weights of that shape, the other features the default model's."""
+    from cli.train import DEFAULT_MODEL
+
+    table = _table(tmp_path / "mine.csv")
+    base = ["train", "--dataset", str(table), "--seq-len", "30", "--epochs", "1", "--limit",
+            "32", "--no-progress", "--no-evaluate"]
+    code, out = _run(*base, "--out", str(tmp_path / "tuned"))
+    assert code == 0, out
+    tuned = Checkpoint.load(tmp_path / "tuned").train_config
+    assert tuned.init == str(DEFAULT_MODEL.resolve())
+    assert (tuned.model.d_model, tuned.model.n_heads, tuned.model.window) == (16, 2, 24)
+    assert tuned.data.options["scaling"] == "window"
+    code, out = _run(*base, "--from-scratch", "--out", str(tmp_path / "new"))
+    assert code == 0, out
+    new = Checkpoint.load(tmp_path / "new").train_config
+    assert new.init is None and new.model.window == 29
+    shape = new.model
+    assert (shape.d_model, shape.n_heads, shape.lags, shape.skip, shape.lag_inputs,
+            shape.obs_scale) == (16, 2, True, True, True, True)
+    code, out = _run(*base, "--d-model", "8", "--no-lags", "--out", str(tmp_path / "own"))
+    assert code == 0, out
+    own = Checkpoint.load(tmp_path / "own").train_config.model
+    assert (own.d_model, own.lags, own.skip) == (8, False, True)

@@ -157,3 +157,18 @@ def test_the_cli_writes_the_checkpoint_whole_and_refuses_a_budget_of_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no .partial or .old left
     res = CliRunner().invoke(app, ["train", *TINY_RUN, "--minutes", "0", "--out", str(out)])
     assert res.exit_code == 2 and "must be positive" in res.output, res.output
+
+
+def test_fine_tuning_never_ends_worse_than_its_starting_model(tmp_path: Path) -> None:
+    """The starting weights are epoch 0: a run whose epochs all score worse on the validation
+    windows (a rate that wrecks the weights) keeps them, bit for bit."""
+    data = load_dataset("synthetic-1", limit=64)
+    base = train(TrainConfig.of(particles=5, epochs=2, d_model=8, limit=64), data, progress=False)
+    base.save(tmp_path / "base")
+    cfg = TrainConfig.of(particles=5, epochs=2, d_model=8, limit=64, patience=0,
+                         schedule="constant", lr=5.0, init=str(tmp_path / "base"))
+    tuned = train(cfg, data, progress=False)
+    start = Checkpoint.load(tmp_path / "base").model.state_dict()
+    assert all(h["val_nll"] > base.history[-1]["val_nll"] for h in tuned.history)
+    assert tuned.kept_epoch == 0
+    assert all(torch.equal(tuned.model.state_dict()[k], start[k]) for k in start)

@@ -1,0 +1,83 @@
+"""After `smct train` on a table: the trained model against the model it must beat, served as
+the service serves them (training/served_check.py); the better one is the checkpoint kept."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from training.checkpoint import Checkpoint
+
+log = logging.getLogger(__name__)
+CHECK_HORIZON = 12
+
+
+def _artifact(model_dir: Path, into: Path) -> Path:
+    """`model_dir` itself where it is an artifact, else its export into `into` (quietly)."""
+    from cli.export import export
+
+    if (model_dir / "manifest.json").is_file():
+        return model_dir
+    with contextlib.redirect_stdout(io.StringIO()):
+        export(checkpoint=model_dir, out=into, particles=None, scaling=None, force=True)
+    return into
+
+
+def reference_for(ckpt: Checkpoint, init: str | None, default: Path) -> Path | None:
+    """The model a table's run must beat: the one it started from, else the default model
+    where the run's data fit it (one value, windows scaled by their own history)."""
+    if init is not None:
+        return Path(init)
+    shape = ckpt.model.cfg
+    if (
+        (default / "manifest.json").is_file()
+        and shape.d_in == 1
+        and ckpt.scaling.get("mode") == "window"
+    ):
+        return default
+    return None
+
+
+def choose(ckpt: Checkpoint, out: Path, reference: Path, p: dict[str, Any]) -> Checkpoint:
+    """Serve the trained model (its checkpoint in `out`) and `reference` on the validation part
+    of the table's series; the checkpoint to keep, its metrics holding both figures."""
+    from model.runtime.runtime import Runtime
+    from training.finetune import open_init
+    from training.served_check import compare, validation_series
+
+    value_cols = p.get("value_cols")
+    series = validation_series(
+        Path(p["dataset"]), horizon=CHECK_HORIZON, id_col=p["id_col"], time_col=p["time_col"],
+        value_col=value_cols.split(",")[0] if value_cols else None,
+        season_length=p.get("season_length"),
+    )
+    typer.echo(f"serving the trained model and {reference} on the validation part of "
+               f"{len(series)} series, as the service forecasts:", err=True)
+    with tempfile.TemporaryDirectory(prefix="smct-served-") as tmp:
+        trained = Runtime.load(_artifact(out, Path(tmp) / "trained"), device="cpu")
+        ref = Runtime.load(_artifact(reference, Path(tmp) / "reference"), device="cpu")
+        verdict = compare(trained, ref, series, progress=lambda s: typer.echo(s, err=True))
+    figures = {"reference": str(reference), "series": verdict.n,
+               "crps_ratio_one_step": verdict.one_step,
+               "crps_ratio_multi_step": verdict.multi_step}
+    kept = "the trained model" if verdict.keep_trained else str(reference)
+    typer.echo(
+        f"served CRPS trained / {reference} on {verdict.n} series: one-step "
+        f"{verdict.one_step:.3f}, multistep {verdict.multi_step:.3f}: kept {kept}",
+        err=True,
+    )
+    if verdict.keep_trained:
+        return replace(ckpt, metrics={"served_validation": figures})
+    start = open_init(reference).model
+    return Checkpoint(
+        model=start.eval(), train_config=replace(ckpt.train_config, model=start.cfg),
+        scaling=ckpt.scaling, history=ckpt.history, kept_epoch=0,
+        metrics={"served_validation": {**figures, "kept": "reference"}},
+    )

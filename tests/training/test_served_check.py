@@ -1,0 +1,103 @@
+"""After training on a table: the trained model against the model it must beat, both served
+(training/served_check.py, cli/train_served.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from typer.testing import CliRunner
+
+from cli.app import app
+from model.runtime.runtime import Runtime
+from training.checkpoint import Checkpoint
+from training.finetune import open_init
+from training.served_check import Verdict, compare, validation_series
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = REPO / "artifacts" / "default"
+
+
+def _table(path: Path, n: int = 4, length: int = 140) -> Path:
+    """Seasonal AR(1) series (weekly season, daily stamps) at different levels."""
+    rng = np.random.default_rng(3)
+    rows = []
+    days = pd.date_range("2024-01-01", periods=length, freq="D")
+    for s in range(n):
+        x = np.zeros(length)
+        for t in range(1, length):
+            x[t] = 0.6 * x[t - 1] + rng.normal()
+        y = 20.0 * (s + 1) + 4 * np.sin(2 * np.pi * np.arange(length) / 7) + x
+        rows += [(f"s{s}", d.date().isoformat(), v) for d, v in zip(days, y, strict=True)]
+    pd.DataFrame(rows, columns=["series_id", "timestamp", "value"]).to_csv(path, index=False)
+    return path
+
+
+def test_the_validation_part_is_the_time_split_s(tmp_path: Path) -> None:
+    series = validation_series(_table(tmp_path / "t.csv"), horizon=12, id_col="series_id",
+                               time_col="timestamp", value_col=None, season_length=None)
+    assert len(series) == 4
+    for s in series:
+        assert (s.eval_start, len(s.values), s.season, s.horizon) == (98, 119, 7, 12)
+
+
+def test_a_model_against_itself_is_a_tie_and_is_kept(tmp_path: Path) -> None:
+    series = validation_series(_table(tmp_path / "t.csv", n=2), horizon=6, id_col="series_id",
+                               time_col="timestamp", value_col=None, season_length=None)
+    rt = Runtime.load(DEFAULT, device="cpu")
+    verdict = compare(rt, rt, series)
+    assert verdict.n == 2 and verdict.one_step == 1.0 and verdict.multi_step == 1.0
+    assert verdict.keep_trained
+    assert not Verdict(2, 1.1, 0.95).keep_trained and Verdict(2, 0.9, 1.05).keep_trained
+
+
+def test_a_table_run_whose_epochs_all_score_worse_keeps_the_default_model(
+    tmp_path: Path,
+) -> None:
+    """A rate that wrecks the weights: no epoch beats the starting model (epoch 0) on the
+    validation windows, so the default model is kept, bit for bit, and served as such."""
+    table = _table(tmp_path / "t.csv")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, [
+        "train", "--dataset", str(table), "--seq-len", "30", "--epochs", "1", "--limit", "64",
+        "--schedule", "constant", "--lr", "5", "--patience", "0", "--no-progress", "--out",
+        str(out),
+    ])
+    assert res.exit_code == 0, res.output
+    record = json.loads((out / "history.json").read_text())
+    assert record["kept_epoch"] == 0 and record["epochs"][0]["loss"] > 1e3  # wrecked, not kept
+    figures = record["metrics"]["served_validation"]
+    assert figures["series"] == 4 and figures["crps_ratio_one_step"] == 1.0
+    kept = Checkpoint.load(out).model.state_dict()
+    start = open_init(DEFAULT).model.state_dict()
+    assert all(torch.equal(kept[k], start[k]) for k in start)
+
+
+def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: Path) -> None:
+    """The default model's weights knocked about (as a run that scores well on the training
+    objective yet forecasts worse when served): the reference is kept, with both figures."""
+    from cli.train_served import choose
+    from training.config import TrainConfig
+
+    model = open_init(DEFAULT).model
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for w in model.parameters():
+            w.add_(0.2 * torch.randn_like(w))
+    scaling = {"mode": "window", "feature_names": ["value"]}
+    ckpt = Checkpoint(model=model, train_config=TrainConfig.of(), scaling=scaling,
+                      history=[{"epoch": 1, "val_nll": 1.0}], kept_epoch=1)
+    ckpt.save(tmp_path / "run")
+    table = _table(tmp_path / "t.csv", n=2)
+    params = {"dataset": str(table), "id_col": "series_id", "time_col": "timestamp",
+              "value_cols": None, "season_length": None}
+    kept = choose(ckpt, tmp_path / "run", DEFAULT, params)
+    figures = kept.metrics["served_validation"]
+    assert figures["kept"] == "reference" and figures["series"] == 2
+    assert figures["crps_ratio_one_step"] * figures["crps_ratio_multi_step"] > 1.0
+    start = open_init(DEFAULT).model.state_dict()
+    assert kept.kept_epoch == 0
+    assert all(torch.equal(kept.model.state_dict()[k], start[k]) for k in start)
