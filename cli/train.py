@@ -136,7 +136,8 @@ def train(
         Optional[float],  # noqa: UP045 (typer)
         typer.Option(
             help="a time budget: after the first epoch, the run keeps the epochs that fit in "
-            "this many minutes at that epoch's pace (the schedule spans them)"
+            "this many minutes at that epoch's pace (the schedule spans them); a table's run "
+            "without --epochs: 3"
         ),
     ] = None,
     threads: Annotated[
@@ -201,10 +202,8 @@ def train(
         )
     _apply_preset(ctx, params)
     check_train_options(ctx, params)
-    if init is None and is_table(dataset) and not from_scratch:
-        init = params["init"] = _implied_init(ctx, params)
-    if init is None and is_table(dataset):
-        _table_defaults(ctx, params)
+    if is_table(dataset):
+        init = params["init"] = _table_options(ctx, params, from_scratch)
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
@@ -254,6 +253,7 @@ def _save_epoch(ckpt: Any, out: Path) -> None:
 
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "artifacts" / "default"
+TABLE_MINUTES = 3.0  # a table's training budget unless --epochs or --minutes is given
 #: what a table trains from scratch with, where not given: the default model's features
 TABLE_SHAPE = {"lags": True, "skip": True, "lag_inputs": True, "obs_scale": True,
                "d_model": 16, "n_heads": 2, "scaling": "window"}
@@ -278,6 +278,19 @@ def _implied_init(ctx: typer.Context, p: dict[str, Any]) -> Path | None:
     say("fine-tuning the default model (%s); --from-scratch trains new weights",
         DEFAULT_MODEL)
     return DEFAULT_MODEL
+
+
+def _table_options(ctx: typer.Context, p: dict[str, Any], from_scratch: bool) -> Any:
+    """A table's run: the model it starts from (the default model unless told otherwise), the
+    default model's features where it starts from scratch, and a time budget unless given."""
+    init = p["init"]
+    if init is None and not from_scratch:
+        init = _implied_init(ctx, p)
+    if init is None:
+        _table_defaults(ctx, p)
+    if not given(ctx, "epochs") and p["minutes"] is None:
+        p["minutes"] = TABLE_MINUTES
+    return init
 
 
 def _table_defaults(ctx: typer.Context, p: dict[str, Any]) -> None:

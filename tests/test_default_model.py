@@ -48,7 +48,8 @@ def test_make_model_trains_the_committed_configuration() -> None:
     manifest = json.loads((DEFAULT / "manifest.json").read_text())
     cfg, training = manifest["model_config"], manifest["training"]
     recipe = (REPO / "Makefile").read_text()
-    recipe = recipe[recipe.index("model:") :]
+    recipe = recipe[recipe.index("\nmodel:") :]
+    recipe = recipe[: recipe.index("\n\n")]  # the target's own lines
     flags = dict(re.findall(r"--([a-z-]+) ([^\s\\]+)", recipe))
     run = TrainConfig.from_dict(training)  # the tree, or the flat record of an older export
     assert flags["dataset"] == run.data.dataset == "corpus"
