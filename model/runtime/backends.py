@@ -5,11 +5,13 @@ tensors of a model/filtering/filter.CompactState, flattened as the exported grap
 keep forecast paths in their own tensor type between steps. The filter update is
 model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
-model/filtering/filter.forecast_step.
+model/filtering/filter.forecast_step: on the cpu, the torch backend runs it as the rollout
+kernel of model/runtime/rollout.py (the same samples to float32 rounding, a ring buffer of
+keys and values with the paths as columns), elsewhere as the forecast graph.
 
 Paths are drawn from P particles (model/filtering/paths.py): the torch backend keeps them as
-particles plus ancestors (`LazyPaths`) through the first step, the onnx backend gathers the N
-windows at the start.
+particles plus ancestors (`LazyPaths`, or the kernel's `Rollout`) through the first step, the
+onnx backend gathers the N windows at the start.
 
 Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 """
@@ -36,6 +38,8 @@ from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
 from model.runtime.inputs import InputError
+from model.runtime.rollout import Rollout
+from model.runtime.rollout_weights import RolloutWeights
 
 
 class StepOut(NamedTuple):
@@ -99,7 +103,8 @@ class Backend(Protocol):
 
 
 class TorchBackend:
-    """Eager PyTorch on cpu or cuda."""
+    """Eager PyTorch on cpu or cuda. On the cpu, forecast paths move by the rollout kernel
+    (model/runtime/rollout.py); on cuda, and where `rollout` is None, by forecast_graph."""
 
     name = "torch"
 
@@ -110,6 +115,8 @@ class TorchBackend:
         self.noise = noise.to(device)
         self.graph = UpdateGraph(self.model, threshold)
         self.forecast_graph = forecast_graph(self.model)
+        serves = device == "cpu" and model.cfg.obs == "gaussian"
+        self.rollout = RolloutWeights.of(self.model) if serves else None
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)
@@ -145,27 +152,34 @@ class TorchBackend:
         u: Tensor,
         season: np.ndarray | None = None,
         mean_coef: np.ndarray | None = None,
-    ) -> LazyPaths:
+    ) -> LazyPaths | Rollout:
         x_h, v, lin, lw = (self._t(a) for a in (x_hist, valid, lineage, logw))
         state = CompactState(
             x_h, v, lin, lw, *_lagged(self.model, season, mean_coef, len(x_hist), self._t)
         )
-        return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
+        paths = LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
+        if self.rollout is None:
+            return paths
+        return Rollout(self.rollout, paths.particles, paths.ancestors)
 
     @torch.inference_mode()
     def forecast_step(
         self,
-        paths: FilterState | LazyPaths,
+        paths: FilterState | LazyPaths | Rollout,
         eps_z: Tensor,
         eps_x: Tensor,
         eps_qkv: Tensor,
         covariates: Tensor | None,
         mean_coef: np.ndarray | None = None,
-    ) -> tuple[FilterState | LazyPaths, np.ndarray]:
+    ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
         cov = None if covariates is None else self._t(covariates)
         eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
+        coef = None
         if mean_coef is not None and self.corrects_mean:
             coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
+        if isinstance(paths, Rollout):
+            return paths, paths.step(eps_z, eps_x, eps_qkv, cov, coef).numpy()
+        if coef is not None:
             if isinstance(paths, LazyPaths):
                 paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
             else:

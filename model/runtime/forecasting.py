@@ -40,7 +40,9 @@ from model.runtime.scaling import check_future_scale
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
 
-MAX_PATHS = 1 << 16  # forecast paths held at once by `forecast` (memory: L x 2 x D floats each)
+# forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
+# more for the attention's products of the torch backend's rollout on the cpu)
+MAX_PATHS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,8 @@ class ForecastMixin:
 
         def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
             fn = torch.rand if uniform else torch.randn
+            if len(gens) == 1:  # the same draws, not copied by a stack
+                return fn(*shape, generator=gens[0]).unsqueeze(0)
             return torch.stack([fn(*shape, generator=g) for g in gens])
 
         valid = np.arange(self.window)[None, :] < batch.t[:, None]

@@ -1,0 +1,263 @@
+"""The forecast rollout of the torch backend on the CPU: N sample paths moved step by step as
+model/filtering/filter.forecast_step moves them (section 3.3), by a kernel laid out for serving.
+
+The paths hold the numbers of a FilterState of N paths, laid out otherwise:
+  - columns are paths: every per-path tensor has the paths on its last axis, so the scores of
+    eq. (3), their softmax over the window and the weighted values are each one elementwise op
+    or reduction over all paths and heads, along long contiguous rows, and every linear map
+    of the readout is one product W x + b (model/runtime/rollout_weights.py);
+  - the key/value window is a ring buffer: a step writes k(t), v(t) into one slot, the one
+    lag L leaves, instead of shifting the window. After c steps slot j holds lag
+    (j + c) mod L + 1; the relative-lag embeddings and the mask of the lags not held yet are
+    rotated instead (tables of L x L numbers), and so are the lagged targets' indices;
+  - the query is kept divided by sqrt(R), with a row of ones that adds the lag biases;
+  - the products of the attention go into one scratch buffer, the size of the keys.
+The first step attends over the P particles the paths descend from, each path then takes its
+particle's mean (model/filtering/paths.LazyPaths.first_step); the paths take their particles'
+windows as the first sampled inputs enter them. The arithmetic is the float32 arithmetic of
+forecast_step in another order, so the samples are its samples to float32 rounding
+(tests/model/runtime/test_rollout.py).
+
+Shapes: B batch, P particles, N paths (M: P at the first step, then N), L window, Hd heads,
+R head width, D = Hd R, F inputs, O targets, J lag terms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from model.filtering.filter import FilterState
+from model.network.smc_transformer import N_LAG_TERMS, OBS_SCALE_BOUND
+from model.runtime.rollout_weights import RolloutWeights
+
+
+class Rollout:
+    """Forecast paths of a batch of series; `step` moves them in place and returns X_t."""
+
+    def __init__(self, w: RolloutWeights, particles: FilterState, ancestors: Tensor) -> None:
+        """Paths drawn from the particles (B, P, ...) of model/filtering/compact.materialize:
+        path i descends from particle ancestors[:, i] (B, N)."""
+        b, p, n_lag, _, d = particles.window.shape
+        hd, n = w.n_heads, ancestors.shape[1]
+        r = d // hd
+        self.w = w
+        kv = particles.window.view(b, p, n_lag, 2, hd, r)
+        self.keys = kv[:, :, :, 0].permute(0, 3, 4, 2, 1).contiguous()  # (B, Hd, R, L, M)
+        self.values = kv[:, :, :, 1].permute(0, 3, 2, 4, 1).contiguous()  # (B, Hd, L, R, M)
+        self.query = _with_ones(b, hd, r, p, particles.query.dtype)  # (B, Hd, R + 1, M)
+        query = (particles.query / math.sqrt(r)).view(b, p, hd, r)
+        self.query[:, :, :r] = query.permute(0, 2, 3, 1)
+        self.scratch = torch.empty_like(self.keys)  # the attention's products
+        self.pick: Picks | None = Picks(ancestors)  # each path's particle, until they part
+        x_last = particles.x_prev[:, :1].transpose(1, 2)  # (B, F, 1)
+        self.x_prev = x_last.expand(b, x_last.shape[1], n)  # (B, F, N) X_{t-1}
+        self.count = 0  # steps taken: slot j holds lag (j + count) mod L + 1
+        self.held = particles.valid.cpu().numpy().copy()  # (B, L) which slots hold a lag
+        self.mean_coef = particles.mean_coef  # (B, J + 1, O) or None
+        self.targets: Tensor | None = None  # (B, L, O, 1 or N) the targets of the window
+        if w.lag_inputs:
+            assert particles.inputs is not None and particles.season is not None
+            self.targets = particles.inputs[:, 0, :, : w.n_targets].unsqueeze(-1)
+            self.lags = LagSlots(particles.season.cpu().numpy(), n_lag)
+
+    @torch.inference_mode()
+    def step(
+        self,
+        eps_z: Tensor,
+        eps_x: Tensor,
+        eps_qkv: Tensor,
+        covariates: Tensor | None = None,
+        mean_coef: Tensor | None = None,
+    ) -> Tensor:
+        """One step of every path: eps_z (B, N, D), eps_x (B, N, O), eps_qkv (B, N, 3, D),
+        covariates (B, F - O) the known inputs, mean_coef (B, J + 1, O) the correction of the
+        mean at this step (None: the last one). Returns X_t (B, N, O)."""
+        if mean_coef is not None:
+            self.mean_coef = mean_coef
+        mu = attend(
+            self.w, self.keys, self.values, self.query, self._mask(), self.count, self.scratch
+        )  # (B, D, M)
+        if self.pick is not None:
+            mu = self.pick.take(mu)  # (B, D, N) each path its particle's
+        z = torch.addcmul(mu, self.w.z_sd, eps_z.transpose(1, 2))  # (B, D, N), eq. (3)
+        mean, sd = readout(self.w, z, self.x_prev, self._lagged(), self.mean_coef)
+        x_t = torch.addcmul(mean, sd, eps_x.transpose(1, 2))  # (B, O, N), section 3.3
+        x_in = x_t
+        if covariates is not None:
+            known = covariates.unsqueeze(-1).expand(-1, -1, x_t.shape[-1])  # (B, F - O, N)
+            x_in = torch.cat([x_t, known], dim=1)
+        self._absorb(x_in, eps_qkv)
+        return x_t.transpose(1, 2)
+
+    def _mask(self) -> Tensor | None:
+        """-inf at the slots that hold no lag yet (B, 1, L, 1), None when all do."""
+        if self.held.all():
+            return None
+        mask = np.where(self.held, np.float32(0.0), np.float32(-np.inf))  # (B, L)
+        return torch.from_numpy(mask).view(len(mask), 1, -1, 1)
+
+    def _lagged(self) -> Tensor | None:
+        """The lagged targets X_{t-l} - X_{t-1}, l = 2, L, m, 2 m, of every path (B, J, O,
+        1 or N), 0 where the window does not hold lag l (SMCTransformer.lag_terms)."""
+        if self.targets is None:
+            return None
+        b, _, o, m = self.targets.shape
+        slots, keep = self.lags.at(self.count, self.held)
+        got = self.targets.gather(1, slots.view(b, -1, 1, 1).expand(-1, -1, o, m))
+        return (got[:, :N_LAG_TERMS] - got[:, N_LAG_TERMS:]) * keep  # (B, J, O, M)
+
+    def _absorb(self, x_in: Tensor, eps_qkv: Tensor) -> None:
+        """X_t (B, F, N) gives every path q(t), k(t), v(t), eq. (3.1): k(t) and v(t) enter the
+        slot of lag L, which leaves; q(t) is the next step's query."""
+        if self.pick is not None:  # the paths take their particles' windows
+            self.keys = self.pick.take(self.keys)
+            self.values = self.pick.take(self.values)
+            self.scratch = torch.empty_like(self.keys)
+            self.pick = None
+            if self.targets is not None:  # each path's own, no longer a view of the state's
+                self.targets = self.targets.expand(-1, -1, -1, x_in.shape[-1]).clone()
+        b, hd, r, n_lag, n = self.keys.shape
+        d = hd * r
+        if self.query.shape[-1] != n:
+            self.query = _with_ones(b, hd, r, n, self.keys.dtype)
+        noise = eps_qkv.reshape(b, n, 3 * d).transpose(1, 2)  # (B, 3D, N)
+        qkv = torch.addcmul(self.w.qkv.bias, self.w.qkv_sd, noise)  # (B, 3D, N)
+        qkv.baddbmm_(self.w.qkv.weight.expand(b, -1, -1), x_in)  # + W X_t
+        slot = -1 - self.count % n_lag
+        self.query[:, :, :r] = qkv[:, :d].view(b, hd, r, n)
+        self.keys[:, :, :, slot] = qkv[:, d : 2 * d].view(b, hd, r, n)
+        self.values[:, :, slot] = qkv[:, 2 * d :].view(b, hd, r, n)
+        if self.targets is not None:
+            self.targets[:, slot] = x_in[:, : self.w.n_targets]
+        self.held[:, slot] = True
+        self.x_prev = x_in
+        self.count += 1
+
+
+class LagSlots:
+    """Where the ring holds the lags of SMCTransformer.lag_terms: l = 2, L, m, 2 m (m each
+    series' season length, `season` (B,)) and lag 1."""
+
+    def __init__(self, season: np.ndarray, n_lag: int) -> None:
+        m = season[:, None]
+        lags = np.concatenate([np.full_like(m, 2), np.full_like(m, n_lag), m, 2 * m], axis=1)
+        self.n_lag = n_lag
+        self.lag_index = np.concatenate([np.clip(lags - 1, 0, n_lag - 1), 0 * m], axis=1)
+        self.within = (lags <= n_lag) & (lags >= 2)  # (B, J) lags the window can hold
+        self.rows = np.arange(len(season))[:, None]
+        self.all_held = torch.from_numpy(self.within.astype(np.float32))[:, :, None, None]
+
+    def at(self, count: int, held: np.ndarray) -> tuple[Tensor, Tensor]:
+        """The slots (B, J + 1) of the lags, then of lag 1, after `count` steps, and which of
+        the lags are held (B, J, 1, 1) 1 or 0, given which slots are (held (B, L))."""
+        slots = (self.lag_index - count) % self.n_lag
+        if held.all():
+            return torch.from_numpy(slots), self.all_held
+        keep = held[self.rows, slots[:, :N_LAG_TERMS]] & self.within
+        return torch.from_numpy(slots), torch.from_numpy(keep.astype(np.float32))[:, :, None, None]
+
+
+def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:
+    """(particle, first path, end) of each run of a sorted row of ancestors (N,)."""
+    ends = np.flatnonzero(np.diff(row, append=-1)) + 1
+    starts = np.r_[0, ends[:-1]]
+    return [(int(row[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
+
+
+def _with_ones(b: int, hd: int, r: int, m: int, dtype: torch.dtype) -> Tensor:
+    """A query buffer (B, Hd, R + 1, M) whose last row is ones (it adds the lag biases)."""
+    query = torch.empty(b, hd, r + 1, m, dtype=dtype)
+    query[:, :, r] = 1.0
+    return query
+
+
+class Picks:
+    """The particle each path descends from, ancestors (B, N): drawn by systematic resampling,
+    they are sorted, so that each particle's paths are a run of columns, filled by one copy."""
+
+    def __init__(self, ancestors: Tensor) -> None:
+        self.ancestors = ancestors
+        anc = ancestors.cpu().numpy()
+        sorted_ = bool((np.diff(anc, axis=1) >= 0).all())
+        self.runs = [_runs(row) for row in anc] if sorted_ else None
+
+    def take(self, x: Tensor) -> Tensor:
+        """x (B, ..., P) at each path's particle -> (B, ..., N) (copies: the same numbers)."""
+        b, n = self.ancestors.shape
+        if self.runs is None:
+            idx = self.ancestors.view(b, *(1,) * (x.dim() - 2), n)
+            return x.gather(-1, idx.expand(*x.shape[:-1], n))
+        out = x.new_empty(*x.shape[:-1], n)
+        for i, runs in enumerate(self.runs):
+            for p, first, end in runs:
+                out[i, ..., first:end] = x[i, ..., p : p + 1]
+        return out
+
+
+def attend(
+    w: RolloutWeights,
+    keys: Tensor,
+    values: Tensor,
+    query: Tensor,
+    mask: Tensor | None,
+    turn: int,
+    scratch: Tensor,
+) -> Tensor:
+    """Eq. (3): the mean mu(t) of the attention of every path's query over its ring. keys
+    (B, Hd, R, L, M), values (B, Hd, L, R, M), query (B, Hd, R + 1, M) (divided by sqrt(R),
+    then ones), mask (B, 1, L, 1) or None, `turn` the ring's rotation (slot j holds lag
+    (j + turn) mod L + 1), scratch a buffer the size of the keys -> (B, D, M)."""
+    b, hd, r, n_lag, m = keys.shape
+    prod = torch.mul(keys, query[:, :, :r].unsqueeze(3), out=scratch.view(keys.shape))
+    scores = prod.sum(2)  # (B, Hd, L, M): q(t-1) . k(t-s) / sqrt(R)
+    if w.lag_keys is not None:  # + q(t-1) . E^k_s / sqrt(R) + b_s: every path and head at once
+        lag_keys = w.lag_keys[turn % n_lag].expand(b, -1, -1, -1).reshape(b * hd, n_lag, r + 1)
+        scores.view(b * hd, n_lag, m).baddbmm_(lag_keys, query.view(b * hd, r + 1, m))
+    if mask is not None:
+        scores += mask
+    pi = torch.softmax(scores, dim=2)  # (B, Hd, L, M)
+    prod = torch.mul(values, pi.unsqueeze(3), out=scratch.view(values.shape))
+    mu = prod.sum(2)  # (B, Hd, R, M): pi . v
+    if w.lag_values is not None:  # + pi . E^v
+        lag_values = w.lag_values[turn % n_lag].expand(b, -1, -1, -1).reshape(b * hd, r, n_lag)
+        mu.view(b * hd, r, m).baddbmm_(lag_values, pi.view(b * hd, n_lag, m))
+    return mu.view(b, hd * r, m)
+
+
+def readout(
+    w: RolloutWeights,
+    z: Tensor,
+    x_prev: Tensor,
+    lagged: Tensor | None,
+    mean_coef: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """G_obs(r(t)) (SMCTransformer.readout) and the paths' observation sd: z (B, D, N), x_prev
+    (B, F, N), lagged (B, J, O, 1 or N), mean_coef (B, J + 1, O) -> mean (B, O, N), sd
+    (B, O, N) (or (O, 1), the same for every path)."""
+    r = z
+    if w.embed is not None and w.norm is not None:
+        r = w.norm(w.embed(x_prev, add=z))  # r(t) = LN(z(t) + W^e X_{t-1})
+    first, lag_end = w.split()
+    o = w.n_targets
+    read = w.reads(r)  # (B, C or O, + J O, + O; N)
+    if w.head is not None:
+        hidden = torch.relu(read[:, :first])  # (B, C, N)
+        mean = w.head.out(w.head.norm.standardized(w.head.second(hidden, add=r)))  # (B, O, N)
+    else:
+        mean = read[:, :o]
+    if w.skip is not None:
+        mean = torch.addcmul(mean, w.skip, x_prev[:, :o])
+    if lagged is not None:
+        coef = read[:, first:lag_end].view(z.shape[0], N_LAG_TERMS, o, -1)  # (B, J, O, N)
+        if mean_coef is not None:  # the series' own correction
+            coef = coef + mean_coef[:, :N_LAG_TERMS, :, None]
+            mean = mean + mean_coef[:, N_LAG_TERMS, :, None]
+        mean = mean + (coef * lagged).sum(1)
+    if not w.obs_scale:
+        return mean, w.obs_sd
+    s = OBS_SCALE_BOUND * torch.tanh(read[:, lag_end:])  # (B, O, N) the log-scale
+    return mean, w.obs_sd * torch.exp(s)
