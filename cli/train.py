@@ -23,6 +23,7 @@ from cli.common import (
     too_few_data,
 )
 from cli.train_checks import check_train_options, given
+from cli.train_table import DEFAULT_MODEL, table_options
 
 
 def train(
@@ -203,7 +204,7 @@ def train(
     _apply_preset(ctx, params)
     check_train_options(ctx, params)
     if is_table(dataset):
-        init = params["init"] = _table_options(ctx, params, from_scratch)
+        init = params["init"] = table_options(ctx, params, from_scratch)
     if init is not None:
         _apply_init(ctx, params)
     options = data_options(
@@ -234,7 +235,7 @@ def train(
 
 def _served(ckpt: Any, out: Path, params: dict[str, Any]) -> Any:
     """A table's run: the trained model or the one it must beat, whichever serves better."""
-    from cli.train_served import choose, reference_for
+    from cli.train_table import choose, reference_for
     from training.checkpoint import save_whole
 
     reference = reference_for(ckpt, params["init"], DEFAULT_MODEL)
@@ -250,56 +251,6 @@ def _save_epoch(ckpt: Any, out: Path) -> None:
 
     save_whole(ckpt, out)
     logging.getLogger(__name__).info("epoch %d: checkpoint in %s", len(ckpt.history), out)
-
-
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "artifacts" / "default"
-TABLE_MINUTES = 3.0  # a table's training budget unless --epochs or --minutes is given
-#: what a table trains from scratch with, where not given: the default model's features
-TABLE_SHAPE = {"lags": True, "skip": True, "lag_inputs": True, "obs_scale": True,
-               "d_model": 16, "n_heads": 2, "scaling": "window"}
-_SHAPE_OPTIONS = ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs",
-                  "obs_scale", "target_dim")
-
-
-def _implied_init(ctx: typer.Context, p: dict[str, Any]) -> Path | None:
-    """A table's run fine-tunes the default model unless an option asks for another shape
-    (then: from scratch, said so) or the default model is not there."""
-    say = logging.getLogger(__name__).info
-    shaped = [f"--{n.replace('_', '-')}" for n in _SHAPE_OPTIONS if given(ctx, n)]
-    if p["scaling"] not in (None, "window"):  # the default model scales windows by their own
-        shaped.append(f"--scaling {p['scaling']}")
-    if shaped:
-        say("training from scratch (%s given); without them the default model is fine-tuned",
-            ", ".join(shaped))
-        return None
-    if not (DEFAULT_MODEL / "manifest.json").is_file():
-        say("training from scratch: no default model at %s", DEFAULT_MODEL)
-        return None
-    say("fine-tuning the default model (%s); --from-scratch trains new weights",
-        DEFAULT_MODEL)
-    return DEFAULT_MODEL
-
-
-def _table_options(ctx: typer.Context, p: dict[str, Any], from_scratch: bool) -> Any:
-    """A table's run: the model it starts from (the default model unless told otherwise), the
-    default model's features where it starts from scratch, and a time budget unless given."""
-    init = p["init"]
-    if init is None and not from_scratch:
-        init = _implied_init(ctx, p)
-    if init is None:
-        _table_defaults(ctx, p)
-    if not given(ctx, "epochs") and p["minutes"] is None:
-        p["minutes"] = TABLE_MINUTES
-    return init
-
-
-def _table_defaults(ctx: typer.Context, p: dict[str, Any]) -> None:
-    """The default model's features for a table trained from scratch, where not given."""
-    for name, value in TABLE_SHAPE.items():
-        if not given(ctx, name):
-            p[name] = value
-    if p["d_model"] % p["n_heads"]:
-        p["n_heads"] = 1
 
 
 def _config(params: dict[str, Any], data: Any, options: dict[str, Any], given: int | None) -> Any:

@@ -396,7 +396,7 @@ def test_a_table_fine_tunes_the_default_model_unless_told_otherwise(tmp_path: Pa
     """No shape option: the default model's weights start the run (its shape, its scaling);
     `--from-scratch`: new weights with the default model's features; a shape option: new
     weights of that shape, the other features the default model's."""
-    from cli.train import DEFAULT_MODEL
+    from cli.train_table import DEFAULT_MODEL
 
     table = _table(tmp_path / "mine.csv")
     base = ["train", "--dataset", str(table), "--seq-len", "30", "--epochs", "1", "--limit",

@@ -79,7 +79,7 @@ def test_a_table_run_whose_epochs_all_score_worse_keeps_the_default_model(
 def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: Path) -> None:
     """The default model's weights knocked about (as a run that scores well on the training
     objective yet forecasts worse when served): the reference is kept, with both figures."""
-    from cli.train_served import choose
+    from cli.train_table import choose
     from training.config import TrainConfig
 
     model = open_init(DEFAULT).model

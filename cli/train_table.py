@@ -1,5 +1,7 @@
-"""After `smct train` on a table: the trained model against the model it must beat, served as
-the service serves them (training/served_check.py); the better one is the checkpoint kept."""
+"""`smct train` on a table: the model it starts from (the default model unless told otherwise),
+the default model's features for new weights, a time budget, and after training the trained
+model against the model it must beat, served as the service serves them
+(training/served_check.py), the better one being the checkpoint kept."""
 
 from __future__ import annotations
 
@@ -13,10 +15,60 @@ from typing import Any
 
 import typer
 
+from cli.train_checks import given
 from training.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 CHECK_HORIZON = 12
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "artifacts" / "default"
+TABLE_MINUTES = 3.0  # a table's training budget unless --epochs or --minutes is given
+#: what a table trains from scratch with, where not given: the default model's features
+TABLE_SHAPE = {"lags": True, "skip": True, "lag_inputs": True, "obs_scale": True,
+               "d_model": 16, "n_heads": 2, "scaling": "window"}
+_SHAPE_OPTIONS = ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs",
+                  "obs_scale", "target_dim")
+
+
+def _implied_init(ctx: typer.Context, p: dict[str, Any]) -> Path | None:
+    """A table's run fine-tunes the default model unless an option asks for another shape
+    (then: from scratch, said so) or the default model is not there."""
+    say = logging.getLogger(__name__).info
+    shaped = [f"--{n.replace('_', '-')}" for n in _SHAPE_OPTIONS if given(ctx, n)]
+    if p["scaling"] not in (None, "window"):  # the default model scales windows by their own
+        shaped.append(f"--scaling {p['scaling']}")
+    if shaped:
+        say("training from scratch (%s given); without them the default model is fine-tuned",
+            ", ".join(shaped))
+        return None
+    if not (DEFAULT_MODEL / "manifest.json").is_file():
+        say("training from scratch: no default model at %s", DEFAULT_MODEL)
+        return None
+    say("fine-tuning the default model (%s); --from-scratch trains new weights",
+        DEFAULT_MODEL)
+    return DEFAULT_MODEL
+
+
+def table_options(ctx: typer.Context, p: dict[str, Any], from_scratch: bool) -> Any:
+    """A table's run: the model it starts from (the default model unless told otherwise), the
+    default model's features where it starts from scratch, and a time budget unless given."""
+    init = p["init"]
+    if init is None and not from_scratch:
+        init = _implied_init(ctx, p)
+    if init is None:
+        _table_defaults(ctx, p)
+    if not given(ctx, "epochs") and p["minutes"] is None:
+        p["minutes"] = TABLE_MINUTES
+    return init
+
+
+def _table_defaults(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """The default model's features for a table trained from scratch, where not given."""
+    for name, value in TABLE_SHAPE.items():
+        if not given(ctx, name):
+            p[name] = value
+    if p["d_model"] % p["n_heads"]:
+        p["n_heads"] = 1
 
 
 def _artifact(model_dir: Path, into: Path) -> Path:
