@@ -149,6 +149,13 @@ def train(
     distributed: Annotated[
         bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")
     ] = False,
+    resume: Annotated[
+        Optional[Path],  # noqa: UP045 (typer)
+        typer.Option(
+            help="go on with the run of this checkpoint (smct train --out) from its last epoch, "
+            "with its own settings; --epochs N extends it to N epochs"
+        ),
+    ] = None,
     from_scratch: Annotated[
         bool,
         typer.Option(
@@ -190,11 +197,10 @@ def train(
     `--from-scratch` or shape options, new weights with the default model's features.
     Fine-tune another model: `--init DIR`. Many short series: `--split series`. The paper's
     settings: `--preset paper`."""
-    from training.checkpoint import save_whole
-    from training.evaluate import evaluate as run_eval
-    from training.trainer import train as run_train
-
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if resume is not None:
+        _resume(ctx, resume, out)
+        return
     params = dict(ctx.params)  # every option by its name: TrainConfig's leaves and the command's
     if (out / "manifest.json").exists():
         raise typer.BadParameter(
@@ -213,24 +219,62 @@ def train(
         split=split, season_length=season_length,
     )
     data = load_data(dataset, seed=seed, limit=limit, options=options, flags=_flags())
-    cfg = _config(params, data, options, window)
+    _run(_config(params, data, options, window), data, params, out)
+
+
+def _run(cfg: Any, data: Any, p: dict[str, Any], out: Path, resume: Any = None,
+         epochs: int | None = None) -> None:
+    """Train (or go on with `resume`), measure, write the checkpoint and say so."""
+    from training.checkpoint import save_whole
+    from training.evaluate import evaluate as run_eval
+    from training.trainer import train as run_train
+
     try:
-        ckpt = run_train(cfg, data, progress=progress, on_epoch=partial(_save_epoch, out=out))
+        ckpt = run_train(cfg, data, progress=p["progress"],
+                         on_epoch=partial(_save_epoch, out=out), resume=resume, epochs=epochs)
     except ValueError as exc:  # an --init model that does not fit the data
         raise typer.BadParameter(str(exc), param_hint="--init") from None
-    if distributed and not _last_rank():
+    if cfg.distributed and not _last_rank():
         return
-    if evaluate_after and is_table(dataset):  # measured as served, against what it must beat
-        ckpt = _served(ckpt, out, params)
-    elif evaluate_after:
+    if p["evaluate_after"] and is_table(p["dataset"]):  # as served, against what it must beat
+        ckpt = _served(ckpt, out, p)
+    elif p["evaluate_after"]:
         ckpt.metrics = run_eval(
-            ckpt.model, data, particles=particles, seed=seed, resampling=resampling,
-            threshold=resample_threshold,
+            ckpt.model, data, particles=cfg.filter.particles, seed=cfg.seed,
+            resampling=cfg.filter.resampling, threshold=cfg.filter.resample_threshold,
         )
     save_whole(ckpt, out)
     typer.echo(f"checkpoint written to {out} (weights of epoch {ckpt.kept_epoch})")
     if ckpt.metrics:
         typer.echo(json.dumps(ckpt.metrics, indent=2))
+
+
+def _resume(ctx: typer.Context, path: Path, out: Path) -> None:
+    """--resume: the run of the checkpoint at `path` goes on, with its own settings."""
+    from cli.common import load_checkpoint
+    from training.config import TrainConfig
+
+    own = sorted(n for n in TrainConfig.leaves() if n not in ("epochs", "threads")
+                 and given(ctx, n))
+    if own:
+        flags = ", ".join(f"--{n.replace('_', '-')}" for n in own)
+        raise typer.BadParameter(f"a resumed run keeps its own settings: leave {flags} out",
+                                 param_hint="--resume")
+    ckpt = load_checkpoint(path)
+    if ckpt.trainer_state is None:
+        raise typer.BadParameter(f"{path} holds no trainer state to go on from (an export, or "
+                                 "a checkpoint of an older smct): train anew",
+                                 param_hint="--resume")
+    cfg = ckpt.train_config
+    data = load_data(cfg.data.dataset, seed=cfg.seed, limit=cfg.data.limit,
+                     options=dict(cfg.data.options), flags=_flags())
+    opts = cfg.data.options
+    p = {**ctx.params, "dataset": cfg.data.dataset, "init": cfg.init,
+         "id_col": opts.get("id_col", "series_id"), "time_col": opts.get("time_col", "timestamp"),
+         "value_cols": ",".join(opts["value_cols"]) if opts.get("value_cols") else None,
+         "season_length": opts.get("season_length")}
+    epochs = ctx.params["epochs"] if given(ctx, "epochs") else None
+    _run(cfg, data, p, out if given(ctx, "out") else path, resume=ckpt, epochs=epochs)
 
 
 def _served(ckpt: Any, out: Path, params: dict[str, Any]) -> Any:

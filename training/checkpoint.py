@@ -8,9 +8,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from model.artifacts.checkpoint import MODEL_CONFIG, WEIGHTS, load_model, save_model
 from model.network.smc_transformer import SMCTransformer
 from training.config import TrainConfig
+from training.resume import STATE_FILE
 
 TRAIN_CONFIG = "train_config.json"
 SCALING = "scaling.json"
@@ -25,6 +28,7 @@ class Checkpoint:
     history: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     kept_epoch: int | None = None  # the epoch whose weights these are (early stopping: best)
+    trainer_state: dict[str, Any] | None = None  # what a resumed run goes on from (resume.py)
 
     def save(self, out: Path) -> None:
         save_model(self.model, out)
@@ -34,6 +38,8 @@ class Checkpoint:
             out / HISTORY,
             {"epochs": self.history, "metrics": self.metrics, "kept_epoch": self.kept_epoch},
         )
+        if self.trainer_state is not None:
+            torch.save(self.trainer_state, out / STATE_FILE)
 
     @classmethod
     def load(cls, path: Path, device: str = "cpu") -> Checkpoint:
@@ -53,6 +59,10 @@ class Checkpoint:
             history=hist.get("epochs", []),
             metrics=hist.get("metrics", {}),
             kept_epoch=hist.get("kept_epoch"),
+            trainer_state=(
+                torch.load(path / STATE_FILE, map_location=device, weights_only=True)
+                if (path / STATE_FILE).exists() else None
+            ),
         )
 
 

@@ -24,6 +24,7 @@ from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
 from training.finetune import check_fits, open_init
 from training.objective import em_update
+from training.resume import restore, run_state
 from training.threads import default_threads
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,8 @@ def train(
     *,
     progress: bool = True,
     on_epoch: Callable[[Checkpoint], None] | None = None,
+    resume: Checkpoint | None = None,
+    epochs: int | None = None,
 ) -> Checkpoint:
     """Train on `data.train`, score the validation NLL each epoch; returns the checkpoint.
 
@@ -217,18 +220,25 @@ def train(
     (the learning-rate schedule spans the epochs kept). `on_epoch` receives the checkpoint of
     the run so far after every epoch (the weights it would keep). With `cfg.init` the run starts
     from that model's weights. With `cfg.distributed` (under torchrun) each rank trains on its
-    shard of every epoch; the global batch stays `cfg.optim.batch_size`.
+    shard of every epoch; the global batch stays `cfg.optim.batch_size`. `resume`, a
+    checkpoint of this run, goes on from its last epoch (training/resume.py); `epochs` there
+    extends the run.
     """
     info = distributed.init(cfg.device) if cfg.distributed else distributed.Dist()
     torch.set_num_threads(default_threads(cfg.threads))  # the idle cores unless told
     run = _Run(cfg, data, info)
     stopper = EarlyStopping(cfg.optim.patience, keep_best=cfg.init is not None)
-    start_nll = _epoch_zero(run, stopper) if cfg.init is not None else math.nan
     history: list[dict[str, Any]] = []
-    bar = tqdm(total=run.total_steps, disable=not (progress and info.main), desc="train",
-               unit="batch")
-    epochs, start = cfg.optim.epochs, time.perf_counter()
-    epoch = 0
+    if resume is not None and resume.trainer_state is not None:
+        kept = resume.model.state_dict() if stopper.keep_best or cfg.optim.patience else None
+        epoch, epochs, start_nll = restore(run, stopper, resume.trainer_state, kept, epochs)
+        history = list(resume.history)
+    else:
+        start_nll = _epoch_zero(run, stopper) if cfg.init is not None else math.nan
+        epoch, epochs = 0, cfg.optim.epochs
+    bar = tqdm(total=run.total_steps, initial=run.step, disable=not (progress and info.main),
+               desc="train", unit="batch")
+    start = time.perf_counter()
     while epoch < epochs:
         epoch += 1
         record = run.epoch(epoch, bar)
@@ -240,18 +250,18 @@ def train(
         if epoch == 1 and cfg.optim.minutes is not None:
             epochs = _fit_budget(run, cfg.optim.minutes * 60, time.perf_counter() - start, bar)
         if on_epoch is not None and info.main:
-            on_epoch(_checkpoint(run, cfg, data, history, stopper))
+            on_epoch(_checkpoint(run, cfg, data, history, stopper,
+                                 run_state(run, epoch, epochs, stopper, start_nll)))
         if stop:
             if info.main:
                 log.info("early stop: no better val_nll in %d epochs; keeping epoch %d (%.4f)",
                          cfg.optim.patience, stopper.epoch, stopper.best)
             break
     bar.close()
-    if stopper.state:
-        run.model.load_state_dict(stopper.state)
     if info.main and cfg.init is not None:
         _say_kept(stopper, start_nll, history)
-    return _checkpoint(run, cfg, data, history, stopper)
+    return _checkpoint(run, cfg, data, history, stopper,
+                       run_state(run, epoch, epochs, stopper, start_nll))
 
 
 def _epoch_zero(run: _Run, stopper: EarlyStopping) -> float:
@@ -284,7 +294,7 @@ def _fit_budget(run: _Run, budget: float, first: float, bar: Any) -> int:
 
 def _checkpoint(
     run: _Run, cfg: TrainConfig, data: SeriesData, history: list[dict[str, Any]],
-    stopper: EarlyStopping,
+    stopper: EarlyStopping, state: dict[str, Any],
 ) -> Checkpoint:
     """The run so far: the best epoch's weights under early stopping, else the last's."""
     model = run.model
@@ -294,5 +304,5 @@ def _checkpoint(
     return Checkpoint(
         model=model.eval(), train_config=replace(cfg, model=run.model.cfg),
         scaling=scaling_record(data), history=list(history),
-        kept_epoch=stopper.epoch if stopper.state else len(history),
+        kept_epoch=stopper.epoch if stopper.state else len(history), trainer_state=state,
     )

@@ -172,3 +172,36 @@ def test_fine_tuning_never_ends_worse_than_its_starting_model(tmp_path: Path) ->
     assert all(h["val_nll"] > base.history[-1]["val_nll"] for h in tuned.history)
     assert tuned.kept_epoch == 0
     assert all(torch.equal(tuned.model.state_dict()[k], start[k]) for k in start)
+
+
+def test_a_resumed_run_trains_as_the_uninterrupted_one(tmp_path: Path) -> None:
+    """Three epochs straight, or stopped after the first (its checkpoint as the run wrote it)
+    and resumed with `--resume`: the same weights, EM covariances and history, bit for bit;
+    `--epochs` extends a finished run; the run's own settings cannot be changed."""
+    data = load_dataset("synthetic-1", limit=64)
+    cfg = TrainConfig.of(dataset="synthetic-1", particles=5, epochs=3, d_model=8, limit=64,
+                         patience=2)
+    stopped = tmp_path / "stopped"
+
+    def keep_first(ckpt: Checkpoint) -> None:
+        if len(ckpt.history) == 1:
+            ckpt.save(stopped)
+
+    whole = train(cfg, data, progress=False, on_epoch=keep_first)
+    runner = CliRunner()
+    res = runner.invoke(app, ["train", "--resume", str(stopped), "--no-progress",
+                              "--no-evaluate"])
+    assert res.exit_code == 0, res.output
+    resumed = Checkpoint.load(stopped)
+    assert [h["val_nll"] for h in resumed.history] == [h["val_nll"] for h in whole.history]
+    assert resumed.kept_epoch == whole.kept_epoch
+    a, b = whole.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    res = runner.invoke(app, ["train", "--resume", str(stopped), "--epochs", "4",
+                              "--patience", "0", "--no-progress", "--no-evaluate"])
+    assert res.exit_code == 2, res.output
+    assert "leave --patience out" in " ".join(res.output.replace("│", " ").split())
+    res = runner.invoke(app, ["train", "--resume", str(stopped), "--epochs", "4",
+                              "--no-progress", "--no-evaluate"])
+    assert res.exit_code == 0, res.output
+    assert len(Checkpoint.load(stopped).history) == 4
