@@ -425,3 +425,14 @@ def test_quick_command_end_to_end(
 def test_quick_command_names_a_missing_artifact(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["quality", "--quick", "--artifact", str(tmp_path / "none")])
     assert res.exit_code == 2 and "error:" in res.output
+
+
+def test_the_report_keeps_the_panels_section_of_the_one_it_replaces(tmp_path: Path) -> None:
+    from training.quality.report import write
+
+    path = tmp_path / "quality.md"
+    write(path, "# Q", "old body")
+    assert path.read_text() == "# Q\n\nold body\n"
+    path.write_text(path.read_text() + "\n## Panels\n\n| panel |\n")
+    write(path, "# Q", "new body")
+    assert path.read_text() == "# Q\n\nnew body\n\n## Panels\n\n| panel |\n"

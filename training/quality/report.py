@@ -218,6 +218,12 @@ def markdown(
     return "\n".join(parts)
 
 
+KEPT = "\n## Panels\n"  # a section written by another command (bench/bench_panels.py), kept
+
+
 def write(path: Path, intro: str, body: str) -> None:
+    """The report at `path`, keeping the KEPT section of the one there."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(intro.rstrip() + "\n\n" + body.rstrip() + "\n")
+    old = path.read_text() if path.is_file() else ""
+    kept = old[old.index(KEPT) :] if KEPT in old else ""
+    path.write_text(intro.rstrip() + "\n\n" + body.rstrip() + "\n" + kept)
