@@ -22,7 +22,7 @@ from cli.common import (
     load_data,
     too_few_data,
 )
-from cli.train_checks import check_train_options, given
+from cli.train_checks import apply_init, apply_preset, check_train_options, given
 from cli.train_table import DEFAULT_MODEL, table_options
 
 
@@ -149,6 +149,13 @@ def train(
     distributed: Annotated[
         bool, typer.Option(help="DDP under torchrun (gloo on CPU, nccl on GPU)")
     ] = False,
+    epoch_windows: Annotated[
+        Optional[int],  # noqa: UP045 (typer)
+        typer.Option(
+            min=1, help="at most this many training windows an epoch, drawn afresh each epoch, "
+            "and validation windows (default: all; a table's run: 4096)",
+        ),
+    ] = None,
     resume: Annotated[
         Optional[Path],  # noqa: UP045 (typer)
         typer.Option(
@@ -207,12 +214,12 @@ def train(
             f"{out} holds an exported model (manifest.json), whose weights training would "
             "overwrite: choose another --out", param_hint="--out",
         )
-    _apply_preset(ctx, params)
+    apply_preset(ctx, params)
     check_train_options(ctx, params)
     if is_table(dataset):
         init = params["init"] = table_options(ctx, params, from_scratch)
     if init is not None:
-        _apply_init(ctx, params)
+        apply_init(ctx, params)
     options = data_options(
         dataset, seq_len=seq_len, history=history, value_cols=value_cols,
         target_dim=target_dim, id_col=id_col, time_col=time_col, scaling=params["scaling"],
@@ -342,58 +349,3 @@ def _last_rank() -> bool:
     rank = tdist.get_rank()
     dist_mod.shutdown()
     return rank == 0
-
-
-def _apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
-    """Fill the options a --preset names, where they were not given."""
-    from training.config import PRESETS
-
-    if p["preset"] is None:
-        return
-    if p["preset"] not in PRESETS:
-        raise typer.BadParameter(
-            f"{p['preset']!r}; valid: {', '.join(PRESETS)}", param_hint="--preset"
-        )
-    for name, value in PRESETS[p["preset"]].items():
-        if not given(ctx, name):
-            p[name] = value
-
-
-def _apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
-    """Take the --init model's shape and data scaling; refuse options that contradict them."""
-    from training.finetune import describe_scaling, loader_scaling, open_init
-
-    try:
-        init = open_init(p["init"])
-    except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--init") from None
-    shape = init.model.cfg
-    differ = [
-        f"--{name.replace('_', '-')} {p[name]} (the model's is {getattr(shape, name)})"
-        for name in (
-            "d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs", "obs_scale"
-        )
-        if given(ctx, name) and p[name] != getattr(shape, name)
-    ]
-    if differ:
-        raise typer.BadParameter(
-            f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
-            "options out", param_hint="--init",
-        )
-    for name in (
-        "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs",
-        "obs_scale",
-    ):
-        p[name] = getattr(shape, name)
-    try:
-        wanted = loader_scaling(init, p["dataset"])
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--init") from None
-    if p["scaling"] is not None and p["scaling"] != wanted:
-        raise typer.BadParameter(
-            f"{p['init']} was trained on {describe_scaling(init.scaling)}; --scaling "
-            f"{p['scaling']} would feed it data scaled otherwise: leave --scaling out (with "
-            f"--init it is the model's{f', {wanted}' if wanted else ''})",
-            param_hint="--scaling",
-        )
-    p["scaling"] = wanted

@@ -1,5 +1,5 @@
-"""The options of `smct train` checked before any data is read: each refusal says what to
-change."""
+"""The options of `smct train` checked, its preset and init model applied, before any data is
+read: each refusal says what to change."""
 
 from __future__ import annotations
 
@@ -97,3 +97,58 @@ def _check_device(device: str) -> None:
 
         if not torch.cuda.is_available():
             raise typer.BadParameter("no CUDA device is available here", param_hint="--device")
+
+
+def apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """Fill the options a --preset names, where they were not given."""
+    from training.config import PRESETS
+
+    if p["preset"] is None:
+        return
+    if p["preset"] not in PRESETS:
+        raise typer.BadParameter(
+            f"{p['preset']!r}; valid: {', '.join(PRESETS)}", param_hint="--preset"
+        )
+    for name, value in PRESETS[p["preset"]].items():
+        if not given(ctx, name):
+            p[name] = value
+
+
+def apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
+    """Take the --init model's shape and data scaling; refuse options that contradict them."""
+    from training.finetune import describe_scaling, loader_scaling, open_init
+
+    try:
+        init = open_init(p["init"])
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--init") from None
+    shape = init.model.cfg
+    differ = [
+        f"--{name.replace('_', '-')} {p[name]} (the model's is {getattr(shape, name)})"
+        for name in (
+            "d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs", "obs_scale"
+        )
+        if given(ctx, name) and p[name] != getattr(shape, name)
+    ]
+    if differ:
+        raise typer.BadParameter(
+            f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
+            "options out", param_hint="--init",
+        )
+    for name in (
+        "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs",
+        "obs_scale",
+    ):
+        p[name] = getattr(shape, name)
+    try:
+        wanted = loader_scaling(init, p["dataset"])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--init") from None
+    if p["scaling"] is not None and p["scaling"] != wanted:
+        raise typer.BadParameter(
+            f"{p['init']} was trained on {describe_scaling(init.scaling)}; --scaling "
+            f"{p['scaling']} would feed it data scaled otherwise: leave --scaling out (with "
+            f"--init it is the model's{f', {wanted}' if wanted else ''})",
+            param_hint="--scaling",
+        )
+    p["scaling"] = wanted

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 CHECK_HORIZON = 12
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "artifacts" / "default"
+TABLE_EPOCH_WINDOWS = 4096  # a table's epoch: a fresh draw of this many windows
 TABLE_MINUTES = 3.0  # a table's training budget unless --epochs or --minutes is given
 #: what a table trains from scratch with, where not given: the default model's features
 TABLE_SHAPE = {"lags": True, "skip": True, "lag_inputs": True, "obs_scale": True,
@@ -59,6 +60,8 @@ def table_options(ctx: typer.Context, p: dict[str, Any], from_scratch: bool) -> 
         _table_defaults(ctx, p)
     if not given(ctx, "epochs") and p["minutes"] is None:
         p["minutes"] = TABLE_MINUTES
+    if p["epoch_windows"] is None:
+        p["epoch_windows"] = TABLE_EPOCH_WINDOWS
     return init
 
 

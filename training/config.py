@@ -46,6 +46,8 @@ class OptimConfig:
     em_exponent: float = 0.6  # EM step size eta_p = p^-em_exponent (appendix A)
     bayes_epoch_factor: float = 3.0  # the Bayesian LSTM baseline's epochs, times `epochs`
     minutes: float | None = None  # a time budget: the epochs that fit, timed on the first
+    epoch_windows: int | None = None  # at most this many training windows an epoch (a fresh
+    # random draw each epoch) and validation windows (an even spread); None: all of them
 
 
 SECTIONS: dict[str, type] = {

@@ -146,11 +146,13 @@ class _Run:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed + 1000 * info.rank)
         self.x_train = torch.as_tensor(data.train, dtype=torch.float32, device=self.device)
-        self.x_val = torch.as_tensor(data.val, dtype=torch.float32, device=self.device)
+        val = _spread(len(data.val), cfg.optim.epoch_windows)
+        self.x_val = torch.as_tensor(data.val[val], dtype=torch.float32, device=self.device)
         self.s_train = torch.as_tensor(data.seasons("train"), device=self.device)
-        self.s_val = torch.as_tensor(data.seasons("val"), device=self.device)
+        self.s_val = torch.as_tensor(data.seasons("val")[val], device=self.device)
         self.batch_size = max(1, cfg.optim.batch_size // info.world)
-        shard = math.ceil(len(self.x_train) / info.world)
+        self.per_epoch = min(len(self.x_train), cfg.optim.epoch_windows or len(self.x_train))
+        shard = math.ceil(self.per_epoch / info.world)
         self.n_batches = max(1, math.ceil(shard / self.batch_size))
         self.total_steps = cfg.optim.epochs * self.n_batches
         self.step = 0
@@ -168,6 +170,7 @@ class _Run:
         model.train()
         start, losses = time.perf_counter(), []
         order = distributed.epoch_order(len(self.x_train), self.info, cfg.seed, epoch)
+        order = order[: math.ceil(self.per_epoch / self.info.world)]  # a fresh random subset
         n_batches = max(1, -(-len(order) // self.batch_size))
         for b in range(n_batches):
             rows = order[b * self.batch_size : (b + 1) * self.batch_size]
@@ -262,6 +265,13 @@ def train(
         _say_kept(stopper, start_nll, history)
     return _checkpoint(run, cfg, data, history, stopper,
                        run_state(run, epoch, epochs, stopper, start_nll))
+
+
+def _spread(n: int, most: int | None) -> np.ndarray:
+    """At most `most` of n indices, evenly spread (all of them when `most` is None)."""
+    if most is None or n <= most:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, most).round().astype(np.int64))
 
 
 def _epoch_zero(run: _Run, stopper: EarlyStopping) -> float:

@@ -205,3 +205,16 @@ def test_a_resumed_run_trains_as_the_uninterrupted_one(tmp_path: Path) -> None:
                               "--no-progress", "--no-evaluate"])
     assert res.exit_code == 0, res.output
     assert len(Checkpoint.load(stopped).history) == 4
+
+
+def test_an_epoch_can_be_a_fresh_draw_of_some_windows() -> None:
+    """`epoch_windows`: each epoch trains on that many windows (a different draw each epoch)
+    and scores that many validation windows; all of them otherwise."""
+    data = load_dataset("synthetic-1", limit=64)
+    cfg = TrainConfig.of(particles=5, epochs=2, d_model=8, limit=64, batch_size=8,
+                         epoch_windows=16, patience=0)
+    ckpt = train(cfg, data, progress=False)
+    assert ckpt.trainer_state is not None and ckpt.trainer_state["step"] == 2 * 2
+    full = train(TrainConfig.of(particles=5, epochs=1, d_model=8, limit=64, batch_size=8),
+                 data, progress=False)
+    assert full.trainer_state is not None and full.trainer_state["step"] == 64 // 8
