@@ -11,12 +11,14 @@ import logging
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from cli.train_checks import given
-from training.checkpoint import Checkpoint
+
+if TYPE_CHECKING:  # the serving image holds no training package
+    from training.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 CHECK_HORIZON = 12
@@ -130,6 +132,8 @@ def choose(ckpt: Checkpoint, out: Path, reference: Path, p: dict[str, Any]) -> C
     )
     if verdict.keep_trained:
         return replace(ckpt, metrics={"served_validation": figures})
+    from training.checkpoint import Checkpoint
+
     start = open_init(reference).model
     return Checkpoint(
         model=start.eval(), train_config=replace(ckpt.train_config, model=start.cfg),
