@@ -80,12 +80,11 @@ def backtest(
     out.mkdir(parents=True, exist_ok=True)
     stamps = {t.series.name: t.stamps for t in table}
     rows = bt.write_forecasts(results, stamps, [*names, *bt.PEERS], out / "forecasts.csv")
-    charts = [fan_charts(results[:12], out / "figures", model=m, per_series=True)
-              for m in names[:1]]
+    charts = fan_charts(results[:12], out / "figures", model=names[0], per_series=True)
     _report(out / "report.md", dataset, names, paths, results, refused, summary,
             time.perf_counter() - began)
     typer.echo(f"written: {out / 'report.md'}, {out / 'forecasts.csv'} ({rows} rows), "
-               f"{len(charts[0])} fan charts in {out / 'figures'}", err=True)
+               f"{len(charts)} fan charts in {out / 'figures'}", err=True)
 
 
 def _named(paths: list[Path]) -> dict[str, str | Path]:

@@ -69,7 +69,8 @@ def quality(
         raise typer.Exit(2) from None
     began = time.perf_counter()
     results, refused = evaluate_suite(
-        runtime, ablation, suite, cfg, progress=lambda line: typer.echo(line, err=True)
+        {"model": runtime, "ablation": ablation}, suite, cfg,
+        progress=lambda line: typer.echo(line, err=True),
     )
     if not results:
         typer.echo("error: the runtime refused every series", err=True)

@@ -36,7 +36,7 @@ _SHAPE_OPTIONS = ("d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_i
 def _implied_init(ctx: typer.Context, p: dict[str, Any]) -> Path | None:
     """A table's run fine-tunes the default model unless an option asks for another shape
     (then: from scratch, said so) or the default model is not there."""
-    say = logging.getLogger(__name__).info
+    say = log.info
     shaped = [f"--{n.replace('_', '-')}" for n in _SHAPE_OPTIONS if given(ctx, n)]
     if p["scaling"] not in (None, "window"):  # the default model scales windows by their own
         shaped.append(f"--scaling {p['scaling']}")

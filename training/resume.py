@@ -57,7 +57,7 @@ def restore(run: Any, stopper: _Stopper, state: dict[str, Any],
     run.total_steps = int(state["total_steps"])
     planned = int(state["epochs"])
     if epochs is not None and epochs != planned:
-        run.total_steps = epochs * run.n_batches
+        run.span(epochs)
         planned = epochs
     stopper.best, stopper.epoch = float(state["best"]), int(state["best_epoch"])
     stopper.waited = int(state["waited"])

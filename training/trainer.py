@@ -112,11 +112,16 @@ class EarlyStopping:
     waited: int = 0
     keep_best: bool = False
 
+    @property
+    def keeps_weights(self) -> bool:
+        """Whether the best epoch's weights are kept (else the last epoch's are)."""
+        return self.patience > 0 or self.keep_best
+
     def update(self, epoch: int, val_nll: float, model: SMCTransformer) -> bool:
         """Record an epoch's score; True when training should stop."""
         if val_nll < self.best:
             self.best, self.epoch, self.waited = val_nll, epoch, 0
-            if self.patience > 0 or self.keep_best:
+            if self.keeps_weights:
                 self.state = copy.deepcopy(model.state_dict())
         else:
             self.waited += 1
@@ -159,6 +164,10 @@ class _Run:
         # a fine-tuning run's covariances move as a trained model's do, by small EM steps,
         # rather than being replaced by the first batch's estimate (step 1: eta = 1)
         self.em_start = FINETUNE_EM_START if cfg.init is not None else 0
+
+    def span(self, epochs: int) -> None:
+        """The learning-rate schedule spans `epochs` epochs."""
+        self.total_steps = epochs * self.n_batches
 
     def rate(self) -> float:
         """The learning rate of the current step."""
@@ -233,7 +242,7 @@ def train(
     stopper = EarlyStopping(cfg.optim.patience, keep_best=cfg.init is not None)
     history: list[dict[str, Any]] = []
     if resume is not None and resume.trainer_state is not None:
-        kept = resume.model.state_dict() if stopper.keep_best or cfg.optim.patience else None
+        kept = resume.model.state_dict() if stopper.keeps_weights else None
         epoch, epochs, start_nll = restore(run, stopper, resume.trainer_state, kept, epochs)
         history = list(resume.history)
     else:
@@ -297,7 +306,7 @@ def _fit_budget(run: _Run, budget: float, first: float, bar: Any) -> int:
     epochs = max(1, min(run.cfg.optim.epochs, int(budget // max(first, 1e-9))))
     if epochs < run.cfg.optim.epochs:
         log.info("time budget %.0f s at %.1f s an epoch: %d epochs", budget, first, epochs)
-        run.total_steps = epochs * run.n_batches
+        run.span(epochs)
         bar.total = run.total_steps
     return epochs
 

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from model.runtime.runtime import InputError, Runtime
+from model.runtime.runtime import Runtime
 from timeseries.seasons import declared, detect_season, season_of_timestamps
 from timeseries.tables import numeric_values
 from training.datasets.long_table import read_table, sorted_rows
-from training.quality.run import SeriesResult, evaluate_series
+from training.quality.run import SeriesResult, evaluate_suite
 from training.quality.scores import geometric_mean, picp
 from training.quality.suite import Series, SuiteConfig, with_eval_part
 
@@ -101,29 +101,23 @@ def evaluate_table(
     cfg: SuiteConfig,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[SeriesResult], dict[str, str]]:
-    """Each series through every model and the peers; the series refused, by name."""
-    out, refused = [], {}
+    """Each series through every model and the peers (training.quality.run.evaluate_suite);
+    the series refused, by name."""
     first = next(iter(models))
-    for i, item in enumerate(table, 1):
-        s = item.series
-        if s.eval_start < 2 or s.n_eval < 1:
-            refused[s.name] = f"{len(s.values)} values leave no evaluation part"
-            continue
-        try:
-            r = evaluate_series(models, s, cfg)
-        except (InputError, ValueError) as err:
-            refused[s.name] = str(err)
-            line = f"[{i}/{len(table)}] {s.name}: refused: {err}"
-        else:
-            out.append(r)
-            line = (
-                f"[{i}/{len(table)}] {s.name}: {s.n_eval} points, season {s.season}, one-step "
-                f"CRPS {first}/ETS {r.ratio(method=first):.3f}, /ARIMA "
-                f"{r.ratio(method=first, over='ARIMA'):.3f} ({r.seconds:.1f} s)"
-            )
-        if progress is not None:
-            progress(line)
-    return out, refused
+
+    def describe(r: SeriesResult) -> str:
+        s = r.series
+        return (
+            f"{s.name}: {s.n_eval} points, season {s.season}, one-step CRPS {first}/ETS "
+            f"{r.ratio(method=first):.3f}, /ARIMA {r.ratio(method=first, over='ARIMA'):.3f} "
+            f"({r.seconds:.1f} s)"
+        )
+
+    short = {t.series.name: f"{len(t.series.values)} values leave no evaluation part"
+             for t in table if t.series.eval_start < 2 or t.series.n_eval < 1}
+    suite = [t.series for t in table if t.series.name not in short]
+    out, refused = evaluate_suite(models, suite, cfg, progress, describe)
+    return out, {**short, **refused}
 
 
 def _pooled(results: list[SeriesResult], method: str, level: float) -> float:

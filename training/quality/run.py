@@ -95,30 +95,37 @@ def evaluate_series(
     )
 
 
+def quality_line(result: SeriesResult) -> str:
+    """`smct quality`'s progress line of a series: the model over ETS, ARIMA and its ablation."""
+    s = result.series
+    return (
+        f"{s.name}: {s.n_eval} points, CRPS model/ETS {result.ratio():.3f}, "
+        f"model/ARIMA {result.ratio(over='ARIMA'):.3f}, "
+        f"model/ablation {result.ratio(over='ablation'):.3f} ({result.seconds:.1f} s)"
+    )
+
+
 def evaluate_suite(
-    runtime: Runtime,
-    ablation: Runtime,
+    models: Mapping[str, Runtime],
     suite: list[Series],
     cfg: SuiteConfig,
     progress: Callable[[str], None] | None = None,
+    describe: Callable[[SeriesResult], str] = quality_line,
 ) -> tuple[list[SeriesResult], dict[str, str]]:
-    """Every series of the suite, in order, and the series the runtime refused (name: its
-    message); `ablation` is the runtime of the model's ablation; `progress` is told of each
-    series as it is done."""
+    """Every series of the suite through the named served models and the peers, in order, and
+    the series refused (name: the message; by the runtime, or a peer that cannot fit it);
+    `progress` is told of each series as it is done, in `describe`'s words."""
     out, refused = [], {}
-    for series in suite:
+    for i, series in enumerate(suite, 1):
         try:
-            result = evaluate_series({"model": runtime, "ablation": ablation}, series, cfg)
-        except InputError as err:
+            result = evaluate_series(models, series, cfg)
+        except (InputError, ValueError) as err:
             refused[series.name] = str(err)
-            line = f"{series.name}: refused by the runtime: {err}"
+            line = f"{series.name}: refused: {err}"
         else:
             out.append(result)
-            line = (
-                f"{series.name}: {series.n_eval} points, CRPS model/ETS {result.ratio():.3f}, "
-                f"model/ARIMA {result.ratio(over='ARIMA'):.3f}, "
-                f"model/ablation {result.ratio(over='ablation'):.3f} ({result.seconds:.1f} s)"
-            )
+            line = describe(result)
+        line = f"[{i}/{len(suite)}] {line}"
         log.info(line)
         if progress is not None:
             progress(line)

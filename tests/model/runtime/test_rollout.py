@@ -28,6 +28,7 @@ import torch
 from model.runtime.forecasting import Forecast
 from model.runtime.runtime import Runtime
 from model.series.state import SeriesState
+from tests.model.runtime.test_runtime import _torch_only_artifact
 
 DEFAULT = Path(__file__).resolve().parents[3] / "artifacts" / "default"
 TOL = 1e-4
@@ -111,14 +112,6 @@ def test_the_test_artifact_rolls_out_the_same_samples(
 def _random_artifact(out: Path, **changes: Any) -> Path:
     """An artifact of a network with every weight drawn (N(0, 0.3^2)), so that each option's
     terms are not zero; ONNX graphs empty (the torch backend only)."""
-    from model.artifacts.artifact import (
-        FILTER_GRAPH,
-        FORECAST_GRAPH,
-        NOISE,
-        WEIGHTS,
-        write_manifest,
-    )
-    from model.filtering.noise import make_table
     from model.network.config import ModelConfig
     from model.network.smc_transformer import SMCTransformer
 
@@ -128,25 +121,7 @@ def _random_artifact(out: Path, **changes: Any) -> Path:
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(0.3 * torch.randn_like(p))
-    out.mkdir()
-    torch.save(model.state_dict(), out / WEIGHTS)
-    make_table(1 << 20).tofile(out / NOISE)
-    (out / FILTER_GRAPH).write_bytes(b"")
-    (out / FORECAST_GRAPH).write_bytes(b"")
-    names = [f"f{i}" for i in range(cfg.d_in)]
-    write_manifest(
-        out,
-        {
-            "model_config": cfg.to_dict(),
-            "context_length": cfg.window,
-            "particles": 10,
-            "features": {"inputs": names, "targets": names[: cfg.d_out]},
-            "filter": {"resampling": "systematic", "threshold": 1.0},
-            "scaling": {"mode": "per_series"},
-            "noise": {"size": 1 << 20},
-        },
-    )
-    return out
+    return Path(_torch_only_artifact(out, cfg, {"mode": "per_series"}, model.state_dict()))
 
 
 OPTIONS = {

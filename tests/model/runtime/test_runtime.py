@@ -125,8 +125,11 @@ def test_input_errors(rt_torch: Runtime, rt_series: Runtime, ar_series: Any) -> 
     assert issubclass(InputError, ValueError)
 
 
-def _torch_only_artifact(out: Any, cfg: Any, scaling: dict[str, Any]) -> Any:
-    """An artifact without real ONNX graphs (empty files): enough for the torch backend."""
+def _torch_only_artifact(
+    out: Any, cfg: Any, scaling: dict[str, Any], weights: dict[str, Any] | None = None
+) -> Any:
+    """An artifact without real ONNX graphs (empty files): enough for the torch backend; of
+    `weights` (a state dict), else of a network seeded 0."""
     from model.artifacts.artifact import (
         FILTER_GRAPH,
         FORECAST_GRAPH,
@@ -139,7 +142,7 @@ def _torch_only_artifact(out: Any, cfg: Any, scaling: dict[str, Any]) -> Any:
 
     torch.manual_seed(0)
     out.mkdir()
-    torch.save(SMCTransformer(cfg).state_dict(), out / WEIGHTS)
+    torch.save(weights if weights is not None else SMCTransformer(cfg).state_dict(), out / WEIGHTS)
     make_table(1 << 20).tofile(out / NOISE)
     (out / FILTER_GRAPH).write_bytes(b"")
     (out / FORECAST_GRAPH).write_bytes(b"")
