@@ -12,7 +12,10 @@ larger of the bytes the rollout must read (every path's key and value windows at
 2 N L d float32) at the read rate and the FLOPs it must do (the matrix products of
 forecast_step, counted by torch's FlopCounterMode on the graph path) at the product rate.
 Targets: the rollout within 5 times its floor; the service's default answer (12 steps at the
-default sample count) at most 10 ms of CPU.
+default sample count) at most 10 ms of CPU. The noise alone is timed too: the normals the
+forecast draws (model/runtime/forecasting.py, per step and path D + O + 3 D from one
+torch.Generator in three calls, the last step's 3 D not drawn), as a share of the floor,
+which says what of the 5 times the draws leave to the kernel.
 
     python bench/bench_rollout.py --device cuda
 
@@ -82,6 +85,10 @@ def main() -> None:
     print(f"forecast of {PATHS} paths x {STEPS} steps: reads {window_bytes * STEPS / 1e6:.0f} MB "
           f"({floor_bytes * 1e3:.2f} ms), {flops / 1e6:.0f} MFLOP of products "
           f"({floor_flops * 1e3:.2f} ms): floor {floor * 1e3:.2f} ms")
+    draws = noise_time(PATHS, STEPS, cfg.d_model, cfg.d_out, args.repeat)
+    count = normals(PATHS, STEPS, cfg.d_model, cfg.d_out)
+    print(f"its noise alone: {count / 1e6:.2f} M normals (torch.randn) {draws * 1e3:.2f} ms = "
+          f"{draws / floor:.1f} x the floor")
     print(f"{'backend':>11} {'median ms':>10} {'min ms':>8} {'/ floor':>8} {'target':>7}")
     for backend, rt in rts.items():
         s = rt.create(histories(1))
@@ -101,6 +108,31 @@ def main() -> None:
             cpu.append(time.process_time() - start)
         ms = statistics.median(cpu) * 1e3
         print(f"{backend:>11} {ms:>10.1f}  {'PASS' if ms <= ANSWER_MS else 'FAIL'}")
+    draws = noise_time(n, 12, cfg.d_model, cfg.d_out, args.repeat)
+    count = normals(n, 12, cfg.d_model, cfg.d_out)
+    print(f"      noise {draws * 1e3:>10.1f}  ({count / 1e6:.2f} M normals, wall ms, in every "
+          "backend's answer)")
+
+
+def normals(n: int, steps: int, d: int, o: int) -> int:
+    """The normals a forecast of n paths over `steps` draws: each step d + o, and but for the
+    last (whose q, k, v no step reads) 3 d more."""
+    return n * (steps * (d + o) + (steps - 1) * 3 * d)
+
+
+def noise_time(n: int, steps: int, d: int, o: int, repeat: int) -> float:
+    """Seconds (the least of `repeat`) to draw a forecast's noise as the forecast draws it
+    (model/runtime/forecasting.py): each step (n, d), (n, o), then (n, 3, d) normals but for
+    the last, from one generator."""
+    gen = torch.Generator().manual_seed(0)
+
+    def draw() -> None:
+        for k in range(steps):
+            torch.randn(n, d, generator=gen), torch.randn(n, o, generator=gen)
+            if k + 1 < steps:
+                torch.randn(n, 3, d, generator=gen)
+
+    return timed(draw, repeat)[1]
 
 
 def runtimes(artifact: Path) -> dict[str, Runtime]:

@@ -12,8 +12,13 @@ that load from elsewhere on the machine falls on every phase alike):
     update     POST /v1/series/{client}/observations         (one new observation each time:
                load, filter update, forecast, compare-and-set, event)
     forecast   GET  /v1/series/{client}/forecast             (from the stored state)
+    live       GET  /health/live                             (the service's own bare answer)
+    default    GET  /v1/series/{client}/forecast             (no query: the service's default
+               horizon, levels and samples, the answer a client gets by default)
 and the throughput and p50/p99 latency of each phase are printed, with the ratio of online
-updates to the bare endpoint (the target: TARGET_RATIO, with one worker). The client is a
+updates to the bare endpoint (the target: TARGET_RATIO, with one worker) and the cost of the
+default forecast over /health/live, in server CPU a request (the target: at most
+ANSWER_TIMES, with one worker). The client is a
 minimal asyncio HTTP/1.1 client so that it takes as little of the machine as possible.
 """
 
@@ -34,6 +39,7 @@ from service_load import Connection, Result, free_port, phase, start, uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 0.4  # online updates over the bare endpoint, one worker each
+ANSWER_TIMES = 15.0  # the default forecast's server CPU a request over /health/live's
 
 
 # --------------------------------------------------------------------------- the bare endpoint
@@ -109,10 +115,18 @@ async def run(
     def forecast(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
         return "GET", f"/v1/series/bench-{i}/forecast?{query}", b""
 
+    def live(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
+        return "GET", "/health/live", b""
+
+    def default(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
+        return "GET", f"/v1/series/bench-{i}/forecast", b""
+
     phases = (
         ("bare GET+SET", bare, get_set),
         ("online update", service, update),
         ("forecast", service, forecast),
+        ("/health/live", service, live),
+        ("default forecast", service, default),
     )
     totals = {name: Result(name, [], 0, 0.0) for name, _, _ in phases}
     for _ in range(args.rounds):  # interleaved, so that a busy spell hits every phase alike
@@ -154,6 +168,13 @@ def report(results: list[Result], args: argparse.Namespace, state_bytes: int) ->
     print(
         f"\nonline updates / bare endpoint = {ratio:.2f} ({verdict} the target "
         f"{TARGET_RATIO}); an update costs the server {cpu:.1f}x the CPU of a bare GET+SET"
+    )
+    live, default = results[3], results[4]
+    times = default.cpu_ms_per_request / max(live.cpu_ms_per_request, 1e-9)
+    print(
+        f"the default forecast costs the server {times:.1f}x the CPU of /health/live "
+        f"(target <= {ANSWER_TIMES:g}: {'PASS' if times <= ANSWER_TIMES else 'FAIL'}); "
+        f"throughput {live.throughput / max(default.throughput, 1e-9):.1f}x less"
     )
     return ratio
 

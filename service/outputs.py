@@ -52,20 +52,20 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
 
 def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> SeriesForecast:
     """A runtime forecast (mean, median (H, O), intervals and their standard errors by level,
-    samples (N, H, O)) as the schema; the standard errors to 2 significant digits."""
+    samples (N, H, O)) as the schema; the standard errors to 2 significant digits. The bounds
+    and their errors are each rendered in one array operation over every level."""
     intervals = _by_level(f.intervals, params.fractions)
     errors = _by_level(f.errors, params.fractions)
+    bounds, ses = _rows(intervals), _rows(errors, 2)  # lo, hi of each level in turn
     return SeriesForecast.model_construct(
         id=series_id,
         mean=_points(f.mean),
         median=_points(f.median),
         intervals={
             level_label(level): Interval.model_construct(
-                lo=_points(lo), hi=_points(hi), lo_se=_points(lo_se, 2), hi_se=_points(hi_se, 2)
+                lo=bounds[2 * j], hi=bounds[2 * j + 1], lo_se=ses[2 * j], hi_se=ses[2 * j + 1]
             )
-            for level, (lo, hi), (lo_se, hi_se) in zip(
-                params.levels, intervals, errors, strict=True
-            )
+            for j, level in enumerate(params.levels)
         },
         samples=_points(f.samples) if params.return_samples and f.samples is not None else None,
     )
@@ -111,12 +111,18 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
+def _rows(pairs: list[tuple[np.ndarray, np.ndarray]], digits: int | None = None) -> list[Any]:
+    """(lo, hi) arrays (H, O) of each level -> [lo_1, hi_1, lo_2, ...] as `_points` renders
+    them, in one operation."""
+    return _points(np.stack([a for pair in pairs for a in pair]), digits) if pairs else []
+
+
 def _points(a: np.ndarray, digits: int | None = None) -> list[Any]:
     """(..., O) -> nested lists, the last axis squeezed when O == 1; non-finite -> None;
     rounded to `digits` significant digits when given."""
     a = np.asarray(a, dtype=np.float64)
     if digits is not None:
-        a = np.vectorize(lambda v: float(f"{v:.{digits}g}"), otypes=[np.float64])(a)
+        a = significant(a, digits)
     if a.shape[-1] == 1:
         a = a[..., 0]
     finite = np.isfinite(a)
@@ -127,6 +133,32 @@ def _points(a: np.ndarray, digits: int | None = None) -> list[Any]:
     obj[~finite] = None
     out = obj.tolist()
     return out
+
+
+def significant(a: np.ndarray, digits: int) -> np.ndarray:
+    """a rounded to `digits` significant digits, the number float(f"{v:.{digits}g}") gives for
+    each v, in array arithmetic: v scaled by an exact power of ten to `digits` digits before
+    the point, rounded, scaled back (each a correctly rounded operation on exact numbers, so
+    the nearest float to the decimal). The rare numbers whose scaled value lies within
+    float rounding of a tie (where the product may round to the other side), or that need a
+    power of ten beyond the exact ones (1e22), are formatted instead."""
+    x = np.asarray(a, dtype=np.float64)
+    size = np.abs(x)
+    usual = np.isfinite(x) & (size > 0.0)
+    k = digits - 1 - np.floor(np.log10(np.where(usual, size, 1.0)))  # scale by 10^k
+    exact = usual & (np.abs(k) <= _EXACT_POWER)
+    up = 10.0 ** np.clip(k, 0, _EXACT_POWER)  # 1 where k < 0
+    down = 10.0 ** np.clip(-k, 0, _EXACT_POWER)
+    scaled = np.where(exact, x, 0.0) * up / down
+    out = np.where(exact, np.round(scaled) / up * down, x)
+    tie = np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < _TIE
+    for i in zip(*np.nonzero((tie & exact) | (usual & ~exact)), strict=True):
+        out[i] = float(f"{x[i]:.{digits}g}")
+    return out
+
+
+_EXACT_POWER = 22  # 10^k is a float64 exactly for |k| <= 22
+_TIE = 1e-9  # far above the float rounding of a scaled value (< 1e-13)
 
 
 def _point(a: np.ndarray) -> Any:

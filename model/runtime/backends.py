@@ -93,12 +93,13 @@ class Backend(Protocol):
         paths: Any,
         eps_z: Tensor,
         eps_x: Tensor,
-        eps_qkv: Tensor,
+        eps_qkv: Tensor | None,
         covariates: Tensor | None,
         mean_coef: np.ndarray | None = None,
     ) -> tuple[Any, np.ndarray]:
         """One step of the paths; `mean_coef` (B, J, O): the correction of the mean at this
-        step (None: the one they started with)."""
+        step (None: the one they started with); eps_qkv None at the last step of a forecast,
+        whose q, k, v no step reads (the paths need not move on)."""
         ...
 
 
@@ -168,17 +169,19 @@ class TorchBackend:
         paths: FilterState | LazyPaths | Rollout,
         eps_z: Tensor,
         eps_x: Tensor,
-        eps_qkv: Tensor,
+        eps_qkv: Tensor | None,
         covariates: Tensor | None,
         mean_coef: np.ndarray | None = None,
     ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
         cov = None if covariates is None else self._t(covariates)
-        eps_z, eps_x, eps_qkv = (self._t(e) for e in (eps_z, eps_x, eps_qkv))
+        eps_z, eps_x = self._t(eps_z), self._t(eps_x)
         coef = None
         if mean_coef is not None and self.corrects_mean:
             coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
         if isinstance(paths, Rollout):
-            return paths, paths.step(eps_z, eps_x, eps_qkv, cov, coef).numpy()
+            qkv = None if eps_qkv is None else self._t(eps_qkv)
+            return paths, paths.step(eps_z, eps_x, qkv, cov, coef).numpy()
+        eps_qkv = _last_qkv(eps_qkv, eps_z, self._t)
         if coef is not None:
             if isinstance(paths, LazyPaths):
                 paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
@@ -303,10 +306,11 @@ class OnnxBackend:
         paths: list[np.ndarray],
         eps_z: Tensor,
         eps_x: Tensor,
-        eps_qkv: Tensor,
+        eps_qkv: Tensor | None,
         covariates: Tensor | None,
         mean_coef: np.ndarray | None = None,
     ) -> tuple[list[np.ndarray], np.ndarray]:
+        eps_qkv = _last_qkv(eps_qkv, eps_z, torch.as_tensor)
         if mean_coef is not None and self.corrects_mean:
             paths = list(paths)
             paths[self.forecast_inputs.index(MEAN_COEF)] = np.ascontiguousarray(
@@ -323,6 +327,15 @@ class OnnxBackend:
         if MEAN_COEF in feeds:
             moved.append(feeds[MEAN_COEF])
         return moved, x_t
+
+
+def _last_qkv(eps_qkv: Tensor | None, eps_z: Tensor, to: Any) -> Tensor:
+    """The noise of q, k, v (B, N, 3, D) as the graphs take it: at the last step of a
+    forecast (None), zeros, since no step reads what they give."""
+    if eps_qkv is not None:
+        return to(eps_qkv)
+    b, n, d = eps_z.shape
+    return to(torch.zeros(b, n, 3, d))
 
 
 def backend_device(backend: str, device: str) -> str:

@@ -250,7 +250,10 @@ class ForecastMixin:
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         for k in range(total):
             cov_k = None if cov is None else torch.from_numpy(cov[:, k])
-            z, eps, e_qkv = draw(n, d), draw(n, o), draw(n, 3, d)  # in this order
+            z, eps = draw(n, d), draw(n, o)  # in this order, then the next q, k, v's
+            # noise, but for the last step, whose q, k, v no step reads (the draws before are
+            # those of any longer horizon: each series' generator draws nothing after)
+            e_qkv = draw(n, 3, d) if k + 1 < total else None
             paths, x_t = self.engine.forecast_step(
                 paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
             )

@@ -244,7 +244,7 @@ def samples_for(levels: Sequence[float], rel_error: float = MC_REL_ERROR) -> int
 @dataclass(frozen=True)
 class SampleSummary:
     """Summaries of samples over their sample axis, each (B, H, O); `errors` the Monte Carlo
-    standard errors of the interval bounds (`bound_errors`)."""
+    standard errors of the interval bounds (`_bound_ranks`)."""
 
     mean: np.ndarray
     median: np.ndarray
@@ -263,31 +263,41 @@ def summarize_samples(
     over N (numpy's linear sample quantiles, as training/metrics.interval_bounds), and the
     standard errors of the interval bounds. With `alphas` (B, H, len(levels)), series b's
     interval at levels[j] and step h has the tails alphas[b, h, j] / 2 (a coverage correction,
-    model/series/adaptation.py) instead of (1 - levels[j]) / 2."""
-    b, n, h, _ = samples.shape
-    probs = [0.5, *quantiles]
-    qs = np.quantile(samples, probs, axis=1)  # (len(probs), B, H, O)
+    model/series/adaptation.py) instead of (1 - levels[j]) / 2.
+
+    The samples are sorted once, each series, step and target a contiguous lane of N, and every
+    summary is read off the sorted lanes at its ranks in one indexing: the median and quantiles
+    as np.quantile gives them (its rounding too), the bounds with their errors."""
+    b, n, h, o = samples.shape
     tails = np.broadcast_to(
         np.asarray([(1.0 - lv) for lv in levels], dtype=np.float64) / 2.0, (b, h, len(levels))
     )
     if alphas is not None and len(levels):
         tails = np.asarray(alphas, dtype=np.float64) / 2.0  # (B, H, Q)
     tails = tails.round(12)  # level 0.9 asks exactly for the 0.05 and 0.95 quantiles
-    ordered = np.moveaxis(np.sort(samples, axis=1), 1, 2)  # (B, H, N, O)
-    lo, lo_se = bound_errors(ordered, tails)  # (B, H, Q, O) each
-    hi, hi_se = bound_errors(ordered, 1.0 - tails)
+    lanes = np.moveaxis(samples, 1, -1).copy()  # (B, H, O, N), a copy (the samples stay)
+    lanes.sort(axis=-1)
+    k = 1 + len(quantiles)  # the median, then the quantiles
+    probs = np.broadcast_to(np.asarray([0.5, *quantiles], np.float64), (b, h, k))
+    lo_rank, lo_factor = _bound_ranks(n, tails)  # (B, H, Q, 3), (B, H, Q)
+    hi_rank, hi_factor = _bound_ranks(n, 1.0 - tails)
+    ranks = [probs * (n - 1), lo_rank.reshape(b, h, -1), hi_rank.reshape(b, h, -1)]
+    at = _at_ranks(lanes, np.concatenate(ranks, axis=-1), numpy_lerp=k)  # (B, H, K', O)
+    qs, lo_at, hi_at = np.split(at, [k, k + 3 * tails.shape[-1]], axis=2)
+    lo, lo_se = _bound_and_error(lo_at.reshape(b, h, -1, 3, o), lo_factor)  # (B, H, Q, O)
+    hi, hi_se = _bound_and_error(hi_at.reshape(b, h, -1, 3, o), hi_factor)
     return SampleSummary(
         mean=samples.mean(axis=1),
-        median=qs[0],
+        median=qs[:, :, 0],
         intervals={lv: (lo[:, :, j], hi[:, :, j]) for j, lv in enumerate(levels)},
-        quantiles={q: qs[1 + i] for i, q in enumerate(quantiles)},
+        quantiles={q: qs[:, :, 1 + i] for i, q in enumerate(quantiles)},
         errors={lv: (lo_se[:, :, j], hi_se[:, :, j]) for j, lv in enumerate(levels)},
     )
 
 
-def bound_errors(ordered: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sample quantiles of sorted samples (B, H, N, O) at probabilities probs (B, H, Q), each
-    series and step its own, and their Monte Carlo standard errors -> two (B, H, Q, O).
+def _bound_ranks(n: int, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ranks (B, H, Q, 3) that a bound at probs (B, H, Q) and its Monte Carlo error read
+    off N sorted samples, and the error's factor c / span (B, H, Q).
 
     The quantile is numpy's linear one, at rank r = p (N - 1). Its standard error comes from
     the order statistics, free of any assumed law: the number of samples below the true
@@ -296,23 +306,36 @@ def bound_errors(ordered: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np
     spacing estimate behind the distribution-free confidence interval of a quantile, e.g.
     Conover, Practical Nonparametric Statistics, 3.2). For iid samples with density f at the
     quantile it tends to sqrt(p (1 - p) / N) / f."""
-    n = ordered.shape[2]
     rank = probs * (n - 1)
     c = np.sqrt(n * probs * (1.0 - probs))
     below, above = np.maximum(rank - c, 0.0), np.minimum(rank + c, n - 1.0)
-    at = _at_ranks(ordered, np.stack([rank, below, above], axis=-1))  # (B, H, Q, 3, O)
-    span = np.maximum(above - below, 1e-12)[..., None]  # (B, H, Q, 1)
-    return at[..., 0, :], (at[..., 2, :] - at[..., 1, :]) * (c[..., None] / span)
+    span = np.maximum(above - below, 1e-12)
+    return np.stack([rank, below, above], axis=-1), c / span
 
 
-def _at_ranks(ordered: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Sorted samples (B, H, N, O) linearly interpolated at fractional ranks (B, H, ...) ->
-    (B, H, ..., O)."""
-    b, h, n, o = ordered.shape
-    flat = ranks.reshape(b, h, -1)
-    low = np.floor(flat).astype(np.int64).clip(0, n - 1)
+def _bound_and_error(at: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted samples at a bound's ranks (B, H, Q, 3, O) (`_bound_ranks`) -> the bound and its
+    standard error, (B, H, Q, O) each."""
+    return at[..., 0, :], (at[..., 2, :] - at[..., 1, :]) * factor[..., None]
+
+
+def _at_ranks(lanes: np.ndarray, ranks: np.ndarray, numpy_lerp: int = 0) -> np.ndarray:
+    """Sorted lanes (B, H, O, N) linearly interpolated at fractional ranks (B, H, K) -> (B, H,
+    K, O). The first `numpy_lerp` ranks are rounded as np.quantile rounds (its lerp takes a
+    fraction of at least 1/2 from the upper neighbour), so that the median and quantiles are
+    its very numbers."""
+    b, h, o, n = lanes.shape
+    shape = (b, h, o, ranks.shape[-1])
+    low = np.floor(ranks).astype(np.int64).clip(0, n - 1)  # (B, H, K)
     high = np.minimum(low + 1, n - 1)
-    frac = (flat - low)[..., None]
-    lo = np.take_along_axis(ordered, low[..., None], axis=2)
-    hi = np.take_along_axis(ordered, high[..., None], axis=2)
-    return np.asarray(lo + frac * (hi - lo)).reshape(*ranks.shape, o)
+    frac = (ranks - low)[:, :, None]  # (B, H, 1, K)
+    lo = np.take_along_axis(lanes, np.broadcast_to(low[:, :, None], shape), axis=-1)
+    hi = np.take_along_axis(lanes, np.broadcast_to(high[:, :, None], shape), axis=-1)
+    diff = hi - lo
+    out = lo + diff * frac  # (B, H, O, K)
+    upper = frac[..., :numpy_lerp] >= 0.5
+    out[..., :numpy_lerp] = np.where(
+        upper, hi[..., :numpy_lerp] - diff[..., :numpy_lerp] * (1.0 - frac[..., :numpy_lerp]),
+        out[..., :numpy_lerp],
+    )
+    return np.swapaxes(out, 2, 3)

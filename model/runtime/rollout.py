@@ -69,13 +69,14 @@ class Rollout:
         self,
         eps_z: Tensor,
         eps_x: Tensor,
-        eps_qkv: Tensor,
+        eps_qkv: Tensor | None,
         covariates: Tensor | None = None,
         mean_coef: Tensor | None = None,
     ) -> Tensor:
-        """One step of every path: eps_z (B, N, D), eps_x (B, N, O), eps_qkv (B, N, 3, D),
-        covariates (B, F - O) the known inputs, mean_coef (B, J + 1, O) the correction of the
-        mean at this step (None: the last one). Returns X_t (B, N, O)."""
+        """One step of every path: eps_z (B, N, D), eps_x (B, N, O), eps_qkv (B, N, 3, D) or
+        None at the forecast's last step (X_t is not absorbed: no step follows), covariates
+        (B, F - O) the known inputs, mean_coef (B, J + 1, O) the correction of the mean at
+        this step (None: the last one). Returns X_t (B, N, O)."""
         if mean_coef is not None:
             self.mean_coef = mean_coef
         mu = attend(
@@ -86,6 +87,8 @@ class Rollout:
         z = torch.addcmul(mu, self.w.z_sd, eps_z.transpose(1, 2))  # (B, D, N), eq. (3)
         mean, sd = readout(self.w, z, self.x_prev, self._lagged(), self.mean_coef)
         x_t = torch.addcmul(mean, sd, eps_x.transpose(1, 2))  # (B, O, N), section 3.3
+        if eps_qkv is None:
+            return x_t.transpose(1, 2)
         x_in = x_t
         if covariates is not None:
             known = covariates.unsqueeze(-1).expand(-1, -1, x_t.shape[-1])  # (B, F - O, N)
@@ -105,9 +108,9 @@ class Rollout:
         1 or N), 0 where the window does not hold lag l (SMCTransformer.lag_terms)."""
         if self.targets is None:
             return None
-        b, _, o, m = self.targets.shape
-        slots, keep = self.lags.at(self.count, self.held)
-        got = self.targets.gather(1, slots.view(b, -1, 1, 1).expand(-1, -1, o, m))
+        b, n_lag, o, m = self.targets.shape
+        rows, keep = self.lags.at(self.count, self.held)  # rows of the (B L, O M) targets
+        got = self.targets.reshape(b * n_lag, o * m).index_select(0, rows).view(b, -1, o, m)
         return (got[:, :N_LAG_TERMS] - got[:, N_LAG_TERMS:]) * keep  # (B, J, O, M)
 
     def _absorb(self, x_in: Tensor, eps_qkv: Tensor) -> None:
@@ -149,16 +152,19 @@ class LagSlots:
         self.lag_index = np.concatenate([np.clip(lags - 1, 0, n_lag - 1), 0 * m], axis=1)
         self.within = (lags <= n_lag) & (lags >= 2)  # (B, J) lags the window can hold
         self.rows = np.arange(len(season))[:, None]
+        self.first_row = self.rows * n_lag  # each series' first row of the (B L, ...) window
         self.all_held = torch.from_numpy(self.within.astype(np.float32))[:, :, None, None]
 
     def at(self, count: int, held: np.ndarray) -> tuple[Tensor, Tensor]:
-        """The slots (B, J + 1) of the lags, then of lag 1, after `count` steps, and which of
-        the lags are held (B, J, 1, 1) 1 or 0, given which slots are (held (B, L))."""
-        slots = (self.lag_index - count) % self.n_lag
+        """The slots of the lags, then of lag 1, after `count` steps, as rows b L + slot of the
+        window's targets (B J + J), and which of the lags are held (B, J, 1, 1) 1 or 0, given
+        which slots are (held (B, L))."""
+        slots = (self.lag_index - count) % self.n_lag  # (B, J + 1)
+        rows = torch.from_numpy((slots + self.first_row).reshape(-1))
         if held.all():
-            return torch.from_numpy(slots), self.all_held
+            return rows, self.all_held
         keep = held[self.rows, slots[:, :N_LAG_TERMS]] & self.within
-        return torch.from_numpy(slots), torch.from_numpy(keep.astype(np.float32))[:, :, None, None]
+        return rows, torch.from_numpy(keep.astype(np.float32))[:, :, None, None]
 
 
 def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:
@@ -215,7 +221,7 @@ def attend(
     prod = torch.mul(keys, query[:, :, :r].unsqueeze(3), out=scratch.view(keys.shape))
     scores = prod.sum(2)  # (B, Hd, L, M): q(t-1) . k(t-s) / sqrt(R)
     if w.lag_keys is not None:  # + q(t-1) . E^k_s / sqrt(R) + b_s: every path and head at once
-        lag_keys = w.lag_keys[turn % n_lag].expand(b, -1, -1, -1).reshape(b * hd, n_lag, r + 1)
+        lag_keys = _series(w.lag_keys[turn % n_lag], b)  # (B Hd, L, R + 1)
         scores.view(b * hd, n_lag, m).baddbmm_(lag_keys, query.view(b * hd, r + 1, m))
     if mask is not None:
         scores += mask
@@ -223,9 +229,14 @@ def attend(
     prod = torch.mul(values, pi.unsqueeze(3), out=scratch.view(values.shape))
     mu = prod.sum(2)  # (B, Hd, R, M): pi . v
     if w.lag_values is not None:  # + pi . E^v
-        lag_values = w.lag_values[turn % n_lag].expand(b, -1, -1, -1).reshape(b * hd, r, n_lag)
+        lag_values = _series(w.lag_values[turn % n_lag], b)  # (B Hd, R, L)
         mu.view(b * hd, r, m).baddbmm_(lag_values, pi.view(b * hd, n_lag, m))
     return mu.view(b, hd * r, m)
+
+
+def _series(table: Tensor, b: int) -> Tensor:
+    """A table of each head (Hd, ...) for every series, (B Hd, ...) (itself for one)."""
+    return table if b == 1 else table.expand(b, *table.shape).reshape(-1, *table.shape[1:])
 
 
 def readout(
@@ -259,5 +270,5 @@ def readout(
         mean = mean + (coef * lagged).sum(1)
     if not w.obs_scale:
         return mean, w.obs_sd
-    s = OBS_SCALE_BOUND * torch.tanh(read[:, lag_end:])  # (B, O, N) the log-scale
-    return mean, w.obs_sd * torch.exp(s)
+    s = torch.tanh(read[:, lag_end:]).mul_(OBS_SCALE_BOUND)  # (B, O, N) the log-scale
+    return mean, s.exp_().mul_(w.obs_sd)

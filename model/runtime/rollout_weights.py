@@ -19,7 +19,7 @@ B batch, M paths (or particles).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -39,6 +39,10 @@ class Linear:
 
     weight: Tensor
     bias: Tensor
+    one: Tensor = field(init=False, repr=False)  # the weight (1, out, in)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "one", self.weight.unsqueeze(0))
 
     @classmethod
     def of(cls, layer: nn.Module, scale: float = 1.0) -> Linear:
@@ -47,7 +51,7 @@ class Linear:
 
     def __call__(self, x: Tensor, add: Tensor | None = None) -> Tensor:
         """x (B, in, M) -> W x + b (+ add, broadcast to (B, out, M))."""
-        weight = self.weight.expand(x.shape[0], -1, -1)
+        weight = batched(self.one, x.shape[0])
         if add is None:
             return torch.baddbmm(self.bias, weight, x)
         return (add + self.bias).baddbmm_(weight, x)
@@ -62,8 +66,8 @@ class Norm:
     weight: Tensor
     bias: Tensor
     eps: Tensor  # (1, 1, 1)
-    centre: Tensor  # (D, D) I - 1 1^T / D
-    mean_of: Tensor  # (1, D) 1^T / D
+    centre: Tensor  # (1, D, D) I - 1 1^T / D
+    mean_of: Tensor  # (1, 1, D) 1^T / D
 
     @classmethod
     def of(cls, layer: nn.Module) -> Norm:
@@ -73,15 +77,15 @@ class Norm:
             layer.weight.detach()[:, None],
             layer.bias.detach()[:, None],
             torch.full((1, 1, 1), layer.eps),
-            torch.eye(d) - 1.0 / d,
-            torch.full((1, d), 1.0 / d),
+            (torch.eye(d) - 1.0 / d).unsqueeze(0),
+            torch.full((1, 1, d), 1.0 / d),
         )
 
     def standardized(self, x: Tensor) -> Tensor:
         """(x - mean) / sqrt(var + eps) over axis 1 of x (B, D, M)."""
-        b, d, _ = x.shape
-        centred = torch.bmm(self.centre.expand(b, d, d), x)  # (B, D, M)
-        var = torch.baddbmm(self.eps, self.mean_of.expand(b, 1, d), centred * centred)
+        b = x.shape[0]
+        centred = torch.bmm(batched(self.centre, b), x)  # (B, D, M)
+        var = torch.baddbmm(self.eps, batched(self.mean_of, b), centred * centred)
         return centred * var.rsqrt_()  # var (B, 1, M)
 
     def __call__(self, x: Tensor) -> Tensor:
@@ -165,6 +169,13 @@ class RolloutWeights:
         first -= N_LAG_TERMS * self.n_targets if self.lag_inputs else 0
         first -= self.n_targets if self.obs_scale else 0
         return first, first + (N_LAG_TERMS * self.n_targets if self.lag_inputs else 0)
+
+
+def batched(one: Tensor, b: int) -> Tensor:
+    """A matrix kept as (1, out, in) as the batched products take it, (B, out, in): itself for
+    one series (a step would otherwise make some twenty such views, each about as dear as a
+    small product), expanded for more."""
+    return one if b == 1 else one.expand(b, -1, -1)
 
 
 def _stacked(layers: list[Linear]) -> Linear:

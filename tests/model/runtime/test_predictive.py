@@ -103,6 +103,22 @@ def test_sample_summaries_use_the_metrics_definition() -> None:
     np.testing.assert_allclose(s.mean, samples.mean(axis=1))
 
 
+def test_median_and_quantiles_are_numpys_very_numbers() -> None:
+    """The summaries read the median and quantiles off one sort of the samples: the numbers
+    np.quantile gives, to the last bit (its rounding of the interpolation too), for an even
+    and an odd sample count, two targets, and one step and target (where the samples' lanes
+    are contiguous already: they are sorted in a copy, the samples left as they were)."""
+    for n, h, o in ((1162, 4, 2), (501, 1, 1)):
+        samples = np.random.default_rng(n).normal(size=(3, n, h, o)) * 7.0 + 3.0
+        probs = [0.1, 0.25, 0.5, 0.9]
+        kept = samples.copy()
+        s = summarize_samples(samples, [0.8, 0.95], quantiles=probs)
+        assert np.array_equal(samples, kept)  # sorted apart from the samples
+        assert np.array_equal(s.median, np.quantile(samples, 0.5, axis=1))
+        for q in probs:
+            assert np.array_equal(s.quantiles[q], np.quantile(samples, q, axis=1))
+
+
 def test_per_series_scales_and_probabilities() -> None:
     """Each mixture its own sd (B, O) and its own probabilities (B, Q): the same answers as
     the mixtures one at a time."""

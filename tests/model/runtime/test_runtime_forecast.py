@@ -3,6 +3,7 @@ agreement of stateless forecasts with the evaluation code."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ from model.series.adaptation import OFF
 from training.datasets import load_dataset
 from training.evaluate import multistep
 from training.metrics import summarize
+
+DEFAULT = Path(__file__).resolve().parents[3] / "artifacts" / "default"
 
 
 def test_forecasts_in_chunks_of_paths_match_one_call(
@@ -58,6 +61,27 @@ def test_forecast_summaries_and_steps(rt_torch: Runtime, ar_series: Any) -> None
     np.testing.assert_array_equal(again[0].mean, full[0].mean)
     other = rt_torch.forecast(states, 5, [0.9], 200, seed=2)
     assert not np.array_equal(other[0].mean, full[0].mean)
+
+
+@pytest.mark.parametrize("backend", ["torch", "torch graph", "onnx"])
+def test_a_forecast_is_the_start_of_any_longer_one(backend: str) -> None:
+    """A forecast's last step draws no noise for q, k, v and moves no paths on (no step reads
+    them): its samples are, bit for bit, the first steps of a longer forecast's under the same
+    seed, which draws that noise and moves the paths; for the rollout kernel, the forecast
+    graph and onnx, and a series with a pending step (its last step is the paths' third)."""
+    rt = Runtime.load(DEFAULT, backend="onnx" if backend == "onnx" else "torch", device="cpu")
+    if backend == "torch graph":
+        rt.engine.rollout = None  # type: ignore[attr-defined]
+    rng = np.random.default_rng(4)
+    history = 50.0 + np.cumsum(rng.normal(size=(60, 1)), axis=0)
+    pending = np.concatenate([history, np.full((1, 1), np.nan)])
+    states = rt.create([history, pending], seasons=[0, 7])
+    for horizon in (1, 2, 5):
+        short = rt.forecast(states, horizon, [0.8], 300, return_samples=True, seed=3)
+        long = rt.forecast(states, horizon + 1, [0.8], 300, return_samples=True, seed=3)
+        for a, b in zip(short, long, strict=True):
+            assert a.samples is not None and b.samples is not None
+            assert np.array_equal(a.samples, b.samples[:, :horizon])
 
 
 def test_stateless_forecast_agrees_with_evaluation(artifact: Any) -> None:
