@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from model.runtime.runtime import Forecast, UpdateResult
-from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig
+from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
 from service.schemas.forecasts import Interval, SeriesForecast
@@ -41,6 +41,11 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
         mean_correction=[
             {term: round(float(c), 6) for term, c in zip(MEAN_TERMS, row, strict=True)}
             for row in state.mean_coef
+        ] if mean else [],
+        mean_weight=[
+            round(float(w), 6) for w in mean_weight(
+                state.mean_odds if len(state.mean_odds) else np.zeros(len(state.mean_coef))
+            )
         ] if mean else [],
         trend=[
             {"slope": round(float(b), 6), "damping": round(float(phi), 6),

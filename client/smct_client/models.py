@@ -84,6 +84,7 @@ class SeriesAdaptation(_Answer):
     issued_levels: dict[str, float]
     mean: bool = False
     mean_correction: list[dict[str, float]] = Field(default_factory=list)
+    mean_weight: list[float] = Field(default_factory=list)
     season: bool = False
     seasonal_profile: list[list[float]] = Field(default_factory=list)
     trend: list[dict[str, float]] = Field(default_factory=list)

@@ -27,11 +27,13 @@ from model.series.adaptation import (
     AdaptConfig,
     effective_alphas,
     mean_terms,
+    mean_weight,
     season_offsets,
     season_profile,
     spread_statistic,
     update_alpha,
     update_mean,
+    update_odds,
     update_spread,
 )
 from model.series.state import SeriesState, StateBatch, cover_arrays, profiles
@@ -109,7 +111,8 @@ class Adapter:
         (B, J, O) float32: zeros where the correction is off or the model has none."""
         if not (self.n_mean and self.adapt.mean):
             return np.zeros((len(batch), N_MEAN_TERMS, self.target_dim), np.float32)
-        return np.ascontiguousarray(batch.mean_coef.transpose(0, 2, 1))
+        weight = mean_weight(batch.mean_odds)[:, None, :]  # (B, 1, O)
+        return np.ascontiguousarray((batch.mean_coef.transpose(0, 2, 1) * weight), np.float32)
 
     def alphas(self, batch: StateBatch | Sequence[SeriesState], levels: list[float]) -> np.ndarray:
         """Miscoverage to issue at each level (fractions) per series (B, Q)."""
@@ -172,12 +175,24 @@ class Adapter:
         phi = mean_terms(
             sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
         )
+        before = sub.mean_coef[rows].astype(np.float64)
+        # the law was issued with the correction d weighted by w: the corrected model's law is
+        # it moved by (1 - w) d, the model as trained's by -w d
+        d = np.einsum("roj,roj->ro", phi, before)
+        w = mean_weight(sub.mean_odds[rows])
+        log_full, log_none = (
+            np.log(np.maximum(seen.cdf_pdf((y - shift)[:, None])[1][:, 0], 1e-300))
+            for shift in ((1.0 - w) * d, -w * d)
+        )
+        sub.mean_odds[rows] = update_odds(
+            sub.mean_odds[rows], log_full, log_none, self.adapt.forget
+        )
         coef, cov, noise = update_mean(
-            sub.mean_coef[rows].astype(np.float64),
+            before,
             sub.mean_cov[rows].astype(np.float64),
             sub.mean_noise[rows].astype(np.float64),
             phi,
-            y - issued,
+            y - issued - (1.0 - w) * d,
             self.adapt.forget,
         )
         sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise

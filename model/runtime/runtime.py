@@ -258,6 +258,7 @@ class Runtime(ForecastMixin):
             mean_coef=prior[0],
             mean_cov=prior[1],
             mean_noise=prior[2],
+            mean_odds=np.zeros((b, self.target_dim), np.float32),
             profile=profile,
             pending=np.zeros(b, np.int64),
             trend=np.zeros_like(trend),

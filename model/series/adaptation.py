@@ -68,6 +68,19 @@ with it (eq. 5), and a forecast's paths feed it back at every step (divided by h
 deviations counts as MEAN_CLIP (one outlier moves a little). The constant is in scaled units
 and follows the series' scale when it changes (`rescale_intercept`).
 
+Weight of the mean correction (dynamic model averaging, Raftery, Karny and Ettler, 2010). A
+correction learnt on a series' past can be wrong for its present (a momentum learnt in a
+growth that has ended), and its coefficients forget slowly. Each series keeps the log odds o
+that its values follow the model with its correction rather than the model as trained, and
+the correction is issued with the weight w = expit(o), the posterior probability of the
+corrected model (`mean_weight`). After each value, with d = phi . a the correction's shift of
+the mean and f the law issued (its mean moved by w d),
+    o_t = lam o_{t-1} + log f(y - (1 - w) d) - log f(y + w d)
+(`update_odds`): the log density of the value under each model's law, the issued law moved to
+each; lam the forgetting factor of the spread, so that the odds turn when the series does;
+bounded by MEAN_ODDS_MAX. A new series starts at even odds; the coefficients learn from the
+corrected model's own residual, y less the mean issued less (1 - w) d.
+
 Season (a seasonal profile, as ETS keeps seasonal states). A model reads the season of a
 series from the values its window holds: one or two seasons back, each as noisy as any value.
 ETS keeps an index per phase of the season, estimated over every season it has seen. A series
@@ -98,6 +111,7 @@ ALPHA_RANGE = (-0.5, 1.5)  # bounds of the tracked alpha_t
 MEAN_PRIOR_SD = 0.3  # prior sd of each mean coefficient, in scaled units per scaled unit
 MEAN_DRIFT = 1e-4  # variance each mean coefficient gains per step
 MEAN_CLIP = 3.0  # innovations count up to this many standard deviations
+MEAN_ODDS_MAX = 20.0  # bound of the log odds of the corrected model (a weight of 1 - 2e-9)
 #: the terms of the mean correction, as the API names them (SMCTransformer.lag_terms, then 1)
 MEAN_TERMS = ("lag_2", "lag_window", "season", "two_seasons", "constant")
 
@@ -259,6 +273,23 @@ def update_mean(
     new_cov = 0.5 * (new_cov + np.swapaxes(new_cov, -1, -2))  # symmetric to rounding
     new_noise = forget * noise + (1.0 - forget) * innov**2
     return coef + gain * innov[..., None], new_cov, new_noise
+
+
+def mean_weight(odds: np.ndarray) -> np.ndarray:
+    """The weight w (B, O) the correction of the mean is issued with, from the log odds (B, O)
+    that the series follows the corrected model: the posterior probability of that model."""
+    return _expit(np.asarray(odds, np.float64))
+
+
+def update_odds(
+    odds: np.ndarray, log_full: np.ndarray, log_none: np.ndarray, forget: float
+) -> np.ndarray:
+    """One step of the log odds (B, O) of the corrected model against the model as trained
+    (dynamic model averaging, Raftery, Karny and Ettler, 2010): the odds forget towards even
+    at the rate `forget`, then take the log ratio of the two one-step densities of the value,
+    log_full and log_none (B, O)."""
+    moved = forget * np.asarray(odds, np.float64) + (log_full - log_none)
+    return np.clip(np.nan_to_num(moved), -MEAN_ODDS_MAX, MEAN_ODDS_MAX)
 
 
 def rescale_intercept(coef: np.ndarray, cov: np.ndarray, ratio: np.ndarray) -> None:

@@ -64,6 +64,9 @@ class SeriesState:
     mean_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     mean_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
     mean_noise: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    # (O,) float32 log odds that the series' values follow the model with its correction of the
+    # mean rather than without it (model/series/adaptation.py; empty: even odds)
+    mean_odds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     # the seasonal profile (model/series/adaptation.py): (M, O) float32 indices, phase p at p
     # (M = 0: none)
     profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
@@ -93,6 +96,7 @@ class SeriesState:
             ("mean_coef", np.float32),
             ("mean_cov", np.float32),
             ("mean_noise", np.float32),
+            ("mean_odds", np.float32),
             ("profile", np.float32),
             ("trend", np.float64),
         ):
@@ -120,13 +124,7 @@ class SeriesState:
             )
         if len(self.spread_factor) > 255 or len(self.cover_levels) > 255:
             raise ValueError("at most 255 targets and 255 monitored levels")
-        o, j = self.mean_coef.shape
-        if self.mean_cov.shape != (o, j, j) or self.mean_noise.shape != (o,) or max(o, j) > 255:
-            raise ValueError(
-                f"mean_coef {self.mean_coef.shape}, mean_cov {self.mean_cov.shape} and "
-                f"mean_noise {self.mean_noise.shape} must be (O, J), (O, J, J) and (O,), O and "
-                "J at most 255"
-            )
+        self._check_mean()
         if self.profile.size == 0:  # none, whatever its shape
             object.__setattr__(self, "profile", _frozen(np.zeros((0, 0)), np.float32))
         if self.profile.ndim != 2 or len(self.profile) >= 1 << 16 or self.profile.shape[1] > 255:
@@ -140,6 +138,21 @@ class SeriesState:
         for name in ("season", "pending"):
             if not 0 <= getattr(self, name) < 1 << 16:
                 raise ValueError(f"{name} must be in 0..65535, got {getattr(self, name)}")
+
+    def _check_mean(self) -> None:
+        """The correction of the mean's arrays agree in shape and fit the byte format's counts."""
+        o, j = self.mean_coef.shape
+        if self.mean_cov.shape != (o, j, j) or self.mean_noise.shape != (o,) or max(o, j) > 255:
+            raise ValueError(
+                f"mean_coef {self.mean_coef.shape}, mean_cov {self.mean_cov.shape} and "
+                f"mean_noise {self.mean_noise.shape} must be (O, J), (O, J, J) and (O,), O and "
+                "J at most 255"
+            )
+        if self.mean_odds.ndim != 1 or len(self.mean_odds) not in (0, o):
+            raise ValueError(
+                f"mean_odds {self.mean_odds.shape} must be (O,) with O of mean_coef ({o}), or "
+                "empty"
+            )
 
     @property
     def seq(self) -> int:
@@ -175,8 +188,8 @@ class SeriesState:
             np.array_equal(getattr(self, f), getattr(other, f))
             for f in (
                 "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
-                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "profile",
-                "trend",
+                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "mean_odds",
+                "profile", "trend",
             )
         )
 
@@ -214,6 +227,7 @@ class StateBatch:
     mean_coef: np.ndarray  # (B, O, J) float32, the prior where a series has none yet
     mean_cov: np.ndarray  # (B, O, J, J) float32
     mean_noise: np.ndarray  # (B, O) float32
+    mean_odds: np.ndarray  # (B, O) float32, 0 (even odds) where a series has none yet
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
@@ -253,6 +267,10 @@ class StateBatch:
             mean_noise=np.stack(
                 [s.mean_noise if h else prior[2] for s, h in zip(states, have, strict=True)]
             ).reshape(len(states), n_targets),
+            mean_odds=np.stack(
+                [s.mean_odds if len(s.mean_odds) else np.zeros(n_targets, np.float32)
+                 for s in states]
+            ),
             profile=profiles(
                 [s.profile for s in states], n_targets, max((s.season for s in states), default=0)
             ),
@@ -306,6 +324,7 @@ class StateBatch:
             mean_coef=self.mean_coef[i] if self.mean_coef.shape[-1] else np.zeros((0, 0)),
             mean_cov=self.mean_cov[i] if self.mean_coef.shape[-1] else np.zeros((0, 0, 0)),
             mean_noise=self.mean_noise[i] if self.mean_coef.shape[-1] else np.zeros(0),
+            mean_odds=self.mean_odds[i] if self.mean_coef.shape[-1] else np.zeros(0),
             profile=self.profile[i, : self.season[i]] if self.profile[i].any() else np.zeros(
                 (0, self.profile.shape[2])
             ),

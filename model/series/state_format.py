@@ -1,7 +1,7 @@
 """The bytes of a series state (model/series/state.py): the binary format, and the older versions
 still read.
 
-Binary format, version 6, little-endian:
+Binary format, version 7, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
@@ -11,7 +11,7 @@ Binary format, version 6, little-endian:
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
-    pending u16 | crc32 u32 of all that precedes.
+    pending u16 | O u8 | mean_odds O x f32 | crc32 u32 of all that precedes.
 The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
@@ -20,11 +20,14 @@ correction of the mean, their covariance and the variance of its innovations (O 
 yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none);
 the trend holds each target's damped trend (phi, beta, slope and sum; O = 0: none;
 model/series/trend.py), and `pending` counts the missing observations after the last filtered step
-(`t`) that the filter has not taken yet (model/runtime/gaps.py). A state with neither is written as
-version 5, which is version 6 without them: its bytes are those of the code before, which
-reads them.
+(`t`) that the filter has not taken yet (model/runtime/gaps.py); `mean_odds` the log odds that
+the series follows the model with its correction of the mean (O = 0: even odds). A state without
+odds is written as version 6, which is version 7 without them, and one without odds, trend or
+pending steps as version 5, which is version 6 without those: their bytes are those of the code
+before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
-season), 4 (no mean correction, no profile) and 5 (no trend, no pending steps) are read.
+season), 4 (no mean correction, no profile), 5 (no trend, no pending steps) and 6 (no odds: even
+odds) are read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -41,8 +44,8 @@ if TYPE_CHECKING:
     from model.series.state import SeriesState
 
 MAGIC = b"SMCS"
-VERSION = 6  # the version written for a state with a trend or pending steps (else 5)
-READS = (1, 2, 3, 4, 5, 6)  # the versions read
+VERSION = 7  # the version written for a state with odds (else 6 or 5: `encode`)
+READS = (1, 2, 3, 4, 5, 6, 7)  # the versions read
 _HEAD = struct.Struct("<4sHH32sQQIHH")
 _INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
@@ -52,10 +55,10 @@ class StateFormatError(ValueError):
 
 
 def encode(state: SeriesState) -> bytes:
-    """`state` in format VERSION, or 5 where it has no pending steps (see the module
-    docstring)."""
+    """`state` in format VERSION, or 6 where it has no odds, 5 where it has neither odds, nor
+    a trend, nor pending steps (see the module docstring)."""
     p, n_lag = state.lineage.shape
-    version = VERSION if state.pending or state.trend.size else 5
+    version = VERSION if state.mean_odds.size else 6 if state.pending or state.trend.size else 5
     f = state.n_features
     n = min(state.t, n_lag)
     width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
@@ -92,6 +95,7 @@ def encode(state: SeriesState) -> bytes:
             struct.pack("<HB", *state.profile.shape),
             state.profile.astype("<f4").tobytes(),
             _tail(state) if version >= 6 else b"",
+            _odds(state) if version >= 7 else b"",
         )
     )
     return body + struct.pack("<I", zlib.crc32(body))
@@ -101,6 +105,11 @@ def _tail(state: SeriesState) -> bytes:
     """The trend and the pending steps of version 6."""
     head = struct.pack("<B", len(state.trend))
     return head + state.trend.astype("<f8").tobytes() + struct.pack("<H", state.pending)
+
+
+def _odds(state: SeriesState) -> bytes:
+    """The log odds of version 7."""
+    return struct.pack("<B", len(state.mean_odds)) + state.mean_odds.astype("<f4").tobytes()
 
 
 class _Head(NamedTuple):
@@ -169,6 +178,10 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
         if len(data) < pos + size + 1:
             raise StateFormatError(f"series state too short ({len(data)} bytes) for its trend")
         size += 1 + 32 * data[pos + size] + 2
+    if version >= 7:  # the odds
+        if len(data) < pos + size + 1:
+            raise StateFormatError(f"series state too short ({len(data)} bytes) for its odds")
+        size += 1 + 4 * data[pos + size]
     return size
 
 
@@ -250,7 +263,7 @@ def _lineage(raw: bytes, head: _Head) -> np.ndarray:
 
 def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
     """The adaptation block at `pos` (version 3 on), then the season (4 on), the mean
-    correction and the profile (5 on), the trend and the pending steps (6)."""
+    correction and the profile (5 on), the trend and the pending steps (6 on), the odds (7)."""
     (o,) = struct.unpack_from("<B", data, pos)
     spread_factor = np.frombuffer(data, "<f4", o, pos + 1)
     weight, k = struct.unpack_from("<fB", data, pos + 1 + 4 * o)
@@ -269,8 +282,8 @@ def _read_adaptation(data: bytes, pos: int, version: int) -> dict[str, Any]:
 
 
 def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
-    """The mean correction block at `at`, then the seasonal profile, and from version 6 the
-    trend and the pending steps."""
+    """The mean correction block at `at`, then the seasonal profile, from version 6 the
+    trend and the pending steps, and from version 7 the odds."""
     o, j = struct.unpack_from("<BB", data, at)
     tri = j * (j + 1) // 2
     mean_coef = np.frombuffer(data, "<f4", o * j, at + 2).reshape(o, j)
@@ -290,6 +303,10 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         (o,) = struct.unpack_from("<B", data, at)
         out["trend"] = np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4)
         (out["pending"],) = struct.unpack_from("<H", data, at + 1 + 32 * o)
+        at += 1 + 32 * o + 2
+    if version >= 7:
+        (o,) = struct.unpack_from("<B", data, at)
+        out["mean_odds"] = np.frombuffer(data, "<f4", o, at + 1)
     return out
 
 

@@ -249,6 +249,12 @@ class SeriesAdaptation(BaseModel):
         "units: of the differences from the last value to the value 2 steps, one window, one "
         "season and two seasons back, and a constant (all 0: the model as trained)",
     )
+    mean_weight: list[float] = Field(
+        default_factory=list,
+        description="per target, the weight that correction is issued with: the probability, "
+        "from the series' own one-step errors, that it follows the corrected model rather than "
+        "the model as trained (0.5 at first; docs/adaptation.md)",
+    )
     trend: list[dict[str, float]] = Field(
         default_factory=list,
         description="per target, its damped trend (docs/adaptation.md): `slope` per step in "

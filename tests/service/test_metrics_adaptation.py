@@ -65,7 +65,8 @@ def test_adaptation_can_be_switched_off(
     shown = _adaptation(client)
     assert shown == {
         "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
-        "mean": False, "mean_correction": [], "season": False, "seasonal_profile": [],
+        "mean": False, "mean_correction": [], "mean_weight": [], "season": False,
+        "seasonal_profile": [],
         "trend": [],
     }
 
@@ -89,6 +90,9 @@ def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) ->
     assert shown["mean"] is True and len(shown["mean_correction"]) == 1
     terms = shown["mean_correction"][0]
     assert list(terms) == list(MEAN_TERMS) and any(abs(c) > 1e-3 for c in terms.values())
+    # a line the model as trained lags: its own correction is the likelier model
+    (weight,) = shown["mean_weight"]
+    assert 0.5 < weight <= 1.0
     samples = scrape(client)
     for term in MEAN_TERMS:
         assert value(samples, "smct_mean_correction_count", term=term) == 4  # create + 3

@@ -333,7 +333,7 @@ def _result(name: str, model: dict[str, float], ets: dict[str, float],
 
 def test_acceptance_checks_report_their_figures() -> None:
     good = {"crps": 0.8, "picp80": 0.8, "picp95": 0.95, "rolling_picp80": 0.81,
-            "mae_vs_last": 0.9, "width80_late": ORACLE_WIDTH80}
+            "mae_vs_last": 0.9, "width80_late": ORACLE_WIDTH80, "observed": 20}
     ets = {**good, "crps": 1.0}
     bad = {**good, "crps": 1.5, "picp80": 0.99, "rolling_picp80": 0.99, "mae_vs_last": 1.2,
            "width80_late": 2 * ORACLE_WIDTH80}
@@ -357,13 +357,28 @@ def test_acceptance_checks_report_their_figures() -> None:
     assert check("multistep").peers == "ARIMA/ETS 0.900, ablation/ETS 1.200"
     picp80 = check("PICP80")
     assert picp80.measured == "67%" and not picp80.passed
-    assert picp80.peers == "ETS 100%, ARIMA 100%, ablation 100%"
+    # 15, 16 or 17 of 20 inside: 60 % of a calibrated forecaster's series
+    assert picp80.peers == "ETS 100%, ARIMA 100%, ablation 100%; a calibrated forecaster 60%"
     assert check("rolling").measured == "67% (farthest 0.99, sine 12)"
     width = check("sine 12")
     assert width.measured == f"{2 * ORACLE_WIDTH80 / 2.5:.2f}" and not width.passed
     assert check("median").measured == "67% (worst 1.20, sine 12)"
     lenient = checks.acceptance_checks([_result("a", good, ets)], {})
     assert all(c.passed for c in lenient), [c for c in lenient if not c.passed]
+
+
+def test_a_calibrated_forecaster_misses_a_narrow_coverage_range_on_short_series() -> None:
+    # 19 of 20 inside is the only count in [0.92, 0.98]: 20 x 0.95^19 x 0.05
+    assert checks.calibrated_share([20], 0.95, (0.92, 0.98)) == pytest.approx(
+        20 * 0.95**19 * 0.05, rel=1e-12)
+    # 15..17 of 20 at 0.8, by the binomial law's own sum
+    exact = sum(math.comb(20, k) * 0.8**k * 0.2 ** (20 - k) for k in (15, 16, 17))
+    assert checks.calibrated_share([20], 0.8, (0.75, 0.85)) == pytest.approx(exact, rel=1e-12)
+    # 1,000 values: sd 0.0126, the range is four of them away: nearly every series
+    assert checks.calibrated_share([1000], 0.8, (0.75, 0.85)) > 0.9999
+    assert checks.calibrated_share([20, 1000], 0.95, (0.92, 0.98)) == pytest.approx(
+        (checks.calibrated_share([20], 0.95, (0.92, 0.98))
+         + checks.calibrated_share([1000], 0.95, (0.92, 0.98))) / 2)
 
 
 def test_the_report_has_the_columns_and_ratios_of_every_method() -> None:

@@ -153,7 +153,8 @@ def one_step_scores(
     """Scores of one method's one-step forecasts of y (n,): CRPS, the 80 % width and MASE over
     `scale`; PICP 80 and 95 %; the rolling PICP 80 of the last ROLLING values; the median's
     MAE over that of the last observed value `last` (n,). `width80_late` is the mean 80 %
-    width, unscaled, of the points after the first `skip` (the oracle check)."""
+    width, unscaled, of the points after the first `skip` (the oracle check); `observed` the
+    count of observed values the PICPs are over."""
     lo80, hi80 = one.bounds[0.8]
     lo95, hi95 = one.bounds[0.95]
     seen = np.isfinite(y)
@@ -167,6 +168,7 @@ def one_step_scores(
         "mae_vs_last": mae(one.median, y) / mae(last, y),
         "rolling_picp80": rolling_picp(lo80, hi80, y),
         "width80_late": float(np.mean((hi80 - lo80)[late])) if late.any() else math.nan,
+        "observed": float(seen.sum()),
     }
 
 

@@ -1,6 +1,7 @@
 """Each series' own correction of the mean (model/series/adaptation.py): the Kalman filter of its
 coefficients against the batch regression it must equal, its terms against the model's, and
-in the runtime a random-walk model that learns a trend and a season it was not told."""
+in the runtime a random-walk model that learns a trend and a season it was not told; the odds of
+the corrected model against the model as trained, and the weight they give the correction."""
 
 from __future__ import annotations
 
@@ -10,18 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.stats import norm
 
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.runtime.runtime import Runtime
 from model.series.adaptation import (
     MEAN_CLIP,
+    MEAN_ODDS_MAX,
     MEAN_PRIOR_SD,
     AdaptConfig,
     horizon_mean,
     mean_prior,
     mean_terms,
+    mean_weight,
     rescale_intercept,
     update_mean,
+    update_odds,
 )
 from model.series.state import SeriesState
 from tests.model.conftest import naive_lag_model
@@ -112,6 +117,25 @@ def test_a_rescaled_series_keeps_its_corrected_mean() -> None:
     assert np.isclose(cov[0, 0, -1, -1], 0.1 * (old_scale / new_scale) ** 2)
 
 
+def test_the_odds_are_the_bayes_factor_of_the_two_models() -> None:
+    """Known answer: without forgetting (forget = 1) the log odds after n values are the log
+    Bayes factor of the two laws, sum_t log N(y_t; 1, 1) - log N(y_t; 0, 1), and the weight the
+    posterior probability of the first at even prior odds; with forgetting lam, a constant log
+    ratio c gives odds that converge to c / (1 - lam), within +-MEAN_ODDS_MAX."""
+    y = np.random.default_rng(7).normal(1.0, 1.0, 40)
+    odds = np.zeros((1, 1))
+    for v in y:
+        odds = update_odds(odds, norm.logpdf([[v]], 1.0), norm.logpdf([[v]], 0.0), forget=1.0)
+    bayes = float(np.sum(norm.logpdf(y, 1.0) - norm.logpdf(y, 0.0)))
+    assert 0 < bayes < MEAN_ODDS_MAX
+    np.testing.assert_allclose(odds[0, 0], bayes, rtol=1e-12)
+    np.testing.assert_allclose(mean_weight(odds)[0, 0], 1.0 / (1.0 + np.exp(-bayes)))
+    odds = np.zeros((1, 2))
+    for _ in range(2000):
+        odds = update_odds(odds, np.array([[0.1, 1.0]]), np.zeros((1, 2)), forget=0.98)
+    np.testing.assert_allclose(odds[0], [0.1 / 0.02, MEAN_ODDS_MAX], rtol=1e-9)
+
+
 def test_a_forecast_fades_the_correction_over_the_horizon() -> None:
     coef = np.ones((2, N_MEAN_TERMS, 1), np.float32)
     assert np.array_equal(horizon_mean(coef, 1), coef)
@@ -165,6 +189,52 @@ def test_a_random_walk_model_learns_a_season_it_is_not_told(random_walk: Path) -
     err = np.abs(_one_step_errors(rt, y, 30, 0)[-30:]).mean()
     naive = np.abs(_one_step_errors(plain, y, 30, 0)[-30:]).mean()
     assert naive > 2.0 and err < 0.1 * naive, (err, naive)
+
+
+def test_a_correction_that_stops_fitting_loses_its_weight(random_walk: Path) -> None:
+    """A line of slope 0.5, then a flat level: the correction learns the slope (its weight
+    near 1 while the line lasts), and once the level is flat the model as trained (the last
+    value) explains the values far better than the correction's momentum, whose Kalman
+    coefficients forget it only over about a hundred steps: the odds turn within a few steps
+    and the median's error on the flat part is the noise's (0.05 sd: the last value's MAE
+    0.056), not the slope's 0.5."""
+    rng = np.random.default_rng(6)
+    y = np.r_[0.5 * np.arange(100.0), np.full(60, 49.5)] + 0.05 * rng.standard_normal(160)
+    rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
+    (state,) = rt.create([y[:60, None]])
+    assert mean_weight(state.mean_odds)[0] > 0.99
+    ((after, results),) = rt.update([state], [y[60:, None]], [0.8])
+    assert np.abs(after.mean_coef).max() > 0.2  # the coefficients still hold the slope
+    assert mean_weight(after.mean_odds)[0] < 1e-3
+    err = np.array([float(r.median[0]) for r in results]) - y[60:]
+    assert np.abs(err[-30:]).mean() < 0.1, np.abs(err[-30:]).mean()
+    back = SeriesState.from_bytes(after.to_bytes())
+    assert back == after and back.mean_odds.tolist() == after.mean_odds.tolist()
+
+
+def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -> None:
+    """A version 6 state (no odds) reads as the same state with even odds and takes updates;
+    the odds are the last field of version 7, and without them a state with no trend and
+    no pending step is written as version 5, the bytes the code before wrote."""
+    import struct
+    import zlib
+
+    y = 0.5 * np.arange(80.0)
+    (state,) = Runtime.load(random_walk, backend="torch", adapt=MEAN).create([y[:, None]])
+    blob = state.to_bytes()
+    assert struct.unpack_from("<H", blob, 4)[0] == 7 and len(state.mean_odds) == 1
+
+    def written(version: int, cut: int) -> bytes:
+        body = bytearray(blob[: -4 - cut])
+        struct.pack_into("<H", body, 4, version)
+        return bytes(body) + struct.pack("<I", zlib.crc32(body))
+
+    read = SeriesState.from_bytes(written(6, 1 + 4))  # without the odds (O = 1)
+    assert read == dataclasses.replace(state, mean_odds=np.zeros(0, np.float32))
+    assert read.to_bytes() == written(5, 1 + 4 + 1 + 2)  # nor the trend (O = 0), pending
+    rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
+    ((new, _),) = rt.update([read], [np.array([[40.0]])], [0.8])
+    assert len(new.mean_odds) == 1 and new.t == 81
 
 
 def test_the_correction_is_kept_in_the_state_and_the_backends_agree(random_walk: Path) -> None:
