@@ -115,8 +115,9 @@ def _points(a: np.ndarray, digits: int | None = None) -> list[Any]:
     """(..., O) -> nested lists, the last axis squeezed when O == 1; non-finite -> None;
     rounded to `digits` significant digits when given."""
     a = np.asarray(a, dtype=np.float64)
-    if digits is not None:
-        a = np.vectorize(lambda v: float(f"{v:.{digits}g}"), otypes=[np.float64])(a)
+    if digits is not None:  # a list's comprehension: these arrays hold a few numbers
+        flat = [float(f"{v:.{digits}g}") for v in a.ravel().tolist()]
+        a = np.array(flat, dtype=np.float64).reshape(a.shape)
     if a.shape[-1] == 1:
         a = a[..., 0]
     finite = np.isfinite(a)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic_core import to_json
 
 from service.schemas.forecasts import Interval, SeriesForecast
 from service.schemas.series import ObservationResult, PointInterval
@@ -109,6 +110,30 @@ def encode(
 
 def decode(data: bytes, series_id: str) -> UpdateRecord:
     """The update of a record, its numbers as they were rounded."""
+    version, seq, first, results, forecast = _parse(data, series_id)
+    return UpdateRecord(
+        version, seq, first, [_result(r) for r in results],
+        None if forecast is None else _forecast(forecast),
+    )
+
+
+def answer_json(data: bytes, series_id: str) -> str:
+    """The answer (schemas.series.ObservationsResponse) of the update of a record: the JSON
+    that service/answers.update_answer writes of `decode(data, series_id)` and its results,
+    written from plain dicts (no schema objects to build), the same bytes."""
+    version, seq, _, results, forecast = _parse(data, series_id)
+    answer = {
+        "id": series_id, "seq": seq, "version": version, "observations": results,
+        "forecast": forecast,
+    }
+    return to_json(answer, inf_nan_mode="null").decode()
+
+
+def _parse(
+    data: bytes, series_id: str
+) -> tuple[int, int, int, list[dict[str, Any]], dict[str, Any] | None]:
+    """(version, next seq, first seq, the results and the forecast as the dicts of their
+    schemas' JSON) of a record."""
     magic, version, seq, first, n, o, h, n_lv, n_flv, flags = _HEAD.unpack_from(data)
     if magic != MAGIC:
         raise ValueError("not an update record")
@@ -135,62 +160,78 @@ def decode(data: bytes, series_id: str) -> UpdateRecord:
     at += count * np.dtype(dtype).itemsize
     numbers = floats[: n * per].reshape(n, per)
     results = [
-        _result(first + i, values[i], int(marks[i]), covered[i], numbers[i], levels, o)
+        _result_dict(first + i, values[i], int(marks[i]), covered[i], numbers[i], levels, o)
         for i in range(n)
     ]
     forecast = None
     if flags & _HAS_FORECAST:
         series = floats[n * per :].reshape(2 + 2 * n_flv, h, o)
         codes = np.frombuffer(data, np.int8, 2 * 2 * n_flv * h * o, at)
-        forecast = _forecast(series_id, series, _errors(codes).reshape(2 * n_flv, h, o), f_levels)
-    return UpdateRecord(version, seq, first, results, forecast)
+        errors = _errors(codes).reshape(2 * n_flv, h, o)
+        forecast = _forecast_dict(series_id, series, errors, f_levels)
+    return version, seq, first, results, forecast
 
 
-def _result(
+def _result_dict(
     seq: int, value: np.ndarray, marks: int, covered: np.ndarray, row: np.ndarray,
     levels: list[str], o: int,
-) -> ObservationResult:
-    """One observation's result from its value (O,), flags, coverage bits (levels,) and numbers
-    (per level lo and hi (O,) each, then pit (O,), log score, CRPS, ESS)."""
+) -> dict[str, Any]:
+    """One observation's result (ObservationResult's fields) from its value (O,), flags,
+    coverage bits (levels,) and numbers (per level lo and hi (O,) each, then pit (O,), log
+    score, CRPS, ESS)."""
     missing = bool(marks & _MISSING)
-    return ObservationResult.model_construct(
-        seq=seq,
-        value=None if missing else _point(value),
-        intervals={
-            lv: PointInterval.model_construct(
-                lo=_point(row[2 * j * o : (2 * j + 1) * o]),
-                hi=_point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
-            )
+    return {
+        "seq": seq,
+        "value": None if missing else _point(value),
+        "intervals": {
+            lv: {
+                "lo": _point(row[2 * j * o : (2 * j + 1) * o]),
+                "hi": _point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
+            }
             for j, lv in enumerate(levels)
         },
-        covered=None if missing else {lv: bool(covered[j]) for j, lv in enumerate(levels)},
-        pit=None if missing else _point(row[2 * len(levels) * o : -3]),
-        log_score=_finite(row[-3]),
-        crps=_finite(row[-2]),
-        anomaly=None if missing else bool(marks & _ANOMALY),
-        ess=float(row[-1]),
-        resampled=bool(marks & _RESAMPLED),
-    )
+        "covered": None if missing else {lv: bool(covered[j]) for j, lv in enumerate(levels)},
+        "pit": None if missing else _point(row[2 * len(levels) * o : -3]),
+        "log_score": _finite(row[-3]),
+        "crps": _finite(row[-2]),
+        "anomaly": None if missing else bool(marks & _ANOMALY),
+        "ess": float(row[-1]),
+        "resampled": bool(marks & _RESAMPLED),
+    }
 
 
-def _forecast(
+def _forecast_dict(
     series_id: str, series: np.ndarray, errors: np.ndarray, levels: list[str]
-) -> SeriesForecast:
-    """A forecast from its series (mean, median, then lo and hi per level; each (H, O)) and the
-    standard errors of its bounds (lo and hi per level; each (H, O))."""
-    return SeriesForecast.model_construct(
-        id=series_id,
-        mean=_points(series[0]),
-        median=_points(series[1]),
-        intervals={
-            lv: Interval.model_construct(
-                lo=_points(series[2 + 2 * j]), hi=_points(series[3 + 2 * j]),
-                lo_se=_points(errors[2 * j]), hi_se=_points(errors[2 * j + 1]),
-            )
+) -> dict[str, Any]:
+    """A forecast (SeriesForecast's fields, without samples) from its series (mean, median,
+    then lo and hi per level; each (H, O)) and the standard errors of its bounds (lo and hi
+    per level; each (H, O))."""
+    return {
+        "id": series_id,
+        "mean": _points(series[0]),
+        "median": _points(series[1]),
+        "intervals": {
+            lv: {
+                "lo": _points(series[2 + 2 * j]), "hi": _points(series[3 + 2 * j]),
+                "lo_se": _points(errors[2 * j]), "hi_se": _points(errors[2 * j + 1]),
+            }
             for j, lv in enumerate(levels)
         },
-        samples=None,
-    )
+    }
+
+
+def _result(fields: dict[str, Any]) -> ObservationResult:
+    intervals = {
+        lv: PointInterval.model_construct(**bounds) for lv, bounds in fields["intervals"].items()
+    }
+    return ObservationResult.model_construct(**{**fields, "intervals": intervals})
+
+
+def _forecast(fields: dict[str, Any]) -> SeriesForecast:
+    intervals = {
+        lv: Interval.model_construct(**bounds) for lv, bounds in fields["intervals"].items()
+    }
+    return SeriesForecast.model_construct(**{**fields, "intervals": intervals, "samples": None})
 
 
 def _width(results: list[ObservationResult], forecast: SeriesForecast | None) -> int:
