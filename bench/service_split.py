@@ -19,6 +19,7 @@ plain app's, which the bench measures beside it. Not for serving.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import threading
@@ -54,6 +55,7 @@ STAGES: dict[str, str] = {
     "commit: write prep (meta, applied records)": "commit",
     "commit: redis-py script pipeline": "commit",
     "metrics": "metrics",
+    "garbage collection": "garbage collection",
 }
 
 _local = threading.local()
@@ -136,7 +138,10 @@ def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrap(owner: Any, attr: str, name: str) -> None:
     """Replace owner.attr (a module's function, a class's method) by its timed self."""
-    raw = inspect.getattr_static(owner, attr)
+    try:
+        raw = inspect.getattr_static(owner, attr)
+    except AttributeError:  # a tree without it (the bench timing an older one)
+        return
     if isinstance(raw, classmethod):
         setattr(owner, attr, classmethod(timed(name, raw.__func__)))
     elif isinstance(raw, staticmethod):
@@ -146,8 +151,16 @@ def _wrap(owner: Any, attr: str, name: str) -> None:
     assert name in STAGES, name
 
 
-def instrument() -> None:
-    """Timers on the stages of an online update (the names of STAGES)."""
+def _collecting(phase: str, info: dict[str, Any]) -> None:
+    """gc.callbacks: a collection is a stage of its own, whatever stage it interrupts."""
+    if phase == "start":
+        _local.gc_start = _enter("garbage collection")
+    else:
+        _leave(_local.gc_start)
+
+
+def _targets() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, stage) of every timed function of an online update."""
     import fastapi.routing
     import starlette.requests
 
@@ -162,48 +175,56 @@ def instrument() -> None:
     from service.metrics import Metrics
     from service.store import SeriesMeta
 
-    _wrap(starlette.requests.Request, "json", "body parse (JSON)")
-    _wrap(fastapi.routing, "solve_dependencies", "dependencies + body validation (pydantic)")
-    values = "observation values, forecast params"
-    for owner, attr in ((series, "canonical"), (series, "forecast_params"),
-                        (ModelInputs, "matrix"), (ModelInputs, "future")):
-        _wrap(owner, attr, values)
-    _wrap(redis_store.RedisStore, "_load_group", "load: redis-py pipeline (pack, send, parse)")
-    _wrap(redis_store, "_decoded", "load: reply decode (meta JSON, records)")
-    _wrap(series.SeriesService, "_check_seqs", "load: seq checks")
-    _wrap(Engine, "update", "batching (loop side)")
-    _wrap(MicroBatcher, "_run", "batching (loop side)")
-    _wrap(Coalescer, "submit", "batching (loop side)")
-    _wrap(Coalescer, "_go", "batching (loop side)")
-    _wrap(series.SeriesService, "append", "service handler glue")
-    _wrap(model_calls.ModelCalls, "update", "model call glue (batch in, results out)")
-    _wrap(SeriesState, "from_bytes", "state decode (from_bytes)")
-    _wrap(StateBatch, "of", "state batching (StateBatch.of, .state)")
-    _wrap(StateBatch, "state", "state batching (StateBatch.of, .state)")
-    _wrap(rt.Runtime, "update", "filter step: runtime glue (scaling, noise rows)")
-    _wrap(rt.Runtime, "_step", "filter step: backend")
-    _wrap(rt.Runtime, "_law", "scoring (issued law, scores)")
-    _wrap(rt.Runtime, "_score", "scoring (issued law, scores)")
-    adaptation = "adaptation (spread, coverage, mean, season, trend)"
-    for attr in ("learn", "offsets", "alphas", "mean_coef"):
-        _wrap(Adapter, attr, adaptation)
-    _wrap(rt, "reanchor", adaptation)
-    _wrap(rt, "rescale_intercept", adaptation)
-    _wrap(model_calls, "adaptation_of", "adaptation report (meta)")
-    _wrap(ForecastMixin, "forecast", "forecast returned with the update")
-    _wrap(SeriesState, "to_bytes", "state encode (to_bytes)")
-    _wrap(model_calls, "observation_result", "results, forecast -> schemas")
-    _wrap(model_calls, "series_forecast", "results, forecast -> schemas")
-    _wrap(records, "encode", "event record encode")
-    _wrap(records, "decode", "answer render (record decode, JSON)")
-    _wrap(answers, "update_answer", "answer render (record decode, JSON)")
-    _wrap(series.SeriesService, "_write", "commit: write prep (meta, applied records)")
-    _wrap(SeriesMeta, "next", "commit: write prep (meta, applied records)")
-    _wrap(redis_store.RedisStore, "commit", "commit: redis-py script pipeline")
-    _wrap(redis_store.RedisStore, "_commit_group", "commit: redis-py script pipeline")
-    for attr in ("observe_request", "observe_store", "observe_batch", "observe_write",
-                 "observe_observations"):
-        _wrap(Metrics, attr, "metrics")
+    values, adaptation = "observation values, forecast params", (
+        "adaptation (spread, coverage, mean, season, trend)"
+    )
+    render = "answer render (record decode, JSON)"
+    prep = "commit: write prep (meta, applied records)"
+    batching, schemas = "batching (loop side)", "results, forecast -> schemas"
+    return [
+        (starlette.requests.Request, "json", "body parse (JSON)"),
+        (fastapi.routing, "solve_dependencies", "dependencies + body validation (pydantic)"),
+        (series, "canonical", values), (series, "forecast_params", values),
+        (ModelInputs, "matrix", values), (ModelInputs, "future", values),
+        (redis_store.RedisStore, "_load_group", "load: redis-py pipeline (pack, send, parse)"),
+        (redis_store, "_decoded", "load: reply decode (meta JSON, records)"),
+        (series.SeriesService, "_check_seqs", "load: seq checks"),
+        (series.SeriesService, "append", "service handler glue"),
+        (Engine, "update", batching), (MicroBatcher, "_run", batching),
+        (Coalescer, "submit", batching), (Coalescer, "_go", batching),
+        (model_calls.ModelCalls, "update", "model call glue (batch in, results out)"),
+        (SeriesState, "from_bytes", "state decode (from_bytes)"),
+        (StateBatch, "of", "state batching (StateBatch.of, .state)"),
+        (StateBatch, "state", "state batching (StateBatch.of, .state)"),
+        (rt.Runtime, "update", "filter step: runtime glue (scaling, noise rows)"),
+        (rt.Runtime, "_step", "filter step: backend"),
+        (rt.Runtime, "_law", "scoring (issued law, scores)"),
+        (rt.Runtime, "_score", "scoring (issued law, scores)"),
+        *((Adapter, attr, adaptation) for attr in ("learn", "offsets", "alphas", "mean_coef")),
+        (rt, "reanchor", adaptation), (rt, "rescale_intercept", adaptation),
+        (model_calls, "adaptation_of", "adaptation report (meta)"),
+        (ForecastMixin, "forecast", "forecast returned with the update"),
+        (SeriesState, "to_bytes", "state encode (to_bytes)"),
+        (model_calls, "observation_result", schemas), (model_calls, "series_forecast", schemas),
+        (records, "encode", "event record encode"),
+        (records, "decode", render), (records, "answer_json", render),
+        (answers, "update_answer", render),
+        (series.SeriesService, "_write", prep), (SeriesMeta, "next", prep),
+        (redis_store.RedisStore, "commit", "commit: redis-py script pipeline"),
+        (redis_store.RedisStore, "_commit_group", "commit: redis-py script pipeline"),
+        *((Metrics, attr, "metrics") for attr in (
+            "observe_request", "observe_store", "observe_batch", "observe_write",
+            "observe_observations",
+        )),
+    ]
+
+
+def instrument() -> None:
+    """Timers on the stages of an online update (the names of STAGES), and on the garbage
+    collector's passes."""
+    gc.callbacks.append(_collecting)
+    for owner, attr, stage in _targets():
+        _wrap(owner, attr, stage)
 
 
 def totals() -> dict[str, Any]:

@@ -6,6 +6,7 @@ artifact. These settings only say where things are and how much a request may as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -152,7 +153,7 @@ class Settings(BaseSettings):
     def api_key_set(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
 
-    @property
+    @functools.cached_property  # the settings are frozen: computed once, not per request
     def sample_steps_limit(self) -> int:
         """max_sample_steps, or its default (see the field)."""
         if self.max_sample_steps is not None:
@@ -176,7 +177,7 @@ class Settings(BaseSettings):
             forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 
-    @property
+    @functools.cached_property
     def monitor_levels(self) -> tuple[float, ...]:
         """The monitoring levels in percent, ascending."""
         return parse_levels(self.levels)

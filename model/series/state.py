@@ -27,11 +27,24 @@ from model.series.adaptation import PRIOR_WEIGHT, mean_prior
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """A read-only array of `a`'s numbers that nothing else can change: a copy, unless `a`
+    is already a read-only view of a bytes object (a field read by `from_bytes`)."""
     out = np.ascontiguousarray(a, dtype=dtype)
-    if out is a:
+    if out is a and not _immutable(a):
         out = out.copy()
     out.flags.writeable = False
     return out
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Whether `a` and the arrays it views are read-only views of a bytes object (whose
+    numbers no array can be made to write: numpy refuses the writeable flag there)."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, bytes)
 
 
 @dataclass(frozen=True, eq=False)
