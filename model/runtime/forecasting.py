@@ -226,9 +226,10 @@ class ForecastMixin:
 
         def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
             fn = torch.rand if uniform else torch.randn
-            if len(gens) == 1:  # the same draws, not copied by a stack
-                return fn(*shape, generator=gens[0]).unsqueeze(0)
-            return torch.stack([fn(*shape, generator=g) for g in gens])
+            out = torch.empty(len(gens), *shape)  # each series' draws written in its row
+            for g, row in zip(gens, out, strict=True):
+                fn(*shape, generator=g, out=row)
+            return out
 
         valid = np.arange(self.window)[None, :] < batch.t[:, None]
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
@@ -250,7 +251,10 @@ class ForecastMixin:
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         for k in range(total):
             cov_k = None if cov is None else torch.from_numpy(cov[:, k])
-            z, eps, e_qkv = draw(n, d), draw(n, o), draw(n, 3, d)  # in this order
+            z, eps = draw(n, d), draw(n, o)  # in this order, then the q, k, v noise: the
+            # last step's would enter only the paths' next step (none), and no draw follows
+            # it: zeros instead, the same samples without its 3 N D draws a series
+            e_qkv = draw(n, 3, d) if k < total - 1 else torch.zeros(len(gens), n, 3, d)
             paths, x_t = self.engine.forecast_step(
                 paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
             )
