@@ -153,7 +153,7 @@ class Settings(BaseSettings):
     def api_key_set(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
 
-    @functools.cached_property  # the settings are frozen: computed once, not per request
+    @property
     def sample_steps_limit(self) -> int:
         """max_sample_steps, or its default (see the field)."""
         if self.max_sample_steps is not None:
@@ -167,7 +167,7 @@ class Settings(BaseSettings):
         """The sample paths of a forecast at `levels` (percent) that names no count."""
         if self.default_samples is not None:
             return min(self.default_samples, self.max_samples)
-        return min(samples_for([level / 100.0 for level in levels]), self.max_samples)
+        return min(_samples_for(tuple(levels)), self.max_samples)
 
     @property
     def adaptation(self) -> AdaptConfig:
@@ -177,7 +177,7 @@ class Settings(BaseSettings):
             forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 
-    @functools.cached_property
+    @property
     def monitor_levels(self) -> tuple[float, ...]:
         """The monitoring levels in percent, ascending."""
         return parse_levels(self.levels)
@@ -186,6 +186,13 @@ class Settings(BaseSettings):
 MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas.values.MAX_SERIES)
 
 
+@functools.lru_cache(maxsize=256)  # each request asks: computed once a set of levels
+def _samples_for(levels: tuple[float, ...]) -> int:
+    """predictive.samples_for at `levels` in percent."""
+    return samples_for([level / 100.0 for level in levels])
+
+
+@functools.lru_cache(maxsize=64)  # the settings' levels, read by each request
 def parse_levels(text: str) -> tuple[float, ...]:
     """"80,95" -> (80.0, 95.0); every level must lie strictly between 0 and 100."""
     try:
