@@ -16,10 +16,15 @@ that load from elsewhere on the machine falls on every phase alike):
     default    GET  /v1/series/{client}/forecast             (no query: the service's default
                horizon, levels and samples, the answer a client gets by default)
 and the throughput and p50/p99 latency of each phase are printed, with the ratio of online
-updates to the bare endpoint (the target: TARGET_RATIO, with one worker) and the cost of the
-default forecast over /health/live, in server CPU a request (the target: at most
-ANSWER_TIMES, with one worker). The client is a
-minimal asyncio HTTP/1.1 client so that it takes as little of the machine as possible.
+updates to the bare endpoint (the target: TARGET_RATIO, with one worker), the server CPU of
+an update (the target: TARGET_UPDATE_CPU_MS) and the cost of the default forecast over
+/health/live, in server CPU a request (the target: at most ANSWER_TIMES, with one worker). The
+client is a minimal asyncio HTTP/1.1 client so that it takes as little of the machine as
+possible.
+
+With `--split`, a third process serves the service app with timers on the stages of an update
+(bench/service_split.py), and a further phase interleaved with the others sends it the same
+updates: the report adds the table of stage -> CPU per update.
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import service_split
 from service_load import Connection, Result, free_port, phase, start, uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 0.4  # online updates over the bare endpoint, one worker each
 ANSWER_TIMES = 15.0  # the default forecast's server CPU a request over /health/live's
+TARGET_UPDATE_CPU_MS = 1.0  # server CPU of an online update, at this bench's defaults
 
 
 # --------------------------------------------------------------------------- the bare endpoint
@@ -92,10 +99,21 @@ async def setup_series(port: int, clients: int) -> tuple[list[int], int]:
     return seqs, size
 
 
+async def split_totals(port: int) -> dict[str, Any]:
+    conn = await Connection.open(port)
+    status, body = await conn.request("GET", "/bench/split")
+    conn.close()
+    assert status == 200, body
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
 async def run(
-    args: argparse.Namespace, service: tuple[int, int], bare: tuple[int, int]
-) -> list[Result]:
-    """The phases against the (port, pid) of the service and of the bare app."""
+    args: argparse.Namespace, service: tuple[int, int], bare: tuple[int, int],
+    timed: tuple[int, int] | None = None,
+) -> tuple[list[Result], dict[str, Any]]:
+    """The phases against the (port, pid) of the service and of the bare app (and of the
+    timed app: its stages' CPU over its phase, too)."""
     seqs, _ = await setup_series(service[0], args.clients)
     query = f"horizon={args.horizon}&num_samples={args.samples}"
 
@@ -121,26 +139,42 @@ async def run(
     def default(i: int, state: dict[str, Any]) -> tuple[str, str, bytes]:
         return "GET", f"/v1/series/bench-{i}/forecast", b""
 
-    phases = (
+    phases = [
         ("bare GET+SET", bare, get_set),
         ("online update", service, update),
         ("forecast", service, forecast),
         ("/health/live", service, live),
         ("default forecast", service, default),
-    )
+    ]
+    if timed is not None:
+        phases.append(("online update, timed stages", timed, update))
+    return await interleave(args, phases, timed)
+
+
+async def interleave(
+    args: argparse.Namespace, phases: list[tuple[str, tuple[int, int], Any]],
+    timed: tuple[int, int] | None,
+) -> tuple[list[Result], dict[str, Any]]:
+    """Each phase (name, (port, pid) of its server, request maker) in `args.rounds` slices,
+    the stages' CPU of the `timed` server's phase summed over its slices."""
     totals = {name: Result(name, [], 0, 0.0) for name, _, _ in phases}
+    split: dict[str, Any] = {}
     for _ in range(args.rounds):  # interleaved, so that a busy spell hits every phase alike
         for name, server, fn in phases:
+            before = await split_totals(server[0]) if server is timed else None
             r = await phase(
                 name, server, args.clients, args.duration / args.rounds, args.warmup, fn
             )
+            if before is not None:
+                after = await split_totals(server[0])
+                split = service_split.add(split, service_split.delta(before, after))
             total = totals[name]
             total.latencies += r.latencies
             total.errors += r.errors
             total.seconds += r.seconds
             total.cpu += r.cpu
             total.requests += r.requests
-    return list(totals.values())
+    return list(totals.values()), split
 
 
 def report(results: list[Result], args: argparse.Namespace, state_bytes: int) -> float:
@@ -165,9 +199,13 @@ def report(results: list[Result], args: argparse.Namespace, state_bytes: int) ->
     ratio = results[1].throughput / max(results[0].throughput, 1e-9)
     cpu = results[1].cpu_ms_per_request / max(results[0].cpu_ms_per_request, 1e-9)
     verdict = "meets" if ratio >= TARGET_RATIO else "is under"
+    update_ms = results[1].cpu_ms_per_request
+    cpu_verdict = "meets" if update_ms <= TARGET_UPDATE_CPU_MS else "is over"
     print(
         f"\nonline updates / bare endpoint = {ratio:.2f} ({verdict} the target "
         f"{TARGET_RATIO}); an update costs the server {cpu:.1f}x the CPU of a bare GET+SET"
+        f"\nserver CPU per online update = {update_ms:.2f} ms ({cpu_verdict} the target "
+        f"{TARGET_UPDATE_CPU_MS:.1f} ms)"
     )
     live, default = results[3], results[4]
     times = default.cpu_ms_per_request / max(live.cpu_ms_per_request, 1e-9)
@@ -204,80 +242,81 @@ def main() -> None:
         help="worker processes of the service (smct serve --workers) and of the bare app",
     )
     parser.add_argument("--check", action="store_true", help="exit 1 under the target ratio")
+    parser.add_argument(
+        "--split", action="store_true",
+        help="also time the stages of an update (bench/service_split.py)",
+    )
     args = parser.parse_args()
     if not (args.artifact / "manifest.json").is_file():
         raise SystemExit(
             f"no artifact at {args.artifact}: train and export one first "
             "(smct train ..., smct export ...), or pass --artifact"
         )
-    redis_bin = shutil.which("redis-server") or "/usr/bin/redis-server"
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            redis_port, service_port, bare_port = free_port(), free_port(), free_port()
-            procs.append(
-                start(
-                    [
-                        redis_bin,
-                        "--port",
-                        str(redis_port),
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--dir",
-                        tmp,
-                    ],
-                    {},
-                    redis_port,
-                )
-            )
-            url = f"redis://127.0.0.1:{redis_port}/0"
-            command = uvicorn(args.app, service_port, *(["--factory"] if args.factory else []))
-            if args.workers > 1:
-                command = [
-                    sys.executable, "-m", "cli.app", "serve", "--host", "127.0.0.1",
-                    "--port", str(service_port), "--log-level", "warning",
-                    "--workers", str(args.workers),
-                ]
-            service = start(
-                command,
-                {
-                    "SMCT_ARTIFACT": str(args.artifact),
-                    "SMCT_REDIS_URL": url,
-                    "SMCT_DEVICE": args.device,
-                    "SMCT_BACKEND": args.backend,
-                    "SMCT_THREADS": str(args.threads),
-                    "SMCT_BATCH_MAX_SIZE": str(args.clients),
-                    "SMCT_BATCH_MAX_WAIT_MS": str(args.batch_wait_ms),
-                    "SMCT_LOG_LEVEL": "WARNING",
-                },
-                service_port,
-            )
-            procs.append(service)
-            _, state_bytes = asyncio.run(setup_series(service_port, 1))
-            bare = start(
-                uvicorn(
-                    "bench_service:make_bare_app",
-                    bare_port,
-                    "--factory",
-                    "--app-dir",
-                    str(REPO / "bench"),
-                    "--workers",
-                    str(args.workers),
-                ),
-                {"BENCH_REDIS_URL": url, "BENCH_VALUE_BYTES": str(state_bytes)},
-                bare_port,
-            )
-            procs.append(bare)
-            results = asyncio.run(run(args, (service_port, service.pid), (bare_port, bare.pid)))
+            servers, state_bytes = start_servers(args, tmp, procs)
+            results, split = asyncio.run(run(args, *servers))
         finally:
             for proc in reversed(procs):
                 proc.terminate()
                 proc.wait(timeout=30)
     ratio = report(results, args, state_bytes)
+    if args.split:
+        service_split.report(
+            split, results[-1].requests, results[1].cpu_ms_per_request, TARGET_UPDATE_CPU_MS
+        )
     if args.check and ratio < TARGET_RATIO:
         raise SystemExit(1)
+
+
+def start_servers(
+    args: argparse.Namespace, tmp: str, procs: list[subprocess.Popen[bytes]]
+) -> tuple[tuple[Any, ...], int]:
+    """Redis, the service, the bare app (and with --split the timed app), each appended to
+    `procs` once started: ((port, pid) of the service, of the bare app, of the timed app or
+    None), and the size of a series' state."""
+    redis_bin = shutil.which("redis-server") or "/usr/bin/redis-server"
+    redis_port, service_port, bare_port = free_port(), free_port(), free_port()
+    redis_args = ["--port", str(redis_port), "--save", "", "--appendonly", "no", "--dir", tmp]
+    procs.append(start([redis_bin, *redis_args], {}, redis_port))
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {
+        "SMCT_ARTIFACT": str(args.artifact),
+        "SMCT_REDIS_URL": url,
+        "SMCT_DEVICE": args.device,
+        "SMCT_BACKEND": args.backend,
+        "SMCT_THREADS": str(args.threads),
+        "SMCT_BATCH_MAX_SIZE": str(args.clients),
+        "SMCT_BATCH_MAX_WAIT_MS": str(args.batch_wait_ms),
+        "SMCT_LOG_LEVEL": "WARNING",
+    }
+    command = uvicorn(args.app, service_port, *(["--factory"] if args.factory else []))
+    if args.workers > 1:
+        command = [
+            sys.executable, "-m", "cli.app", "serve", "--host", "127.0.0.1",
+            "--port", str(service_port), "--log-level", "warning",
+            "--workers", str(args.workers),
+        ]
+    service = start(command, env, service_port)
+    procs.append(service)
+    _, state_bytes = asyncio.run(setup_series(service_port, 1))
+    bare_app = ["--factory", "--app-dir", str(REPO / "bench"), "--workers", str(args.workers)]
+    bare = start(
+        uvicorn("bench_service:make_bare_app", bare_port, *bare_app),
+        {"BENCH_REDIS_URL": url, "BENCH_VALUE_BYTES": str(state_bytes)},
+        bare_port,
+    )
+    procs.append(bare)
+    timed = None
+    if args.split:
+        timed_port = free_port()
+        proc = start(
+            uvicorn("bench.service_split:split_app", timed_port, "--factory"), env, timed_port
+        )
+        procs.append(proc)
+        timed = (timed_port, proc.pid)
+    return ((service_port, service.pid), (bare_port, bare.pid), timed), state_bytes
 
 
 if __name__ == "__main__":

@@ -87,6 +87,16 @@ def update_answer(series_id: str, record: records.UpdateRecord, results: Sequenc
     return answer_json(series_id, record.seq, record.version, results, record.forecast)
 
 
+def written_answer(series_id: str, event: bytes, repeated: Sequence[Result]) -> str:
+    """The answer of the update whose record is `event`, listing the `repeated` results (of
+    earlier writes) first: without them, written from the record's plain dicts (the same
+    bytes, without the schema objects)."""
+    if not repeated:
+        return records.answer_json(event, series_id)
+    record = records.decode(event, series_id)
+    return update_answer(series_id, record, [*repeated, *record.results])
+
+
 def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:
     """A stored event (service/store.py StoredEvent) as its followers get it."""
     if not data.startswith(records.MAGIC):

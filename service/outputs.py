@@ -6,6 +6,7 @@ Shapes: O targets, H horizon, N samples.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,7 +114,7 @@ def _by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
 
 
 def _finite(x: float | None) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def _rows(pairs: list[tuple[np.ndarray, np.ndarray]], digits: int | None = None) -> list[Any]:
@@ -168,6 +169,6 @@ _TIE = 1e-9  # far above the float rounding of a scaled value (< 1e-13)
 
 def _point(a: np.ndarray) -> Any:
     """(O,) -> a number when O == 1, else a list; non-finite -> None."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    values = [float(v) if np.isfinite(v) else None for v in a]
+    flat = np.asarray(a, dtype=np.float64).reshape(-1).tolist()
+    values = [v if math.isfinite(v) else None for v in flat]
     return values[0] if len(values) == 1 else values

@@ -19,11 +19,14 @@ JSON, as are the events written before these records (told apart by their first 
 
 from __future__ import annotations
 
+import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic_core import to_json
 
 from service.schemas.forecasts import Interval, SeriesForecast
 from service.schemas.series import ObservationResult, PointInterval
@@ -34,6 +37,7 @@ _HEAD = struct.Struct("<6sQQQHHIHHB")  # magic, version, next seq, first seq, ob
 _HAS_FORECAST, _WIDE = 1, 2  # flags: a forecast follows; the numbers are float64
 _MISSING, _ANOMALY, _RESAMPLED = 1, 2, 4  # per observation
 DIGITS = 6  # significant digits of the numbers of a record (not of the observed values)
+_NAN = float("nan")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal: 6 digits above it
 
@@ -56,41 +60,37 @@ def encode(
     version: int, seq: int, results: list[ObservationResult], forecast: SeriesForecast | None
 ) -> bytes:
     """The record of an update at `version` that absorbed `results` (consecutive seqs) and
-    answered `forecast`; `seq` the series' next seq after it."""
+    answered `forecast`; `seq` the series' next seq after it. (Python lists, not numpy, until
+    the numbers are packed: an update holds a few dozen.)"""
     levels = list(results[0].intervals) if results else []
     f_levels = list(forecast.intervals) if forecast is not None else []
     o = _width(results, forecast)
     h = len(forecast.mean) if forecast is not None else 0
-    flags = np.zeros(len(results), np.uint8)
-    covered = np.zeros((len(results), len(levels)), bool)
-    values = np.full((len(results), o), np.nan)
-    numbers = np.full((len(results), 2 * len(levels) * o + o + 3), np.nan)
-    for i, r in enumerate(results):
+    flags, covered, values, numbers = bytearray(), [], [], []
+    for r in results:
         missing = r.value is None
-        flags[i] = (_MISSING * missing) | (_ANOMALY * bool(r.anomaly)) | (
-            _RESAMPLED * r.resampled
+        flags.append(
+            (_MISSING * missing) | (_ANOMALY * bool(r.anomaly)) | (_RESAMPLED * r.resampled)
         )
-        if not missing:
-            values[i] = _row(r.value, o)
-            covered[i] = [bool(r.covered and r.covered[lv]) for lv in levels]
-            numbers[i, 2 * len(levels) * o : -3] = _row(r.pit, o)
-        for j, lv in enumerate(levels):
-            numbers[i, 2 * j * o : (2 * j + 1) * o] = _row(r.intervals[lv].lo, o)
-            numbers[i, (2 * j + 1) * o : (2 * j + 2) * o] = _row(r.intervals[lv].hi, o)
-        numbers[i, -3:] = [_num(r.log_score), _num(r.crps), r.ess]
-    parts = [numbers.ravel()]
+        values += [_NAN] * o if missing else _row(r.value, o)
+        covered += [False] * len(levels) if missing else [
+            bool(r.covered and r.covered[lv]) for lv in levels
+        ]
+        for lv in levels:
+            numbers += _row(r.intervals[lv].lo, o) + _row(r.intervals[lv].hi, o)
+        numbers += [_NAN] * o if missing else _row(r.pit, o)
+        numbers += [_num(r.log_score), _num(r.crps), float(r.ess)]
+    errors: list[float] = []
     if forecast is not None:
         if forecast.samples is not None:
             raise ValueError("an update's forecast holds no samples")
         series = [forecast.mean, forecast.median]
-        errors = []
         for lv in f_levels:
             band = forecast.intervals[lv]
             series += [band.lo, band.hi]
-            errors += [band.lo_se, band.hi_se]
-        parts.append(np.concatenate([_rows(s, o) for s in series]).ravel())
-        codes = _error_codes(np.concatenate([_rows(s, o) for s in errors]).ravel())
-    floats = np.concatenate(parts)  # rounded when read: every answer is rendered from `decode`
+            errors += [x for point in band.lo_se + band.hi_se for x in _row(point, o)]
+        numbers += [x for s in series for point in s for x in _row(point, o)]
+    floats = np.array(numbers, np.float64)  # rounded when read: answers come from `decode`
     size = np.abs(floats[np.isfinite(floats) & (floats != 0)])
     wide = bool(np.any((size > _FLOAT32_MAX) | (size < _FLOAT32_TINY)))  # else float32 is exact
     labels = ",".join(levels) + "|" + ",".join(f_levels)
@@ -98,99 +98,143 @@ def encode(
         MAGIC, version, seq, results[0].seq if results else seq, len(results), o, h,
         len(levels), len(f_levels), (_HAS_FORECAST * (forecast is not None)) | (_WIDE * wide),
     )
+    codes = [c for a in errors for c in _error_code(a)]
     return b"".join([
         head,
         struct.pack("<H", len(labels)), labels.encode(),
-        values.astype("<f8").tobytes(), flags.tobytes(), np.packbits(covered, axis=None).tobytes(),
-        floats.astype("<f8" if wide else "<f4").tobytes(),
-        codes.tobytes() if forecast is not None else b"",
+        struct.pack(f"<{len(values)}d", *values), bytes(flags),
+        np.packbits(np.array(covered, bool)).tobytes(),
+        floats.astype("<f8" if wide else "<f4").tobytes(), struct.pack(f"<{len(codes)}b", *codes),
     ])
 
 
 def decode(data: bytes, series_id: str) -> UpdateRecord:
     """The update of a record, its numbers as they were rounded."""
+    version, seq, first, results, forecast = _parse(data, series_id)
+    return UpdateRecord(
+        version, seq, first, [_result(r) for r in results],
+        None if forecast is None else _forecast(forecast),
+    )
+
+
+def answer_json(data: bytes, series_id: str) -> str:
+    """The answer (schemas.series.ObservationsResponse) of the update of a record: the JSON
+    that service/answers.update_answer writes of `decode(data, series_id)` and its results,
+    written from plain dicts (no schema objects to build), the same bytes."""
+    version, seq, _, results, forecast = _parse(data, series_id)
+    answer = {
+        "id": series_id, "seq": seq, "version": version, "observations": results,
+        "forecast": forecast,
+    }
+    return to_json(answer, inf_nan_mode="null").decode()
+
+
+def _parse(
+    data: bytes, series_id: str
+) -> tuple[int, int, int, list[dict[str, Any]], dict[str, Any] | None]:
+    """(version, next seq, first seq, the results and the forecast as the dicts of their
+    schemas' JSON) of a record. (struct, not numpy: a record holds a few dozen numbers.)"""
     magic, version, seq, first, n, o, h, n_lv, n_flv, flags = _HEAD.unpack_from(data)
     if magic != MAGIC:
         raise ValueError("not an update record")
     at = _HEAD.size
     (size,) = struct.unpack_from("<H", data, at)
-    at += 2
-    text = data[at : at + size].decode()
-    at += size
-    levels_text, _, f_levels_text = text.partition("|")
+    levels_text, _, f_levels_text = data[at + 2 : at + 2 + size].decode().partition("|")
+    at += 2 + size
     levels = levels_text.split(",") if levels_text else []
     f_levels = f_levels_text.split(",") if f_levels_text else []
-    values = np.frombuffer(data, "<f8", n * o, at).reshape(n, o)
+    values = struct.unpack_from(f"<{n * o}d", data, at)
     at += 8 * n * o
-    marks = np.frombuffer(data, np.uint8, n, at)
+    marks = data[at : at + n]
     at += n
-    n_bits = (n * n_lv + 7) // 8
-    covered = np.unpackbits(np.frombuffer(data, np.uint8, n_bits, at))[: n * n_lv]
-    covered = covered.reshape(n, n_lv).astype(bool)
-    at += n_bits
+    bits = data[at : at + (n * n_lv + 7) // 8]  # np.packbits' order: the first bit the highest
+    covered = [bool(bits[k >> 3] >> (7 - (k & 7)) & 1) for k in range(n * n_lv)]
+    at += len(bits)
     per = 2 * n_lv * o + o + 3
     count = n * per + ((2 + 2 * n_flv) * h * o if flags & _HAS_FORECAST else 0)
-    dtype = "<f8" if flags & _WIDE else "<f4"
-    floats = _rounded(np.frombuffer(data, dtype, count, at).astype(np.float64))
-    at += count * np.dtype(dtype).itemsize
-    numbers = floats[: n * per].reshape(n, per)
+    wide = bool(flags & _WIDE)
+    floats = _rounded(struct.unpack_from(f"<{count}{'d' if wide else 'f'}", data, at))
+    at += count * (8 if wide else 4)
     results = [
-        _result(first + i, values[i], int(marks[i]), covered[i], numbers[i], levels, o)
+        _result_dict(
+            first + i, values[i * o : (i + 1) * o], marks[i],
+            covered[i * n_lv : (i + 1) * n_lv], floats[i * per : (i + 1) * per], levels, o,
+        )
         for i in range(n)
     ]
     forecast = None
     if flags & _HAS_FORECAST:
-        series = floats[n * per :].reshape(2 + 2 * n_flv, h, o)
-        codes = np.frombuffer(data, np.int8, 2 * 2 * n_flv * h * o, at)
-        forecast = _forecast(series_id, series, _errors(codes).reshape(2 * n_flv, h, o), f_levels)
-    return UpdateRecord(version, seq, first, results, forecast)
+        codes = struct.unpack_from(f"<{2 * 2 * n_flv * h * o}b", data, at)
+        errors = [_error(m, e) for m, e in zip(codes[::2], codes[1::2], strict=True)]
+        forecast = _forecast_dict(series_id, floats[n * per :], errors, f_levels, h * o, o)
+    return version, seq, first, results, forecast
 
 
-def _result(
-    seq: int, value: np.ndarray, marks: int, covered: np.ndarray, row: np.ndarray,
+def _result_dict(
+    seq: int, value: Sequence[float], marks: int, covered: list[bool], row: list[float],
     levels: list[str], o: int,
-) -> ObservationResult:
-    """One observation's result from its value (O,), flags, coverage bits (levels,) and numbers
-    (per level lo and hi (O,) each, then pit (O,), log score, CRPS, ESS)."""
+) -> dict[str, Any]:
+    """One observation's result (ObservationResult's fields) from its value (O), flags,
+    coverage bits (levels) and numbers (per level lo and hi (O each), then pit (O), log
+    score, CRPS, ESS)."""
     missing = bool(marks & _MISSING)
-    return ObservationResult.model_construct(
-        seq=seq,
-        value=None if missing else _point(value),
-        intervals={
-            lv: PointInterval.model_construct(
-                lo=_point(row[2 * j * o : (2 * j + 1) * o]),
-                hi=_point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
-            )
+    return {
+        "seq": seq,
+        "value": None if missing else _point(value),
+        "intervals": {
+            lv: {
+                "lo": _point(row[2 * j * o : (2 * j + 1) * o]),
+                "hi": _point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
+            }
             for j, lv in enumerate(levels)
         },
-        covered=None if missing else {lv: bool(covered[j]) for j, lv in enumerate(levels)},
-        pit=None if missing else _point(row[2 * len(levels) * o : -3]),
-        log_score=_finite(row[-3]),
-        crps=_finite(row[-2]),
-        anomaly=None if missing else bool(marks & _ANOMALY),
-        ess=float(row[-1]),
-        resampled=bool(marks & _RESAMPLED),
-    )
+        "covered": None if missing else dict(zip(levels, covered, strict=True)),
+        "pit": None if missing else _point(row[2 * len(levels) * o : -3]),
+        "log_score": _finite(row[-3]),
+        "crps": _finite(row[-2]),
+        "anomaly": None if missing else bool(marks & _ANOMALY),
+        "ess": row[-1],
+        "resampled": bool(marks & _RESAMPLED),
+    }
 
 
-def _forecast(
-    series_id: str, series: np.ndarray, errors: np.ndarray, levels: list[str]
-) -> SeriesForecast:
-    """A forecast from its series (mean, median, then lo and hi per level; each (H, O)) and the
-    standard errors of its bounds (lo and hi per level; each (H, O))."""
-    return SeriesForecast.model_construct(
-        id=series_id,
-        mean=_points(series[0]),
-        median=_points(series[1]),
-        intervals={
-            lv: Interval.model_construct(
-                lo=_points(series[2 + 2 * j]), hi=_points(series[3 + 2 * j]),
-                lo_se=_points(errors[2 * j]), hi_se=_points(errors[2 * j + 1]),
-            )
+def _forecast_dict(
+    series_id: str, series: list[float], errors: list[float], levels: list[str], size: int,
+    o: int,
+) -> dict[str, Any]:
+    """A forecast (SeriesForecast's fields, without samples) from its series (mean, median,
+    then lo and hi per level) and the standard errors of its bounds (lo and hi per level),
+    each `size` = H x O numbers, step by step."""
+
+    def points(flat: list[float], k: int) -> list[Any]:
+        return _points(flat[k * size : (k + 1) * size], o)
+
+    return {
+        "id": series_id,
+        "mean": points(series, 0),
+        "median": points(series, 1),
+        "intervals": {
+            lv: {
+                "lo": points(series, 2 + 2 * j), "hi": points(series, 3 + 2 * j),
+                "lo_se": points(errors, 2 * j), "hi_se": points(errors, 2 * j + 1),
+            }
             for j, lv in enumerate(levels)
         },
-        samples=None,
-    )
+    }
+
+
+def _result(fields: dict[str, Any]) -> ObservationResult:
+    intervals = {
+        lv: PointInterval.model_construct(**bounds) for lv, bounds in fields["intervals"].items()
+    }
+    return ObservationResult.model_construct(**{**fields, "intervals": intervals})
+
+
+def _forecast(fields: dict[str, Any]) -> SeriesForecast:
+    intervals = {
+        lv: Interval.model_construct(**bounds) for lv, bounds in fields["intervals"].items()
+    }
+    return SeriesForecast.model_construct(**{**fields, "intervals": intervals, "samples": None})
 
 
 def _width(results: list[ObservationResult], forecast: SeriesForecast | None) -> int:
@@ -205,63 +249,59 @@ def _num(x: float | None) -> float:
     return np.nan if x is None else float(x)
 
 
-def _row(point: Any, o: int) -> np.ndarray:
-    """A point (number, None, or list of those) -> (O,) float64, None as NaN."""
+def _row(point: Any, o: int) -> list[float]:
+    """A point (number, None, or list of those) -> O floats, None as NaN."""
     items = point if isinstance(point, list) else [point] * o
-    return np.array([np.nan if v is None else float(v) for v in items], dtype=np.float64)
+    return [_NAN if v is None else float(v) for v in items]
 
 
-def _rows(points: list[Any], o: int) -> np.ndarray:
-    """Points (numbers, None, or lists of those) -> (len, O) float64, None as NaN."""
-    if o == 1 and not any(isinstance(p, list) for p in points):
-        return np.array([np.nan if p is None else p for p in points], np.float64)[:, None]
-    return np.array([_row(p, o) for p in points]).reshape(len(points), o)
-
-
-def _rounded(a: np.ndarray) -> np.ndarray:
+def _rounded(a: Sequence[float]) -> list[float]:
     """To DIGITS significant digits (what float32 keeps exactly: a round trip gives the same)."""
-    return np.array([float(f"{v:.{DIGITS}g}") for v in a.tolist()], dtype=np.float64)
+    return [float(f"{v:.{DIGITS}g}") for v in a]
 
 
-def _error_codes(a: np.ndarray) -> np.ndarray:
-    """Standard errors, given to 2 significant digits (service/outputs.py), as (mantissa 10..99,
-    exponent) int8 pairs: 0.013 -> (13, -3); 0 and below 1e-127 -> (0, 0); NaN, negative or
-    above 1e128 -> (-1, 0)."""
-    out = np.zeros((len(a), 2), np.int8)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log10(a)) - 1.0
-        m = np.rint(a / 10.0**e)
-    e = np.where(m >= 100.0, e + 1.0, e)  # 99.6 -> 100 -> 10, one decade up
-    m = np.where(m >= 100.0, 10.0, m)
-    keep = np.isfinite(a) & (a > 0) & (e >= -128)
-    out[keep] = np.stack([m[keep], e[keep]], axis=1).clip(-128, 127).astype(np.int8)
-    out[~np.isfinite(a) | (a < 0) | (np.isfinite(a) & (e > 127))] = (-1, 0)
-    return out
+def _error_code(a: float) -> tuple[int, int]:
+    """A standard error, given to 2 significant digits (service/outputs.py), as a (mantissa
+    10..99, exponent) int8 pair: 0.013 -> (13, -3); 0 and below 1e-127 -> (0, 0); NaN,
+    negative or above 1e128 -> (-1, 0). (Near a power of ten, a log10 one ulp off gives the
+    same pair: 10 or 100 times the decade below, which is moved up.)"""
+    if not math.isfinite(a) or a < 0:
+        return -1, 0
+    if a == 0:
+        return 0, 0
+    e = math.floor(math.log10(a)) - 1
+    if not -129 <= e <= 127:  # out of int8's range, before and after the move up
+        return (-1, 0) if e > 127 else (0, 0)
+    m = round(a / 10.0**e)  # to the nearest, ties to even
+    if m >= 100:  # 99.6 -> 100 -> 10, one decade up
+        e, m = e + 1, 10
+    if not -128 <= e <= 127:
+        return (-1, 0) if e > 127 else (0, 0)
+    return m, e
 
 
-def _errors(codes: np.ndarray) -> np.ndarray:
-    """The standard errors of `_error_codes` pairs (flat int8) -> float64, NaN for none: m / 10^-e,
-    a correctly rounded division of exact numbers (13 / 1000 is the double nearest 0.013)."""
-    pairs = codes.reshape(-1, 2).astype(np.float64)
-    m, e = pairs[:, 0], pairs[:, 1]
-    value = np.where(e >= 0, m * 10.0 ** np.maximum(e, 0), m / 10.0 ** np.maximum(-e, 0))
-    for i in np.flatnonzero(np.abs(e) > 22):  # 10^23 and up are not exact doubles: parse
-        value[i] = float(f"{int(m[i])}e{int(e[i])}")
-    return np.where(m < 0, np.nan, value)
+def _error(m: int, e: int) -> float:
+    """The standard error of an `_error_code` pair, NaN for none: m / 10^-e, a correctly
+    rounded division of exact numbers (13 / 1000 is the double nearest 0.013)."""
+    if m < 0:
+        return _NAN
+    if abs(e) > 22:  # 10^23 and up are not exact doubles: parse
+        return float(f"{m}e{e}")
+    return m * 10.0**e if e >= 0 else m / 10.0 ** (-e)
 
 
 def _finite(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
+    return x if math.isfinite(x) else None
 
 
-def _point(a: np.ndarray) -> Any:
-    """(O,) -> a number when O == 1, else a list; NaN -> None."""
-    values = [float(v) if np.isfinite(v) else None for v in a.tolist()]
+def _point(a: Sequence[float]) -> Any:
+    """O numbers -> a number when O == 1, else a list; NaN and infinities -> None."""
+    values = [v if math.isfinite(v) else None for v in a]
     return values[0] if len(values) == 1 else values
 
 
-def _points(a: np.ndarray) -> list[Any]:
-    """(H, O) -> one point per step."""
-    if a.shape[1] == 1:
-        return [v if v == v else None for v in a[:, 0].tolist()]  # NaN != NaN: None
-    return [_point(row) for row in a]
+def _points(a: Sequence[float], o: int) -> list[Any]:
+    """H x O numbers, step by step -> one point per step."""
+    if o == 1:
+        return [v if v == v else None for v in a]  # NaN != NaN: None
+    return [_point(a[k : k + o]) for k in range(0, len(a), o)]

@@ -282,7 +282,6 @@ class SeriesService:
             model_version=self.engine.model_version, adaptation=new.adaptation,
         )
         event = records.encode(meta.version, meta.seq, upd.results, upd.forecast)
-        record = records.decode(event, series_id)
         writer = os.urandom(8).hex()  # tells this write's records from another's
         applied = [
             Applied(
@@ -290,7 +289,7 @@ class SeriesService:
             )
             for s, v in zip(seqs, values, strict=True)
         ]
-        body = answers.update_answer(series_id, record, [*repeated, *record.results])
+        body = answers.written_answer(series_id, event, repeated)
         write = Write(
             expected_version=rec.meta.version, state=new.state, meta=meta, applied=applied,
             event=event,

@@ -6,6 +6,7 @@ artifact. These settings only say where things are and how much a request may as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -166,7 +167,7 @@ class Settings(BaseSettings):
         """The sample paths of a forecast at `levels` (percent) that names no count."""
         if self.default_samples is not None:
             return min(self.default_samples, self.max_samples)
-        return min(samples_for([level / 100.0 for level in levels]), self.max_samples)
+        return min(_samples_for(tuple(levels)), self.max_samples)
 
     @property
     def adaptation(self) -> AdaptConfig:
@@ -185,6 +186,13 @@ class Settings(BaseSettings):
 MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas.values.MAX_SERIES)
 
 
+@functools.lru_cache(maxsize=256)  # each request asks: computed once a set of levels
+def _samples_for(levels: tuple[float, ...]) -> int:
+    """predictive.samples_for at `levels` in percent."""
+    return samples_for([level / 100.0 for level in levels])
+
+
+@functools.lru_cache(maxsize=64)  # the settings' levels, read by each request
 def parse_levels(text: str) -> tuple[float, ...]:
     """"80,95" -> (80.0, 95.0); every level must lie strictly between 0 and 100."""
     try:

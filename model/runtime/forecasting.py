@@ -226,9 +226,10 @@ class ForecastMixin:
 
         def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
             fn = torch.rand if uniform else torch.randn
-            if len(gens) == 1:  # the same draws, not copied by a stack
-                return fn(*shape, generator=gens[0]).unsqueeze(0)
-            return torch.stack([fn(*shape, generator=g) for g in gens])
+            out = torch.empty(len(gens), *shape)  # each series' draws written in its row
+            for g, row in zip(gens, out, strict=True):
+                fn(*shape, generator=g, out=row)
+            return out
 
         valid = np.arange(self.window)[None, :] < batch.t[:, None]
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]

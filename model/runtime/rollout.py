@@ -34,6 +34,10 @@ from model.filtering.filter import FilterState
 from model.network.smc_transformer import N_LAG_TERMS, OBS_SCALE_BOUND
 from model.runtime.rollout_weights import RolloutWeights
 
+# a run's copy (one indexed assignment) costs about what gathering this many numbers costs
+# (about 30 us against 2 to 4 ns on one core): more runs than numbers / RUN_COST, one gather
+RUN_COST = 8192
+
 
 class Rollout:
     """Forecast paths of a batch of series; `step` moves them in place and returns X_t."""
@@ -56,6 +60,9 @@ class Rollout:
         x_last = particles.x_prev[:, :1].transpose(1, 2)  # (B, F, 1)
         self.x_prev = x_last.expand(b, x_last.shape[1], n)  # (B, F, N) X_{t-1}
         self.count = 0  # steps taken: slot j holds lag (j + count) mod L + 1
+        # X_t and its q, k, v noise, absorbed when the next step starts: the last step's are
+        # never needed (a horizon-1 forecast then takes no windows at all)
+        self.pending: tuple[Tensor, Tensor] | None = None
         self.held = particles.valid.cpu().numpy().copy()  # (B, L) which slots hold a lag
         self.mean_coef = particles.mean_coef  # (B, J + 1, O) or None
         self.targets: Tensor | None = None  # (B, L, O, 1 or N) the targets of the window
@@ -79,6 +86,9 @@ class Rollout:
         this step (None: the last one). Returns X_t (B, N, O)."""
         if mean_coef is not None:
             self.mean_coef = mean_coef
+        if self.pending is not None:
+            self._absorb(*self.pending)
+            self.pending = None
         mu = attend(
             self.w, self.keys, self.values, self.query, self._mask(), self.count, self.scratch
         )  # (B, D, M)
@@ -93,7 +103,7 @@ class Rollout:
         if covariates is not None:
             known = covariates.unsqueeze(-1).expand(-1, -1, x_t.shape[-1])  # (B, F - O, N)
             x_in = torch.cat([x_t, known], dim=1)
-        self._absorb(x_in, eps_qkv)
+        self.pending = (x_in, eps_qkv)
         return x_t.transpose(1, 2)
 
     def _mask(self) -> Tensor | None:
@@ -183,23 +193,36 @@ def _with_ones(b: int, hd: int, r: int, m: int, dtype: torch.dtype) -> Tensor:
 
 class Picks:
     """The particle each path descends from, ancestors (B, N): drawn by systematic resampling,
-    they are sorted, so that each particle's paths are a run of columns, filled by one copy."""
+    they are sorted, so that each particle's paths are a run of columns, filled by one copy
+    where the runs are few and long (one gather otherwise: the same numbers either way)."""
 
     def __init__(self, ancestors: Tensor) -> None:
         self.ancestors = ancestors
-        anc = ancestors.cpu().numpy()
-        sorted_ = bool((np.diff(anc, axis=1) >= 0).all())
-        self.runs = [_runs(row) for row in anc] if sorted_ else None
+        self._anc = ancestors.cpu().numpy()
+        steps = np.diff(self._anc, axis=1)
+        self._sorted = bool((steps >= 0).all())
+        self.n_runs = int(np.count_nonzero(steps)) + len(self._anc)  # of all rows
+        self._runs: list[list[tuple[int, int, int]]] | None = None
+
+    @property
+    def runs(self) -> list[list[tuple[int, int, int]]] | None:
+        """Per row, its runs (particle, first path, end); None when the rows are not sorted."""
+        if self._sorted and self._runs is None:
+            self._runs = [_runs(row) for row in self._anc]
+        return self._runs
 
     def take(self, x: Tensor) -> Tensor:
         """x (B, ..., P) at each path's particle -> (B, ..., N) (copies: the same numbers)."""
         b, n = self.ancestors.shape
-        if self.runs is None:
+        size = math.prod(x.shape[:-1]) * n  # of the result
+        if not self._sorted or self.n_runs * RUN_COST > size:
             idx = self.ancestors.view(b, *(1,) * (x.dim() - 2), n)
             return x.gather(-1, idx.expand(*x.shape[:-1], n))
+        runs = self.runs
+        assert runs is not None
         out = x.new_empty(*x.shape[:-1], n)
-        for i, runs in enumerate(self.runs):
-            for p, first, end in runs:
+        for i, row in enumerate(runs):
+            for p, first, end in row:
                 out[i, ..., first:end] = x[i, ..., p : p + 1]
         return out
 

@@ -4,8 +4,8 @@ back.
 Values are in the series' own units outside the runtime; the model reads them scaled by a
 location and a scale per feature, kept in each series' state: the artifact's global scaler,
 or, with scaling.mode == "per_series", the mean and standard deviation of the series' own
-history (model/series/state.series_scaling), then of the L inputs its window holds after every step
-(`reanchor`). A value too far from a series' level is refused (`MAX_SCALED`).
+history (model/series/scaling.series_scaling), then of the L inputs its window holds after
+every step (`reanchor`). A value too far from a series' level is refused (`MAX_SCALED`).
 
 Shapes: B batch, L window, F features, H horizon, C covariates.
 """
@@ -15,13 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from model.runtime.inputs import InputError
-from model.series.state import (
-    FLAT_FRACTION,
-    LEVEL_RESOLUTION,
-    StateBatch,
-    flat_scale,
-    series_scaling,
-)
+from model.series.scaling import FLAT_FRACTION, LEVEL_RESOLUTION, flat_scale, series_scaling
+from model.series.state import StateBatch
 
 MAX_SCALED = 1e6  # largest |value - loc| / scale accepted (see `scale_values`)
 RESOLUTION = 1e-6  # of a series' scale: what its float32 window resolves (see `reanchor`)
@@ -48,8 +43,8 @@ def scale_values(x: np.ndarray, batch: StateBatch) -> np.ndarray:
 
 def layer_scaling(plain: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Location and scale (F,) of a history without its seasonal profile and trend, `plain`
-    (T, F), as model/state.series_scaling gives them, the scale at least FLAT_FRACTION of the
-    standard deviation of the history's steps `raw` (T, F) as sent: a series the per-series
+    (T, F), as model/series/scaling.series_scaling gives them, the scale at least FLAT_FRACTION of
+    the standard deviation of the history's steps `raw` (T, F) as sent: a series the per-series
     layer explains whole (a line with an exact season) leaves its rounding as spread, and its
     next value that departs from the pattern by a hair would lie a billion scales away."""
     loc, scale = series_scaling(plain)
@@ -101,7 +96,7 @@ def reanchor(batch: StateBatch, window: int) -> None:
     (training.datasets.windows.window_scaling); a series served for long drifts away from the
     level and scale it was created with (a price over years, an epidemic from its first
     cases), and its inputs would leave the range the model learned. So after each step the location
-    and scale become those of the last L inputs (model.series.state.series_scaling, in series
+    and scale become those of the last L inputs (model.series.scaling.series_scaling, in series
     units) and the window is re-expressed in them; keys and values are rebuilt from the
     window, so the particles stay consistent, and the next observation is scored against
     intervals issued before it, in series units. A window not yet full counts the inputs it
@@ -128,7 +123,7 @@ def reanchor(batch: StateBatch, window: int) -> None:
     loc, scale = batch.loc, batch.scale  # (B, F)
     units = batch.x_hist * scale[:, None] + loc[:, None]  # (B, L, F) float64
     seen = batch.observed  # (B, L, F); the slots of a window not yet full are unseen
-    if seen.all():  # model.series.state.series_scaling without its NaN handling
+    if seen.all():  # model.series.scaling.series_scaling without its NaN handling
         new_loc = units.sum(axis=1) / units.shape[1]
         dev = units - new_loc[:, None]
         spread = np.sqrt(np.einsum("blf,blf->bf", dev, dev) / units.shape[1])

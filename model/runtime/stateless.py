@@ -8,7 +8,7 @@ be exported (model/runtime/baseline_artifact.py) and answer the service's statel
 
 Serving keeps the last `context_length` values of a history, fills missing values forward
 (the first observed value before it: the baselines take no NaN) and scales them as the
-manifest says: by their own mean and standard deviation (model/series/state.series_scaling, as the
+manifest says: by their own mean and standard deviation (model/series/scaling.series_scaling, as the
 SMC Transformer's per-series mode), or by one global map (e.g. the training data's).
 A model with covariates takes their future values (H, F - O) per series, in series units, as
 the SMC Transformer's runtime does; they fill the future rows of the window the forecaster
@@ -42,7 +42,7 @@ from model.runtime.inputs import (
 )
 from model.runtime.predictive import summarize_samples
 from model.runtime.scaling import check_future_scale, check_observed
-from model.series.state import series_scaling
+from model.series.scaling import series_scaling
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ length, its own correction of the mean and its seasonal profile. The key/value w
 from these and the artifact's noise table, so the bytes (model/series/state_format.py) are a few kB
 instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after
 a round trip through bytes gives bit for bit the result it gives on the original.
-`StateBatch` stacks the states of B series for the runtime; `series_scaling` is the per-series
-scaling taken from a series' own history.
+`StateBatch` stacks the states of B series for the runtime.
 Shapes: B series, P particles, L window, F input features.
 """
 
@@ -27,11 +26,24 @@ from model.series.adaptation import PRIOR_WEIGHT, mean_prior
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """A read-only array of `a`'s numbers that nothing else can change: a copy, unless `a`
+    is already a read-only view of a bytes object (a field read by `from_bytes`)."""
     out = np.ascontiguousarray(a, dtype=dtype)
-    if out is a:
+    if out is a and not _immutable(a):
         out = out.copy()
     out.flags.writeable = False
     return out
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Whether `a` and the arrays it views are read-only views of a bytes object (whose
+    numbers no array can be made to write: numpy refuses the writeable flag there)."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, bytes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,46 +366,3 @@ def cover_arrays(states: Sequence[SeriesState]) -> tuple[np.ndarray, np.ndarray]
         levels[i, : len(s.cover_levels)] = s.cover_levels
         alpha[i, : len(s.cover_alpha)] = s.cover_alpha
     return levels, alpha
-
-
-# of a level: the spread under which values at that level are taken as flat, the rounding of
-# float64 means and deviations there (a spread of 1 at a level of 1e9 is data)
-LEVEL_RESOLUTION = 1e-12
-FLAT_FRACTION = 1e-2  # served scale of a feature that does not vary, a fraction of its level
-
-
-def flat_scale(loc: np.ndarray, scale: np.ndarray, flat: float = FLAT_FRACTION) -> np.ndarray:
-    """`scale` where it is a usable divisor; a feature that does not vary (standard deviation 0, or
-    under LEVEL_RESOLUTION of its level: the rounding of float64 values there) gets `flat` times its
-    level |loc| as scale, or 1 at level 0. Relative, so that a series at 1e-7 keeps its own spread,
-    and a flat series at 1e7 meets its first change of 1e6 10 scales away (absorbed: its window
-    rescales at the next step), not a million (refused). Served series take FLAT_FRACTION: the model
-    meets a flat window as inputs that are all 0, and answers in scales, so a scale that is a small
-    fraction of the level keeps its intervals near the level (a series stuck at 100 is forecast a
-    median of 99.8 within [98.4, 101.1] at 80 % with the default model). Training windows keep the
-    level (`flat=1`, training.datasets.windows.window_scaling): the inputs are the same, all 0, and
-    a window that moves after a flat history keeps targets of a few scales, not hundreds."""
-    flat_ = ~(scale > LEVEL_RESOLUTION * np.abs(loc)) | ~(scale > 0.0)
-    if not np.any(flat_):
-        return scale
-    level = np.abs(loc)
-    return np.where(flat_, np.where(level > 0.0, flat * level, 1.0), scale)
-
-
-def series_scaling(
-    history: np.ndarray, flat: float = FLAT_FRACTION
-) -> tuple[np.ndarray, np.ndarray]:
-    """Location and scale of a series from its own history (T, F): mean and standard deviation
-    per feature ignoring NaN; a feature that does not vary gets `flat` times its level as scale
-    (:func:`flat_scale`), an unseen one location 0 and scale 1. Histories stacked as
-    (..., T, F) give (..., F) each (training.datasets.windows.window_scaling, with flat=1)."""
-    x = np.asarray(history, dtype=np.float64)
-    finite = np.isfinite(x)
-    count = finite.sum(axis=-2)  # (..., F)
-    safe = np.where(finite, x, 0.0)
-    loc = safe.sum(axis=-2) / np.maximum(count, 1)
-    dev = np.where(finite, x - loc[..., None, :], 0.0)
-    scale = np.sqrt((dev**2).sum(axis=-2) / np.maximum(count, 1))
-    seen = count > 0
-    loc, scale = np.where(seen, loc, 0.0), np.where(seen, scale, 1.0)
-    return loc, flat_scale(loc, scale, flat)

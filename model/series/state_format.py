@@ -34,6 +34,7 @@ M phases of the season.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -310,16 +311,24 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _triu(j: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.triu_indices(j), made once a size (every state read and written needs them)."""
+    rows, cols = np.triu_indices(j)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
+
+
 def _upper(cov: np.ndarray) -> np.ndarray:
     """(O, J, J) symmetric -> (O, J (J + 1) / 2) upper triangles, row by row."""
-    rows, cols = np.triu_indices(cov.shape[-1])
+    rows, cols = _triu(cov.shape[-1])
     return cov[:, rows, cols]
 
 
 def _full(upper: np.ndarray, j: int) -> np.ndarray:
     """Inverse of `_upper`: (O, J (J + 1) / 2) -> (O, J, J)."""
     out = np.zeros((upper.shape[0], j, j), np.float32)
-    rows, cols = np.triu_indices(j)
+    rows, cols = _triu(j)
     out[:, rows, cols] = upper
     out[:, cols, rows] = upper
     return out

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from service.answers import SentEvent, sent_event, update_answer
-from service.records import decode, encode
+from service.records import answer_json, decode, encode
 from service.schemas.forecasts import Interval, SeriesForecast
 from service.schemas.series import ObservationResult, PointInterval
 
@@ -90,3 +90,38 @@ def test_an_update_without_forecast_and_the_events_render_as_json() -> None:
     assert sent_event("s", 5, b'{"type":"deleted","id":"s","version":5,"seq":3}').kind == "deleted"
     with pytest.raises(ValueError, match="not an update record"):
         decode(older, "s")
+
+
+def _odd_errors() -> SeriesForecast:
+    f = forecast(4, 1.0)
+    f.intervals["80"].lo_se[:] = [None, 0.0, 1e-130, 3.4e-5]
+    f.intervals["80"].hi_se[:] = [1e200, 99.0, 0.105, 1e-127]
+    return f
+
+
+RECORDS = {
+    "univariate": lambda: encode(
+        9, 7, [result(5, 12.000000000001, 11.123456789, 13.987654321),
+               result(6, None, -1.5, 2.25)], forecast(12, 1234.56789),
+    ),
+    "multivariate, beyond float32": lambda: encode(
+        2, 1, [result(0, [1.0, None], [0.5, None], [1.5, 1e39])], forecast(3, [3e39, -0.25])
+    ),
+    "below float32's normal range": lambda: encode(
+        2, 1, [result(0, 1e-41, 1.23456789e-41, 1.4e-41)], None
+    ),
+    "odd standard errors": lambda: encode(1, 1, [], _odd_errors()),
+    "tiny and huge exponents, no ESS": lambda: encode(
+        3, 2, [result(1, 1e-7, -1e16, 1e22).model_copy(
+            update={"ess": float("nan"), "log_score": float("inf")})], forecast(2, -0.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("make", RECORDS.values(), ids=RECORDS.keys())
+def test_the_answer_written_from_dicts_is_the_answer_of_the_schemas(make: Any) -> None:
+    """An update's answer is written from the record's plain dicts (answer_json); a repeat of
+    it from the record's schema objects (update_answer): the same bytes."""
+    data = make()
+    rec = decode(data, "s-1")
+    assert answer_json(data, "s-1") == update_answer("s-1", rec, rec.results)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from model.series.state import series_scaling
+from model.series.scaling import series_scaling
 from timeseries.series import SPLITS, Scaler, SeriesData, SyntheticTruth
 from training.splits import no_window
 
@@ -91,10 +91,10 @@ def window_scaling(
     x (S, T, F) in data units -> loc, scale (S, F): mean and standard deviation of
     ``x[:, :history]`` per window and feature, the scale floored at ``min_scale`` (data units)
     so that flat or all-zero histories do not blow up. ``min_scale=None`` applies the
-    runtime's own rule instead (model.series.state.series_scaling: NaN ignored, a constant feature
-    gets its level |loc| as scale, or 1 at level 0: model.series.state.flat_scale with flat=1, where
-    serving takes a hundredth of the level: the inputs are all 0 either way, and a training
-    window that moves after a flat history keeps targets of a few scales), so that a model
+    runtime's own rule instead (model.series.scaling.series_scaling: NaN ignored, a constant
+    feature gets its level |loc| as scale, or 1 at level 0: model.series.scaling.flat_scale with
+    flat=1, where serving takes a hundredth of the level: the inputs are all 0 either way, and a
+    training window that moves after a flat history keeps targets of a few scales), so that a model
     trained on such windows meets at serving time, on a series scaled by its history, the
     same kind of input it was trained on. Nothing after step
     ``history`` of a window enters its statistics, so the multistep forecast of

@@ -62,8 +62,11 @@ share of values inside the intervals issued before them (nominal 0.80 and 0.95).
 PICP80 covers the last {ROLLING} values; "MAE / last value's MAE" compares the median with the
 last observed value as a forecast. The geometric mean of the ratios keeps one series from
 dominating. The checks are the targets the model is held to; they measure, nothing is tuned
-to pass them. The covid series start at their first death: the months of zeros before it say
-nothing of the epidemic, to any of the methods.
+to pass them. Beside a coverage check, "a calibrated forecaster" is the share of series that a
+forecaster whose intervals hold their nominal coverage exactly would have in the range, in
+expectation (each series' count inside is binomial over its values): a series of 20 values
+misses a range of +-0.05 by chance alone. The covid series start at their first death: the
+months of zeros before it say nothing of the epidemic, to any of the methods.
 """
 
 

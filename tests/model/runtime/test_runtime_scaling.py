@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from model.runtime.runtime import Runtime
-from model.series.state import FLAT_FRACTION, SeriesState
+from model.series.scaling import FLAT_FRACTION
+from model.series.state import SeriesState
 
 
 def test_per_series_scaling_is_affine_invariant(rt_series: Runtime, ar_series: Any) -> None:
@@ -37,7 +38,7 @@ def test_per_series_scaling_follows_the_window_the_model_attends_to(rt_series: R
     """Once the window is full, a per-series state is scaled by its last L inputs after every
     step: loc / scale are series_scaling of those values (series units), and the window, read
     back in series units, is those values, newest first."""
-    from model.series.state import series_scaling
+    from model.series.scaling import series_scaling
 
     rng = np.random.default_rng(11)
     values = 1e4 + np.cumsum(rng.normal(scale=50.0, size=80))
@@ -83,7 +84,7 @@ def test_a_long_gap_keeps_the_scaling_of_the_last_real_values(
     scale a series now, and a window with fewer than `min_observed` of them keeps its
     scaling: after 300 missing steps the scale is that of the last real values, and the
     intervals issued after the gap are as wide as before it."""
-    from model.series.state import series_scaling
+    from model.series.scaling import series_scaling
 
     rng = np.random.default_rng(4)
     values = 100.0 + 10.0 * np.sin(np.arange(90) / 3.0) + rng.normal(size=90)

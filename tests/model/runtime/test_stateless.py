@@ -15,7 +15,7 @@ from model.artifacts.artifact import ArtifactError
 from model.runtime.baseline_artifact import export_baseline, is_baseline, open_baseline
 from model.runtime.inputs import InputError
 from model.runtime.stateless import StatelessRuntime
-from model.series.state import series_scaling
+from model.series.scaling import series_scaling
 from training.fitting import benchmark_config, build
 
 LEVELS = [0.8, 0.95]

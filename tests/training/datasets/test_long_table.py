@@ -184,9 +184,9 @@ def test_a_series_too_short_for_a_window_is_not_in_the_scaler(tmp_path: Path) ->
 
 def test_window_scaling_of_a_table_is_the_runtime_scaling_of_each_history(tmp_path: Path) -> None:
     """`scaling="window"`: every window is scaled by its own first `history` steps with the
-    rule the runtime applies to a served series' history (model.series.state.series_scaling), so a
+    rule the runtime applies to a served series' history (model.series.scaling.series_scaling), so a
     per-series artifact meets its training inputs; a leading gap becomes the window's mean."""
-    from model.series.state import series_scaling
+    from model.series.scaling import series_scaling
 
     rng = np.random.default_rng(5)
     rows = []
