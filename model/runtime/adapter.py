@@ -28,6 +28,7 @@ from model.series.adaptation import (
     effective_alphas,
     mean_terms,
     mean_weight,
+    odds_evidence,
     season_offsets,
     season_profile,
     spread_statistic,
@@ -170,31 +171,23 @@ class Adapter:
         self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture, valid: np.ndarray
     ) -> None:
         """One Kalman step of the correction of the mean of series `rows` (R,), from their
-        values y (R, O) less the mean of the law `seen` they were issued."""
+        values y (R, O) less the corrected model's mean, and one step of its odds
+        (model/series/adaptation.py); `seen` is the law they were issued."""
         issued, _ = seen.moments()
         phi = mean_terms(
             sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
         )
         before = sub.mean_coef[rows].astype(np.float64)
-        # the law was issued with the correction d weighted by w: the corrected model's law is
-        # it moved by (1 - w) d, the model as trained's by -w d
+        cov, noise = sub.mean_cov[rows].astype(np.float64), sub.mean_noise[rows].astype(np.float64)
+        # the law was issued with the correction's shift d of the mean weighted by w: the
+        # corrected model's residual is the value less the mean issued, less (1 - w) d
         d = np.einsum("roj,roj->ro", phi, before)
         w = mean_weight(sub.mean_odds[rows])
-        log_full, log_none = (
-            np.log(np.maximum(seen.cdf_pdf((y - shift)[:, None])[1][:, 0], 1e-300))
-            for shift in ((1.0 - w) * d, -w * d)
-        )
-        sub.mean_odds[rows] = update_odds(
-            sub.mean_odds[rows], log_full, log_none, self.adapt.forget
-        )
-        coef, cov, noise = update_mean(
-            before,
-            sub.mean_cov[rows].astype(np.float64),
-            sub.mean_noise[rows].astype(np.float64),
-            phi,
-            y - issued - (1.0 - w) * d,
-            self.adapt.forget,
-        )
+        resid = y - issued - (1.0 - w) * d
+        # each model's law: the law issued moved to its mean
+        evidence = odds_evidence(seen.log_marginal(y - (1.0 - w) * d), seen.log_marginal(y + w * d))
+        sub.mean_odds[rows] = update_odds(sub.mean_odds[rows], evidence, self.adapt.forget)
+        coef, cov, noise = update_mean(before, cov, noise, phi, resid, self.adapt.forget)
         sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise
 
     def _learn_coverage(

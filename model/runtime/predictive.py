@@ -108,6 +108,15 @@ class Mixture:
         with np.errstate(divide="ignore"):  # a zero weight is a component that is not there
             return _logsumexp(np.log(self.w) + comp)
 
+    def log_marginal(self, y: np.ndarray) -> np.ndarray:
+        """Marginal log density of each target at y (B, O) -> (B, O), in log space (a value
+        far in the tails keeps its log density, where the density itself underflows)."""
+        z = (y[:, None] - self.mu) / self.sd  # (B, P, O)
+        comp = -0.5 * z * z - np.log(self.sd) - 0.5 * math.log(2 * math.pi)
+        with np.errstate(divide="ignore"):  # a zero weight is a component that is not there
+            terms = np.log(self.w)[:, :, None] + comp
+        return _logsumexp(np.moveaxis(terms, 1, -1))
+
     def quantile(self, probs: Sequence[float] | np.ndarray) -> np.ndarray:
         """Marginal quantiles at probs (Q,), or per mixture (B, Q), in (0, 1) -> (B, Q, O).
 

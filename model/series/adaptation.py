@@ -75,10 +75,12 @@ that its values follow the model with its correction rather than the model as tr
 the correction is issued with the weight w = expit(o), the posterior probability of the
 corrected model (`mean_weight`). After each value, with d = phi . a the correction's shift of
 the mean and f the law issued (its mean moved by w d),
-    o_t = lam o_{t-1} + log f(y - (1 - w) d) - log f(y + w d)
-(`update_odds`): the log density of the value under each model's law, the issued law moved to
-each; lam the forgetting factor of the spread, so that the odds turn when the series does;
-bounded by MEAN_ODDS_MAX. A new series starts at even odds; the coefficients learn from the
+    o_t = lam o_{t-1} + clip(log f(y - (1 - w) d) - log f(y + w d), +-MAX_EVIDENCE)
+(`odds_evidence`, `update_odds`): the log density of the value under each model's law, the
+issued law moved to each, one value's evidence bounded as the Kalman step bounds an
+innovation; lam the forgetting factor of the spread, so that the odds turn when the series
+does; bounded by MEAN_ODDS_MAX. What is issued is the law of the weighted mean, not the
+mixture of the two laws. A new series starts at even odds; the coefficients learn from the
 corrected model's own residual, y less the mean issued less (1 - w) d.
 
 Season (a seasonal profile, as ETS keeps seasonal states). A model reads the season of a
@@ -112,6 +114,7 @@ MEAN_PRIOR_SD = 0.3  # prior sd of each mean coefficient, in scaled units per sc
 MEAN_DRIFT = 1e-4  # variance each mean coefficient gains per step
 MEAN_CLIP = 3.0  # innovations count up to this many standard deviations
 MEAN_ODDS_MAX = 20.0  # bound of the log odds of the corrected model (a weight of 1 - 2e-9)
+MAX_EVIDENCE = MEAN_CLIP**2 / 2.0  # bound of one value's log ratio of the two models' densities
 #: the terms of the mean correction, as the API names them (SMCTransformer.lag_terms, then 1)
 MEAN_TERMS = ("lag_2", "lag_window", "season", "two_seasons", "constant")
 
@@ -250,6 +253,16 @@ def mean_terms(
     return np.concatenate([diff, np.ones((b, 1, o))], axis=1).transpose(0, 2, 1)
 
 
+def _predicted(
+    cov: np.ndarray, noise: np.ndarray, phi: np.ndarray, drift: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Kalman prediction: the coefficients' covariance after the drift P (B, O, J, J), P phi
+    (B, O, J) and the innovation variance phi P phi + v (B, O)."""
+    p = cov + drift * np.eye(cov.shape[-1])
+    p_phi = np.einsum("boij,boj->boi", p, phi)  # (B, O, J)
+    return p, p_phi, np.einsum("boj,boj->bo", phi, p_phi) + noise
+
+
 def update_mean(
     coef: np.ndarray,
     cov: np.ndarray,
@@ -261,11 +274,9 @@ def update_mean(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Kalman step of the mean correction: coefficients (B, O, J), their covariances
     (B, O, J, J) and the innovation variances v (B, O) before the step, phi (B, O, J) its
-    terms, resid (B, O) the value less the mean issued (with the correction); `forget` the
-    memory of v. -> the three after the step."""
-    p = cov + drift * np.eye(cov.shape[-1])
-    p_phi = np.einsum("boij,boj->boi", p, phi)  # (B, O, J)
-    s = np.einsum("boj,boj->bo", phi, p_phi) + noise  # innovation variance
+    terms, resid (B, O) the value less the corrected model's mean (the mean with the whole
+    correction); `forget` the memory of v. -> the three after the step."""
+    p, p_phi, s = _predicted(cov, noise, phi, drift)
     bound = MEAN_CLIP * np.sqrt(s)
     innov = np.clip(resid, -bound, bound)
     gain = p_phi / s[..., None]
@@ -281,15 +292,25 @@ def mean_weight(odds: np.ndarray) -> np.ndarray:
     return _expit(np.asarray(odds, np.float64))
 
 
-def update_odds(
-    odds: np.ndarray, log_full: np.ndarray, log_none: np.ndarray, forget: float
-) -> np.ndarray:
+def odds_evidence(log_full: np.ndarray, log_none: np.ndarray) -> np.ndarray:
+    """The log ratio (B, O) of the value's density under the corrected model, log_full, to
+    that under the model as trained, log_none (B, O), within +-MAX_EVIDENCE: one value says
+    at most what a value at one Gaussian law's mean says against a law MEAN_CLIP standard
+    deviations away, as the Kalman step counts an innovation up to MEAN_CLIP of them (just
+    after a change, the law issued can be far too narrow, and each value would swing the
+    odds from one bound to the other)."""
+    return np.clip(np.asarray(log_full - log_none), -MAX_EVIDENCE, MAX_EVIDENCE)
+
+
+def update_odds(odds: np.ndarray, evidence: np.ndarray, forget: float) -> np.ndarray:
     """One step of the log odds (B, O) of the corrected model against the model as trained
-    (dynamic model averaging, Raftery, Karny and Ettler, 2010): the odds forget towards even
-    at the rate `forget`, then take the log ratio of the two one-step densities of the value,
-    log_full and log_none (B, O)."""
-    moved = forget * np.asarray(odds, np.float64) + (log_full - log_none)
-    return np.clip(np.nan_to_num(moved), -MEAN_ODDS_MAX, MEAN_ODDS_MAX)
+    (the model probabilities of dynamic model averaging, Raftery, Karny and Ettler, 2010): the
+    odds forget towards even at the rate `forget`, then add the log ratio of the two models'
+    densities of the value, `evidence` (B, O); a step whose evidence is not finite leaves the
+    odds as they were."""
+    before = np.asarray(odds, np.float64)
+    moved = np.clip(forget * before + evidence, -MEAN_ODDS_MAX, MEAN_ODDS_MAX)
+    return np.where(np.isfinite(evidence), moved, before)
 
 
 def rescale_intercept(coef: np.ndarray, cov: np.ndarray, ratio: np.ndarray) -> None:

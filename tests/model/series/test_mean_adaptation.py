@@ -14,8 +14,10 @@ import torch
 from scipy.stats import norm
 
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
+from model.runtime.predictive import Mixture
 from model.runtime.runtime import Runtime
 from model.series.adaptation import (
+    MAX_EVIDENCE,
     MEAN_CLIP,
     MEAN_ODDS_MAX,
     MEAN_PRIOR_SD,
@@ -24,11 +26,12 @@ from model.series.adaptation import (
     mean_prior,
     mean_terms,
     mean_weight,
+    odds_evidence,
     rescale_intercept,
     update_mean,
     update_odds,
 )
-from model.series.state import SeriesState
+from model.series.state import SeriesState, StateBatch
 from tests.model.conftest import naive_lag_model
 
 # the correction of the mean alone: the trend, which would carry a line on by itself
@@ -118,22 +121,43 @@ def test_a_rescaled_series_keeps_its_corrected_mean() -> None:
 
 
 def test_the_odds_are_the_bayes_factor_of_the_two_models() -> None:
-    """Known answer: without forgetting (forget = 1) the log odds after n values are the log
-    Bayes factor of the two laws, sum_t log N(y_t; 1, 1) - log N(y_t; 0, 1), and the weight the
-    posterior probability of the first at even prior odds; with forgetting lam, a constant log
-    ratio c gives odds that converge to c / (1 - lam), within +-MEAN_ODDS_MAX."""
+    """Known answer: two Gaussian laws of one variance, N(1, 1) (the corrected model: mean 1,
+    its correction's shift d = 1) and N(0, 1): without forgetting (forget = 1) the log odds
+    after n values are the log Bayes factor sum_t log N(y_t; 1, 1) - log N(y_t; 0, 1), and the
+    weight the posterior probability of the first at even prior odds; with forgetting lam, a
+    constant evidence c gives odds that converge to c / (1 - lam), within +-MEAN_ODDS_MAX."""
     y = np.random.default_rng(7).normal(1.0, 1.0, 40)
+    assert np.abs(y - 0.5).max() < MAX_EVIDENCE  # no value's evidence y - 1/2 bounded
     odds = np.zeros((1, 1))
     for v in y:
-        odds = update_odds(odds, norm.logpdf([[v]], 1.0), norm.logpdf([[v]], 0.0), forget=1.0)
+        evidence = odds_evidence(norm.logpdf([[v]], 1.0), norm.logpdf([[v]], 0.0))
+        odds = update_odds(odds, evidence, forget=1.0)
     bayes = float(np.sum(norm.logpdf(y, 1.0) - norm.logpdf(y, 0.0)))
     assert 0 < bayes < MEAN_ODDS_MAX
     np.testing.assert_allclose(odds[0, 0], bayes, rtol=1e-12)
     np.testing.assert_allclose(mean_weight(odds)[0, 0], 1.0 / (1.0 + np.exp(-bayes)))
     odds = np.zeros((1, 2))
     for _ in range(2000):
-        odds = update_odds(odds, np.array([[0.1, 1.0]]), np.zeros((1, 2)), forget=0.98)
+        odds = update_odds(odds, np.array([[0.1, 1.0]]), forget=0.98)
     np.testing.assert_allclose(odds[0], [0.1 / 0.02, MEAN_ODDS_MAX], rtol=1e-9)
+
+
+def test_one_value_moves_the_odds_by_a_bounded_amount() -> None:
+    """One value's evidence is at most MAX_EVIDENCE (what a value at N(0, 1)'s mean says
+    against N(MEAN_CLIP, 1)), whichever side; a step whose evidence is not finite leaves the
+    odds as they were; the mixture's log density holds far in the tail, where its density
+    underflows."""
+    assert MAX_EVIDENCE == pytest.approx(
+        norm.logpdf(0.0) - norm.logpdf(0.0, MEAN_CLIP), rel=1e-12)
+    evidence = odds_evidence(np.array([[-2.0, -90.0, -1.0]]), np.array([[-1.0, -1.0, -900.0]]))
+    np.testing.assert_array_equal(evidence, [[-1.0, -MAX_EVIDENCE, MAX_EVIDENCE]])
+    odds = update_odds(np.array([[2.0, -1.0]]), np.array([[np.nan, np.inf]]), forget=0.98)
+    np.testing.assert_array_equal(odds, [[2.0, -1.0]])
+    law = Mixture(np.array([[0.25, 0.75]]), np.array([[[0.0], [1.0]]]), np.array([[1.0]]))
+    y = np.array([[0.7]])
+    np.testing.assert_allclose(law.log_marginal(y), np.log(law.cdf_pdf(y[:, None])[1][:, 0]))
+    far = law.log_marginal(np.array([[60.0]]))  # ~ log 0.75 + log N(60; 1, 1)
+    np.testing.assert_allclose(far, np.log(0.75) + norm.logpdf(60.0, 1.0), rtol=1e-9)
 
 
 def test_a_forecast_fades_the_correction_over_the_horizon() -> None:
@@ -191,25 +215,55 @@ def test_a_random_walk_model_learns_a_season_it_is_not_told(random_walk: Path) -
     assert naive > 2.0 and err < 0.1 * naive, (err, naive)
 
 
-def test_a_correction_that_stops_fitting_loses_its_weight(random_walk: Path) -> None:
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_correction_that_stops_fitting_loses_its_weight(random_walk: Path, seed: int) -> None:
     """A line of slope 0.5, then a flat level: the correction learns the slope (its weight
-    near 1 while the line lasts), and once the level is flat the model as trained (the last
-    value) explains the values far better than the correction's momentum, whose Kalman
-    coefficients forget it only over about a hundred steps: the odds turn within a few steps
-    and the median's error on the flat part is the noise's (0.05 sd: the last value's MAE
-    0.056), not the slope's 0.5."""
-    rng = np.random.default_rng(6)
-    y = np.r_[0.5 * np.arange(100.0), np.full(60, 49.5)] + 0.05 * rng.standard_normal(160)
+    near 1 while the line lasts); once the level is flat the model as trained (the last value)
+    explains the values far better than the correction's momentum, which its Kalman
+    coefficients forget only over tens of steps: from the 5th to the 25th flat step the weight
+    stays under 0.05 while the coefficients still hold some of it, and the median's error is
+    the noise's (0.05 sd: the last value's MAE 0.056), not the slope's 0.5. (Later, once the
+    coefficients have forgotten it, the two models forecast alike and the odds may go either
+    way.)"""
+    rng = np.random.default_rng(seed)
+    y = np.r_[0.5 * np.arange(100.0), np.full(40, 49.5)] + 0.05 * rng.standard_normal(140)
     rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
-    (state,) = rt.create([y[:60, None]])
+    (state,) = rt.create([y[:100, None]])
     assert mean_weight(state.mean_odds)[0] > 0.99
-    ((after, results),) = rt.update([state], [y[60:, None]], [0.8])
-    assert np.abs(after.mean_coef).max() > 0.2  # the coefficients still hold the slope
-    assert mean_weight(after.mean_odds)[0] < 1e-3
-    err = np.array([float(r.median[0]) for r in results]) - y[60:]
-    assert np.abs(err[-30:]).mean() < 0.1, np.abs(err[-30:]).mean()
-    back = SeriesState.from_bytes(after.to_bytes())
-    assert back == after and back.mean_odds.tolist() == after.mean_odds.tolist()
+    weights, errors, coefs = [], [], []
+    for value in y[100:]:
+        ((state, (result,)),) = rt.update([state], [np.array([[value]])], [0.8])
+        weights.append(float(mean_weight(state.mean_odds)[0]))
+        errors.append(abs(float(result.median[0]) - value))
+        coefs.append(np.abs(state.mean_coef).max())
+    assert max(weights[5:25]) < 0.05, weights
+    assert np.mean(coefs[5:25]) > 0.1, coefs  # the coefficients still hold some of it
+    assert np.mean(errors[5:25]) < 0.1, errors
+    back = SeriesState.from_bytes(state.to_bytes())
+    assert back == state and back.mean_odds.tolist() == state.mean_odds.tolist()
+
+
+def test_the_regression_learns_the_same_whatever_the_weight(
+    random_walk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coefficients learn from the corrected model's own residual, so the weight the
+    correction is issued with does not change what they learn: with the odds held at -3, 0
+    and 3 (weights 0.05, 0.5, 0.95), 40 updates of a line with a period leave the same
+    coefficients (to float32 rounding)."""
+    y = np.sin(np.arange(100) / 2.0) + 0.05 * np.arange(100)
+    got = []
+    for held in (-3.0, 0.0, 3.0):
+        monkeypatch.setattr(
+            "model.runtime.adapter.update_odds",
+            lambda odds, evidence, forget, c=held: np.full_like(odds, c),
+        )
+        rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
+        (state,) = rt.create([y[:60, None]], seasons=[4])
+        ((after, _),) = rt.update([state], [y[60:, None]], [0.8])
+        got.append(after.mean_coef)
+    np.testing.assert_allclose(got[0], got[1], atol=1e-5)
+    np.testing.assert_allclose(got[2], got[1], atol=1e-5)
+    assert np.abs(got[1]).max() > 0.05
 
 
 def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -> None:
@@ -233,6 +287,9 @@ def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -
     assert read == dataclasses.replace(state, mean_odds=np.zeros(0, np.float32))
     assert read.to_bytes() == written(5, 1 + 4 + 1 + 2)  # nor the trend (O = 0), pending
     rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
+    # even odds: the model takes half of each coefficient
+    issued = rt.adapter.mean_coef(StateBatch.of([read], 1, rt.n_mean))
+    np.testing.assert_allclose(issued[0, :, 0], 0.5 * state.mean_coef[0], rtol=1e-6)
     ((new, _),) = rt.update([read], [np.array([[40.0]])], [0.8])
     assert len(new.mean_odds) == 1 and new.t == 81
 
