@@ -56,6 +56,7 @@ BYTES_BUCKETS = tuple(float(2**k) for k in range(8, 26, 2))  # 256 B .. 8 MiB
 FACTOR_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
 LEVEL_BUCKETS = (50.0, 60.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9)
 COEF_BUCKETS = (-1.0, -0.5, -0.3, -0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+WEIGHT_BUCKETS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0)  # of the mean correction
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -169,6 +170,12 @@ class Metrics:
             "Each written series' coefficients of the correction of its mean, per term (0: the "
             "model as trained)", ["term"], buckets=COEF_BUCKETS, registry=r,
         )
+        self.mean_weight = Histogram(
+            "smct_mean_weight",
+            "Each written series' weight of its correction of the mean, per target (the "
+            "probability of the corrected model; 0: the model as trained)",
+            buckets=WEIGHT_BUCKETS, registry=r,
+        )
         self.issued_level = Histogram(
             "smct_issued_level_percent",
             "Level each written series issues its monitored level's intervals at (coverage "
@@ -245,6 +252,8 @@ class Metrics:
         for terms in adaptation.get("mean_correction", []):
             for term, coef in terms.items():
                 self._child(self.mean_coef, "term", term).observe(coef)
+        for weight in adaptation.get("mean_weight", []):
+            self.mean_weight.observe(weight)
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 

@@ -96,6 +96,8 @@ def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) ->
     samples = scrape(client)
     for term in MEAN_TERMS:
         assert value(samples, "smct_mean_correction_count", term=term) == 4  # create + 3
+    assert value(samples, "smct_mean_weight_count") == 4
+    assert value(samples, "smct_mean_weight_bucket", le="0.5") == 0  # each write above 0.5
 
 
 def test_the_seasonal_profile_in_metadata(make_client: Any) -> None:
