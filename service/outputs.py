@@ -53,6 +53,10 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
              "smoothing": round(float(beta), 6)}
             for phi, beta, b, _ in state.trend
         ] if adapt.trend else [],
+        bound=[
+            {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "weight": round(float(w), 3)}
+            for w, m, v in state.marginal
+        ] if adapt.bound else [],
     )
 
 

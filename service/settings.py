@@ -103,6 +103,10 @@ class Settings(BaseSettings):
         default=True,
         description="keep a damped trend per series whose history shows one, updated online",
     )
+    adapt_bound: bool = Field(
+        default=True,
+        description="bound a forecast's spread over many steps by each series' own marginal law",
+    )
     adapt_forget: float = Field(
         default=0.98, gt=0.0, lt=1.0,
         description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
@@ -173,7 +177,7 @@ class Settings(BaseSettings):
     def adaptation(self) -> AdaptConfig:
         return AdaptConfig(
             spread=self.adapt_spread, coverage=self.adapt_coverage, mean=self.adapt_mean,
-            season=self.adapt_season, trend=self.adapt_trend,
+            season=self.adapt_season, trend=self.adapt_trend, bound=self.adapt_bound,
             forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.runtime.predictive import Mixture
+from model.series import marginal
 from model.series import trend as trend_model
 from model.series.adaptation import (
     ALPHA_MAX,
@@ -107,6 +108,24 @@ class Adapter:
             return None
         return trend_model.PathTrend(batch.trend, n)
 
+    def spread_paths(
+        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, bound: bool
+    ) -> np.ndarray:
+        """Paths x (B, N, O) (scaled units) of one step, scaled about their mean by each
+        series' spread factor `factor` (B, 1, O) where that correction is on, then, where
+        `bound` and the bound is on, their spread held to each series' marginal law
+        (model/series/marginal.py)."""
+        if self.adapt.spread:
+            mean = x.mean(axis=1, keepdims=True)
+            x = mean + factor * (x - mean)
+        if not (bound and self.adapt.bound):
+            return x
+        o = self.target_dim
+        bound = marginal.spread_bound(
+            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], x.mean(axis=1)
+        )
+        return marginal.bounded(x, bound)
+
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
         (B, J, O) float32: zeros where the correction is off or the model has none."""
@@ -137,6 +156,9 @@ class Adapter:
         read, `valid` (B_k, L) its lags. In place."""
         if self.adapt.trend:
             self._step_trend(sub, ys, observed, law)
+        if self.adapt.bound:  # the values without season and trend, in series units
+            plain = ys * sub.scale[:, : self.target_dim] + sub.loc[:, : self.target_dim]
+            sub.marginal[:] = marginal.update(sub.marginal, plain, observed)
         # from the step where the window holds half its inputs (model/series/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean

@@ -258,10 +258,10 @@ class ForecastMixin:
             paths, x_t = self.engine.forecast_step(
                 paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
             )
-            x = x_t.astype(np.float64)  # (B, N, O) scaled
-            if self.adapt.spread:
-                mean = x.mean(axis=1, keepdims=True)
-                x = mean + factors[:, k : k + 1] * (x - mean)
+            # (B, N, O) scaled; after the first step (the one-step law), held to its own law
+            x = self.adapter.spread_paths(
+                batch, x_t.astype(np.float64), factors[:, k : k + 1], bound=k > 0
+            )
             x = x * scale + loc + offsets[:, k : k + 1]
             if carried is not None:  # each path's innovation: its draw's noise (series units)
                 x = x + carried.step(eps.numpy() * noise_sd * factors[:, k : k + 1])

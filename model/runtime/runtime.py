@@ -48,6 +48,7 @@ from model.runtime.inputs import (
 from model.runtime.predictive import Mixture
 from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale_values
 from model.runtime.scoring import UpdateResult, issued_law, score
+from model.series import marginal
 from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
 from model.series.state import SeriesState, StateBatch
 
@@ -262,6 +263,7 @@ class Runtime(ForecastMixin):
             profile=profile,
             pending=np.zeros(b, np.int64),
             trend=np.zeros_like(trend),
+            marginal=np.zeros((b, self.target_dim, marginal.N_FIELDS)),
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first

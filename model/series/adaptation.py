@@ -124,13 +124,16 @@ class AdaptConfig:
     """Which corrections run and how fast: `forget` is lam of the spread's estimate (memory
     1 / (1 - lam) steps), `gamma` the ACI step; `mean` the series' own correction of the
     mean (a model with lag inputs only); `season` its seasonal profile (a series with a
-    season); `trend` its damped trend (model/series/trend.py; a series whose history shows one)."""
+    season); `trend` its damped trend (model/series/trend.py; a series whose history shows one);
+    `bound` the bound of a forecast's spread by the series' own marginal law
+    (model/series/marginal.py)."""
 
     spread: bool = True
     coverage: bool = True
     mean: bool = True
     season: bool = True
     trend: bool = True
+    bound: bool = True
     forget: float = 0.98
     gamma: float = 0.02
 
@@ -141,7 +144,9 @@ class AdaptConfig:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
 
 
-OFF = AdaptConfig(spread=False, coverage=False, mean=False, season=False, trend=False)
+OFF = AdaptConfig(
+    spread=False, coverage=False, mean=False, season=False, trend=False, bound=False
+)
 
 
 def spread_statistic(mean: np.ndarray, mad: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -85,6 +85,9 @@ class SeriesState:
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
     trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    # the weighted moments of the series' values (model/series/marginal.py): (O, 3) float64
+    # weight, mean and variance per target (O = 0: none yet)
+    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/forecasting.py), the next observation filters them first
     pending: int = 0
@@ -111,6 +114,7 @@ class SeriesState:
             ("mean_odds", np.float32),
             ("profile", np.float32),
             ("trend", np.float64),
+            ("marginal", np.float64),
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
@@ -143,10 +147,12 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
-        if self.trend.size == 0:
-            object.__setattr__(self, "trend", _frozen(np.zeros((0, 4)), np.float64))
-        if self.trend.ndim != 2 or self.trend.shape[1] != 4 or len(self.trend) > 255:
-            raise ValueError(f"trend must be (O, 4), O < 256; got {self.trend.shape}")
+        for name, width in (("trend", 4), ("marginal", 3)):
+            value = getattr(self, name)
+            if value.size == 0:
+                object.__setattr__(self, name, _frozen(np.zeros((0, width)), np.float64))
+            elif value.ndim != 2 or value.shape[1] != width or len(value) > 255:
+                raise ValueError(f"{name} must be (O, {width}), O < 256; got {value.shape}")
         for name in ("season", "pending"):
             if not 0 <= getattr(self, name) < 1 << 16:
                 raise ValueError(f"{name} must be in 0..65535, got {getattr(self, name)}")
@@ -201,7 +207,7 @@ class SeriesState:
             for f in (
                 "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
                 "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "mean_odds",
-                "profile", "trend",
+                "profile", "trend", "marginal",
             )
         )
 
@@ -243,6 +249,7 @@ class StateBatch:
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
+    marginal: np.ndarray  # (B, O, 3) float64 weight, mean, variance (0: none yet)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -289,6 +296,9 @@ class StateBatch:
             pending=np.array([s.pending for s in states], np.int64),
             trend=np.stack(
                 [s.trend if s.trend.size else np.zeros((n_targets, 4)) for s in states]
+            ),
+            marginal=np.stack(
+                [s.marginal if s.marginal.size else np.zeros((n_targets, 3)) for s in states]
             ),
         )
 
@@ -342,6 +352,7 @@ class StateBatch:
             ),
             pending=int(self.pending[i]),
             trend=self.trend[i] if self.trend[i, :, 0].any() else np.zeros((0, 4)),
+            marginal=self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, 3)),
         )
 
 

@@ -1,7 +1,7 @@
 """The bytes of a series state (model/series/state.py): the binary format, and the older versions
 still read.
 
-Binary format, version 7, little-endian:
+Binary format, version 8, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
@@ -11,7 +11,8 @@ Binary format, version 7, little-endian:
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
-    pending u16 | O u8 | mean_odds O x f32 | crc32 u32 of all that precedes.
+    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 3 f64 | crc32 u32 of all
+    that precedes.
 The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
 miscoverage alpha_t of each monitored level; `season` is the series' season length (0: none),
@@ -21,13 +22,15 @@ yet, the prior), and its seasonal profile, one index per phase of its season (M 
 the trend holds each target's damped trend (phi, beta, slope and sum; O = 0: none;
 model/series/trend.py), and `pending` counts the missing observations after the last filtered step
 (`t`) that the filter has not taken yet (model/runtime/gaps.py); `mean_odds` the log odds that
-the series follows the model with its correction of the mean (O = 0: even odds). A state without
-odds is written as version 6, which is version 7 without them, and one without odds, trend or
-pending steps as version 5, which is version 6 without those: their bytes are those of the code
-before, which reads them.
+the series follows the model with its correction of the mean (O = 0: even odds); `marginal` the
+weight, mean and variance of its values without season and trend (model/series/marginal.py;
+O = 0: none yet). A state without moments is written as version 7, which is version 8 without
+them, one without moments or odds as version 6, which is version 7 without the odds, and one
+without moments, odds, trend or pending steps as version 5, which is version 6 without those:
+their bytes are those of the code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
-season), 4 (no mean correction, no profile), 5 (no trend, no pending steps) and 6 (no odds: even
-odds) are read.
+season), 4 (no mean correction, no profile), 5 (no trend, no pending steps), 6 (no odds: even
+odds) and 7 (no moments: none yet) are read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -45,8 +48,8 @@ if TYPE_CHECKING:
     from model.series.state import SeriesState
 
 MAGIC = b"SMCS"
-VERSION = 7  # the version written for a state with odds (else 6 or 5: `encode`)
-READS = (1, 2, 3, 4, 5, 6, 7)  # the versions read
+VERSION = 8  # the version written for a state with moments (else 7, 6 or 5: `encode`)
+READS = (1, 2, 3, 4, 5, 6, 7, 8)  # the versions read
 _HEAD = struct.Struct("<4sHH32sQQIHH")
 _INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
@@ -56,10 +59,11 @@ class StateFormatError(ValueError):
 
 
 def encode(state: SeriesState) -> bytes:
-    """`state` in format VERSION, or 6 where it has no odds, 5 where it has neither odds, nor
-    a trend, nor pending steps (see the module docstring)."""
+    """`state` in format VERSION, or 7 where it has no moments, 6 where it has neither moments
+    nor odds, 5 where it has none of those, nor a trend, nor pending steps (see the module
+    docstring)."""
     p, n_lag = state.lineage.shape
-    version = VERSION if state.mean_odds.size else 6 if state.pending or state.trend.size else 5
+    version = _version(state)
     f = state.n_features
     n = min(state.t, n_lag)
     width = 1 if p <= 1 << 8 else 2 if p <= 1 << 16 else 4
@@ -97,9 +101,19 @@ def encode(state: SeriesState) -> bytes:
             state.profile.astype("<f4").tobytes(),
             _tail(state) if version >= 6 else b"",
             _odds(state) if version >= 7 else b"",
+            _moments(state) if version >= 8 else b"",
         )
     )
     return body + struct.pack("<I", zlib.crc32(body))
+
+
+def _version(state: SeriesState) -> int:
+    """The version `encode` writes `state` in: the oldest that holds what it has."""
+    if state.marginal.size:
+        return VERSION
+    if state.mean_odds.size:
+        return 7
+    return 6 if state.pending or state.trend.size else 5
 
 
 def _tail(state: SeriesState) -> bytes:
@@ -111,6 +125,11 @@ def _tail(state: SeriesState) -> bytes:
 def _odds(state: SeriesState) -> bytes:
     """The log odds of version 7."""
     return struct.pack("<B", len(state.mean_odds)) + state.mean_odds.astype("<f4").tobytes()
+
+
+def _moments(state: SeriesState) -> bytes:
+    """The weighted moments of version 8."""
+    return struct.pack("<B", len(state.marginal)) + state.marginal.astype("<f8").tobytes()
 
 
 class _Head(NamedTuple):
@@ -183,6 +202,10 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
         if len(data) < pos + size + 1:
             raise StateFormatError(f"series state too short ({len(data)} bytes) for its odds")
         size += 1 + 4 * data[pos + size]
+    if version >= 8:  # the moments
+        if len(data) < pos + size + 1:
+            raise StateFormatError(f"series state too short ({len(data)} bytes) for its moments")
+        size += 1 + 24 * data[pos + size]
     return size
 
 
@@ -308,6 +331,10 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
     if version >= 7:
         (o,) = struct.unpack_from("<B", data, at)
         out["mean_odds"] = np.frombuffer(data, "<f4", o, at + 1)
+        at += 1 + 4 * o
+    if version >= 8:
+        (o,) = struct.unpack_from("<B", data, at)
+        out["marginal"] = np.frombuffer(data, "<f8", 3 * o, at + 1).reshape(o, 3)
     return out
 
 

@@ -51,11 +51,13 @@ def test_adaptation_can_be_switched_off(
     monkeypatch.setenv("SMCT_ADAPT_MEAN", "false")
     monkeypatch.setenv("SMCT_ADAPT_SEASON", "false")
     monkeypatch.setenv("SMCT_ADAPT_TREND", "false")
+    monkeypatch.setenv("SMCT_ADAPT_BOUND", "false")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
-    assert (adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.trend, adapt.gamma) == (
-        False, False, False, False, False, 0.05
-    )
+    assert (
+        adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.trend, adapt.bound,
+        adapt.gamma,
+    ) == (False, False, False, False, False, False, 0.05)
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
     put(client, runtime)
@@ -67,8 +69,30 @@ def test_adaptation_can_be_switched_off(
         "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
         "mean": False, "mean_correction": [], "mean_weight": [], "season": False,
         "seasonal_profile": [],
-        "trend": [],
+        "trend": [], "bound": [],
     }
+
+
+def test_the_bound_in_metadata(client: TestClient) -> None:
+    """A series shows the law that bounds its forecasts' spread: the weighted mean and sd of
+    its values after the first (the first fills the window the filter starts from) and the
+    values they count (white noise: no season, no trend); an observation adds one."""
+    import numpy as np
+
+    from model.series import marginal
+
+    values = (11.0 + np.random.default_rng(0).standard_normal(60)).tolist()
+    assert client.put("/v1/series/s1", json={"values": values}).status_code == 201
+    stats = np.zeros((1, 1, marginal.N_FIELDS))
+    for v in values[1:]:
+        stats = marginal.update(stats, np.array([[v]]), np.array([True]))
+    (law,) = _adaptation(client)["bound"]
+    assert law["mean"] == pytest.approx(stats[0, 0, 1], rel=1e-6)  # the scaled values: float32
+    assert law["sd"] == pytest.approx(np.sqrt(stats[0, 0, 2]), abs=1e-6)
+    assert law["weight"] == pytest.approx(stats[0, 0, 0], abs=1e-3)
+    assert observe(client, 60, 11.0).status_code == 200
+    (after,) = _adaptation(client)["bound"]
+    assert after["weight"] == pytest.approx(marginal.FORGET * law["weight"] + 1.0, abs=2e-3)
 
 
 def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) -> None:

@@ -27,9 +27,9 @@ errors, its orders chosen by a stepwise search on AICc as R's `auto.arima` does,
 longer than 12 as Fourier terms; `training/quality/arima.py`) and a seasonal naive with
 empirical intervals (the quantiles of its own past residuals); and against its ablation: the
 same per-series layer ([adaptation.md](adaptation.md): scaling, spread, coverage, mean
-correction, seasonal profile, trend) around a network that forecasts the last value (a random
-walk with the trained network's observation noise), served alike, so that model/ablation is
-what the trained network adds. This page is written by
+correction, seasonal profile, trend, bound) around a network that forecasts the last value (a
+random walk with the trained network's observation noise), served alike, so that model/ablation
+is what the trained network adds. This page is written by
 
 ```bash
 .venv/bin/smct quality           # the full suite, a few minutes; --quick: CI's short one
