@@ -176,6 +176,12 @@ class Metrics:
             "probability of the corrected model; 0: the model as trained)",
             buckets=WEIGHT_BUCKETS, registry=r,
         )
+        self.reverting = Histogram(
+            "smct_reverting_weight",
+            "Each written series' weight of reverting to its own mean, per target (the "
+            "probability of the reverting model; 0: the model's own forecast)",
+            buckets=WEIGHT_BUCKETS, registry=r,
+        )
         self.issued_level = Histogram(
             "smct_issued_level_percent",
             "Level each written series issues its monitored level's intervals at (coverage "
@@ -254,6 +260,8 @@ class Metrics:
                 self._child(self.mean_coef, "term", term).observe(coef)
         for weight in adaptation.get("mean_weight", []):
             self.mean_weight.observe(weight)
+        for law in adaptation.get("marginal", []):
+            self.reverting.observe(law["reverting"])
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 

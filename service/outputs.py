@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 
 from model.runtime.runtime import Forecast, UpdateResult
 from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig, mean_weight
@@ -53,10 +54,11 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
              "smoothing": round(float(beta), 6)}
             for phi, beta, b, _ in state.trend
         ] if adapt.trend else [],
-        bound=[
-            {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "weight": round(float(w), 3)}
-            for w, m, v in state.marginal
-        ] if adapt.bound else [],
+        marginal=[
+            {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "values": round(float(w), 3),
+             "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0}
+            for w, m, v, o in state.marginal
+        ] if adapt.bound or adapt.revert else [],
     )
 
 

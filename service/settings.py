@@ -107,6 +107,10 @@ class Settings(BaseSettings):
         default=True,
         description="bound a forecast's spread over many steps by each series' own marginal law",
     )
+    adapt_revert: bool = Field(
+        default=True,
+        description="move each series' law towards its own mean by the odds of a reverting model",
+    )
     adapt_forget: float = Field(
         default=0.98, gt=0.0, lt=1.0,
         description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
@@ -178,6 +182,7 @@ class Settings(BaseSettings):
         return AdaptConfig(
             spread=self.adapt_spread, coverage=self.adapt_coverage, mean=self.adapt_mean,
             season=self.adapt_season, trend=self.adapt_trend, bound=self.adapt_bound,
+            revert=self.adapt_revert,
             forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 

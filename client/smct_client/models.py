@@ -88,7 +88,7 @@ class SeriesAdaptation(_Answer):
     season: bool = False
     seasonal_profile: list[list[float]] = Field(default_factory=list)
     trend: list[dict[str, float]] = Field(default_factory=list)
-    bound: list[dict[str, float]] = Field(default_factory=list)
+    marginal: list[dict[str, float]] = Field(default_factory=list)
 
 
 class SeriesInfo(_Answer):

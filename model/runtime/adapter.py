@@ -112,19 +112,21 @@ class Adapter:
         self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, bound: bool
     ) -> np.ndarray:
         """Paths x (B, N, O) (scaled units) of one step, scaled about their mean by each
-        series' spread factor `factor` (B, 1, O) where that correction is on, then, where
-        `bound` and the bound is on, their spread held to each series' marginal law
-        (model/series/marginal.py)."""
+        series' spread factor `factor` (B, 1, O) where that correction is on, moved towards the
+        series' weighted mean as its one-step law is (`reverted`), then, where `bound` and the
+        bound is on, their spread held to each series' marginal law (model/series/marginal.py)."""
         if self.adapt.spread:
             mean = x.mean(axis=1, keepdims=True)
             x = mean + factor * (x - mean)
+        if self.adapt.revert:  # moved towards the series' mean, as its one-step law is
+            d, r = self._reversion(batch, x.mean(axis=1))
+            x = x + (r * d)[:, None]
         if not (bound and self.adapt.bound):
             return x
         o = self.target_dim
-        bound = marginal.spread_bound(
+        return marginal.bounded(x, marginal.spread_bound(
             batch.marginal, batch.loc[:, :o], batch.scale[:, :o], x.mean(axis=1)
-        )
-        return marginal.bounded(x, bound)
+        ))
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
@@ -143,6 +145,18 @@ class Adapter:
         )
         return effective_alphas(*cover, levels)
 
+    def reverted(self, batch: StateBatch, law: Mixture) -> Mixture:
+        """The one-step law (scaled units) moved towards each series' weighted mean by the
+        weight of the reverting model (model/series/marginal.py), where that is on."""
+        if not self.adapt.revert:
+            return law
+        d, r = self._reversion(batch, law.moments()[0])
+        return law.shifted(r * d)
+
+    def _reversion(self, batch: StateBatch, centre: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        o = self.target_dim
+        return marginal.reversion(batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre)
+
     def learn(
         self,
         sub: StateBatch,
@@ -150,13 +164,18 @@ class Adapter:
         observed: np.ndarray,
         law: Mixture,
         valid: np.ndarray,
+        raw: Mixture | None = None,
     ) -> None:
         """Update the adaptation of the series observed at this step from their scaled values
-        ys (B_k, O) under the law they were issued; `sub` still holds the window the step
-        read, `valid` (B_k, L) its lags. In place."""
+        ys (B_k, O) under the law they were issued, `law`, and the model's law before its move
+        towards the series' mean, `raw` (default: the same); `sub` still holds the window the
+        step read, `valid` (B_k, L) its lags. In place."""
+        raw = law if raw is None else raw
         if self.adapt.trend:
             self._step_trend(sub, ys, observed, law)
-        if self.adapt.bound:  # the values without season and trend, in series units
+        if self.adapt.revert:
+            self._learn_reversion(sub, ys, observed, law, raw)
+        if self.adapt.bound or self.adapt.revert:  # the values without season and trend
             plain = ys * sub.scale[:, : self.target_dim] + sub.loc[:, : self.target_dim]
             sub.marginal[:] = marginal.update(sub.marginal, plain, observed)
         # from the step where the window holds half its inputs (model/series/adaptation.py)
@@ -168,7 +187,7 @@ class Adapter:
         y = ys[rows].astype(np.float64)
         seen = law.take(rows)
         if correct:
-            self._learn_mean(sub, rows, y, seen, valid)
+            self._learn_mean(sub, rows, y, raw.take(rows), valid)
         if self.adapt.coverage and sub.cover_levels.shape[1]:
             self._learn_coverage(sub, rows, y, seen)
         if self.adapt.spread:
@@ -211,6 +230,20 @@ class Adapter:
         sub.mean_odds[rows] = update_odds(sub.mean_odds[rows], evidence, self.adapt.forget)
         coef, cov, noise = update_mean(before, cov, noise, phi, resid, self.adapt.forget)
         sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise
+
+    def _learn_reversion(
+        self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture, raw: Mixture
+    ) -> None:
+        """One step of the log odds of the reverting model of the series observed (B_k,): the
+        log ratio of the value's density under the law issued moved to each model's mean, as
+        for the weight of the correction of the mean (model/series/adaptation.py)."""
+        d, r = self._reversion(sub, raw.moments()[0])
+        held = observed[:, None] & (sub.marginal[..., 0] >= marginal.MIN_WEIGHT)
+        y = ys.astype(np.float64)
+        evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
+        odds = sub.marginal[..., 3]
+        moved = update_odds(odds, np.where(held, evidence, np.nan), self.adapt.forget)
+        sub.marginal[..., 3] = moved
 
     def _learn_coverage(
         self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture

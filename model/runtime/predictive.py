@@ -87,6 +87,10 @@ class Mixture:
         f = np.asarray(factor, dtype=np.float64)
         return Mixture(self.w, mean + f[:, None] * (self.mu - mean), self.sd * f[:, None])
 
+    def shifted(self, delta: np.ndarray) -> Mixture:
+        """The law of Y + delta, delta (B, O)."""
+        return Mixture(self.w, self.mu + np.asarray(delta, np.float64)[:, None], self.sd)
+
     def _z(self, y: np.ndarray) -> np.ndarray:  # y (B, K, O) -> (B, K, P, O)
         return (y[:, :, None] - self.mu[:, None]) / self.sd[:, None]
 

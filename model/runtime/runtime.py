@@ -348,10 +348,12 @@ class Runtime(ForecastMixin):
                 base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
                 gaps.carried_mean(self.adapter.mean_coef(sub), ahead),
             )
-            law = self._law(sub, out)
+            raw = self._law(sub, out)
+            law = self.adapter.reverted(sub, raw)  # what the series is issued
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
-            self.adapter.learn(sub, xs[:, : self.target_dim], observed & (ahead == 0), law, valid)
+            learnt = observed & (ahead == 0)
+            self.adapter.learn(sub, xs[:, : self.target_dim], learnt, law, valid, raw)
             sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1

@@ -125,7 +125,8 @@ class AdaptConfig:
     1 / (1 - lam) steps), `gamma` the ACI step; `mean` the series' own correction of the
     mean (a model with lag inputs only); `season` its seasonal profile (a series with a
     season); `trend` its damped trend (model/series/trend.py; a series whose history shows one);
-    `bound` the bound of a forecast's spread by the series' own marginal law
+    `bound` the bound of a forecast's spread by the series' own marginal law and `revert` the
+    move of its law towards that law's mean by the odds of a reverting model
     (model/series/marginal.py)."""
 
     spread: bool = True
@@ -134,6 +135,7 @@ class AdaptConfig:
     season: bool = True
     trend: bool = True
     bound: bool = True
+    revert: bool = True
     forget: float = 0.98
     gamma: float = 0.02
 
@@ -145,7 +147,8 @@ class AdaptConfig:
 
 
 OFF = AdaptConfig(
-    spread=False, coverage=False, mean=False, season=False, trend=False, bound=False
+    spread=False, coverage=False, mean=False, season=False, trend=False, bound=False,
+    revert=False,
 )
 
 

@@ -205,7 +205,7 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
     if version >= 8:  # the moments
         if len(data) < pos + size + 1:
             raise StateFormatError(f"series state too short ({len(data)} bytes) for its moments")
-        size += 1 + 24 * data[pos + size]
+        size += 1 + 32 * data[pos + size]
     return size
 
 
@@ -334,7 +334,7 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         at += 1 + 4 * o
     if version >= 8:
         (o,) = struct.unpack_from("<B", data, at)
-        out["marginal"] = np.frombuffer(data, "<f8", 3 * o, at + 1).reshape(o, 3)
+        out["marginal"] = np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4)
     return out
 
 

@@ -260,12 +260,12 @@ class SeriesAdaptation(BaseModel):
         description="per target, its damped trend (docs/adaptation.md): `slope` per step in "
         "the series' units, `damping` phi (1: not damped), `smoothing` beta; empty: none",
     )
-    bound: list[dict[str, float]] = Field(
+    marginal: list[dict[str, float]] = Field(
         default_factory=list,
-        description="per target, the series' own law that bounds a forecast's spread after its "
-        "first step (docs/adaptation.md): `mean` and `sd` of its values without season and "
-        "trend, in the series' units, and `weight`, the values they count (the bound holds "
-        "from 20); empty: none yet",
+        description="per target, the series' own law (docs/adaptation.md): `mean` and `sd` of "
+        "its values without season and trend, in the series' units, over `values` values' "
+        "worth of weight (they count from 20), and `reverting`, the weight its law is moved "
+        "towards that mean with; empty: none yet",
     )
 
 

@@ -52,12 +52,13 @@ def test_adaptation_can_be_switched_off(
     monkeypatch.setenv("SMCT_ADAPT_SEASON", "false")
     monkeypatch.setenv("SMCT_ADAPT_TREND", "false")
     monkeypatch.setenv("SMCT_ADAPT_BOUND", "false")
+    monkeypatch.setenv("SMCT_ADAPT_REVERT", "false")
     monkeypatch.setenv("SMCT_ADAPT_GAMMA", "0.05")
     adapt = Settings().adaptation
     assert (
         adapt.spread, adapt.coverage, adapt.mean, adapt.season, adapt.trend, adapt.bound,
-        adapt.gamma,
-    ) == (False, False, False, False, False, False, 0.05)
+        adapt.revert, adapt.gamma,
+    ) == (False, False, False, False, False, False, False, 0.05)
     off = Runtime.load(runtime.artifact.path, backend="torch", device="cpu", adapt=adapt)
     client = make_client(runtime_override=off)
     put(client, runtime)
@@ -69,14 +70,15 @@ def test_adaptation_can_be_switched_off(
         "spread": False, "coverage": False, "spread_factor": [], "issued_levels": {},
         "mean": False, "mean_correction": [], "mean_weight": [], "season": False,
         "seasonal_profile": [],
-        "trend": [], "bound": [],
+        "trend": [], "marginal": [],
     }
 
 
-def test_the_bound_in_metadata(client: TestClient) -> None:
-    """A series shows the law that bounds its forecasts' spread: the weighted mean and sd of
-    its values after the first (the first fills the window the filter starts from) and the
-    values they count (white noise: no season, no trend); an observation adds one."""
+def test_the_series_law_in_metadata(client: TestClient) -> None:
+    """A series shows its own law: the weighted mean and sd of its values after the first (the
+    first fills the window the filter starts from), the values they count (white noise: no
+    season, no trend), and the weight of reverting to that mean, from its odds; an observation
+    adds one value."""
     import numpy as np
 
     from model.series import marginal
@@ -86,13 +88,17 @@ def test_the_bound_in_metadata(client: TestClient) -> None:
     stats = np.zeros((1, 1, marginal.N_FIELDS))
     for v in values[1:]:
         stats = marginal.update(stats, np.array([[v]]), np.array([True]))
-    (law,) = _adaptation(client)["bound"]
+    (law,) = _adaptation(client)["marginal"]
     assert law["mean"] == pytest.approx(stats[0, 0, 1], rel=1e-6)  # the scaled values: float32
     assert law["sd"] == pytest.approx(np.sqrt(stats[0, 0, 2]), abs=1e-6)
-    assert law["weight"] == pytest.approx(stats[0, 0, 0], abs=1e-3)
+    assert law["values"] == pytest.approx(stats[0, 0, 0], abs=1e-3)
+    assert law["reverting"] > 0.5  # white noise: its mean forecasts it better than the model
     assert observe(client, 60, 11.0).status_code == 200
-    (after,) = _adaptation(client)["bound"]
-    assert after["weight"] == pytest.approx(marginal.FORGET * law["weight"] + 1.0, abs=2e-3)
+    (after,) = _adaptation(client)["marginal"]
+    assert after["values"] == pytest.approx(marginal.FORGET * law["values"] + 1.0, abs=2e-3)
+    samples = scrape(client)
+    assert value(samples, "smct_reverting_weight_count") == 2  # the create and the update
+    assert value(samples, "smct_reverting_weight_bucket", le="0.5") == 0
 
 
 def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) -> None:

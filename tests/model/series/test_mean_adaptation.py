@@ -36,8 +36,8 @@ from tests.model.conftest import naive_lag_model
 
 # the correction of the mean alone: the trend, which would carry a line on by itself
 # (tests/model/test_trend.py), off in both
-NO_MEAN = AdaptConfig(mean=False, trend=False)
-MEAN = AdaptConfig(trend=False)
+NO_MEAN = AdaptConfig(mean=False, trend=False, revert=False)
+MEAN = AdaptConfig(trend=False, revert=False)
 
 
 def test_terms_are_the_models_lag_terms_and_a_constant() -> None:
@@ -275,7 +275,7 @@ def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -
 
     y = 0.5 * np.arange(80.0)
     # without the moments of version 8 (tests/model/series/test_marginal.py)
-    unbound = dataclasses.replace(MEAN, bound=False)
+    unbound = dataclasses.replace(MEAN, bound=False, revert=False)
     (state,) = Runtime.load(random_walk, backend="torch", adapt=unbound).create([y[:, None]])
     blob = state.to_bytes()
     assert struct.unpack_from("<H", blob, 4)[0] == 7 and len(state.mean_odds) == 1
