@@ -178,7 +178,7 @@ class Metrics:
         )
         self.reverting = Histogram(
             "smct_reverting_weight",
-            "Each written series' weight of reverting to its own mean, per target (the "
+            "Each written series' weight of reverting to its own level, per target (the "
             "probability of the reverting model; 0: the model's own forecast)",
             buckets=WEIGHT_BUCKETS, registry=r,
         )

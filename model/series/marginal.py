@@ -1,25 +1,29 @@
-"""Each series' own marginal law: a pull of its forecasts towards its mean, and the bound of
-their spread over many steps.
+"""Each series' own law: a pull of its forecasts towards its level, and the bound of their
+spread over many steps.
 
 Each series keeps an exponentially weighted mean m and variance v of its values without season
 and trend (the values the model reads; series units), with forgetting FORGET (memory
-1 / (1 - FORGET) steps). A series holds them once their weight counts MIN_WEIGHT values.
+1 / (1 - FORGET) steps), and a level l, their simple exponential smoothing with alpha
+1 - LEVEL_FORGET (ETS(A,N,N)'s level; their running mean over its first values). A series holds
+them once their weight counts MIN_WEIGHT values.
 
 Reverting (dynamic model averaging, as for the weight of the correction of the mean in
 model/series/adaptation.py). The network's median leans on the last value: on a series whose
-values scatter about a level (white noise, what a season leaves) that median errs by the
-value's noise twice over, where the level itself errs by it once. Each series keeps the log
-odds o that its values follow a reverting model, the law issued centred at m, rather than the
-model's, and issues the model's law moved towards m by the weight r = expit(o): with mu the
-model's mean and d = m - mu, the law is moved by r d (`reversion`). After each value y, with f
-the law issued,
+values scatter about a level (white noise, what a season leaves, daily counts) that median errs
+by the value's noise twice over, where a smoothed level errs by it about once. Each series keeps
+the log odds o that its values follow a reverting model, the law issued centred at l, rather
+than the model's, and issues the model's law moved towards l by the weight r = expit(o): with
+mu the model's mean and d = l - mu, the law is moved by r d (`reversion`). After each value y,
+with f the law issued,
 
     o_t = lam o_{t-1} + clip(log f(y - (1 - r) d) - log f(y + r d), +-MAX_EVIDENCE),
 
 the log density of the value under the law issued moved to each model's mean (lam the
 forgetting of the spread, so the odds turn when the series does). A forecast's paths are moved
-the same way at every step, towards m from their own mean. A random walk, a trend or a season
-the profile has not taken out makes the reverting model lose, and its weight fall to 0.
+the same way at every step, towards l from their own mean. A random walk, a trend or a season
+the profile has not taken out makes the reverting model lose, and its weight fall to 0. A
+level smoothed over 100 values (FORGET) served the stationary series better and the daily
+counts of `smct quality` worse: one-step CRPS over ETS's 0.934 against 0.923.
 
 Bound. A forecast's paths feed the network its own draws, and on a series whose values return
 to their level (white noise, an AR process, the residual of a season) the network's paths still
@@ -42,7 +46,8 @@ and coverage corrections, is left as it is.
 The weighted moments (West 1979), with W the weight of the values seen:
 
     W_t = FORGET W_{t-1} + 1,  a = 1 / W_t,  m_t = m_{t-1} + a (y_t - m_{t-1}),
-    v_t = (1 - a) (v_{t-1} + a (y_t - m_{t-1})^2);
+    v_t = (1 - a) (v_{t-1} + a (y_t - m_{t-1})^2),
+    l_t = l_{t-1} + max(a, 1 - LEVEL_FORGET) (y_t - l_{t-1});
 
 a missing value leaves them (and the odds). They are kept in series units (float64), so a
 change of the series' scaling does not touch them.
@@ -56,35 +61,38 @@ import numpy as np
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
-N_FIELDS = 4  # the weight W, the mean m, the variance v, the log odds o of reverting, per target
+# per target: the weight W, the mean m, the variance v, the log odds o of reverting, the level l
+N_FIELDS = 5
+LEVEL_FORGET = 0.9  # the level's: simple exponential smoothing's alpha 0.1
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
 
 
 def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """The moments (B, O, 3) after the values (B, O) in series units, where `observed` (B,)
-    and the value is finite; unchanged elsewhere."""
-    weight, mean, var, odds = (stats[..., i] for i in range(N_FIELDS))
+    """The moments and level (B, O, N_FIELDS) after the values (B, O) in series units, where
+    `observed` (B,) and the value is finite; unchanged elsewhere (the odds: always)."""
+    weight, mean, var, odds, level = (stats[..., i] for i in range(N_FIELDS))
     seen = observed[:, None] & np.isfinite(values)
     new_weight = FORGET * weight + 1.0
     a = 1.0 / new_weight
     delta = np.where(seen, values, mean) - mean
     new_mean = mean + a * delta
     new_var = (1.0 - a) * (var + a * delta**2)
-    return np.where(
-        seen[..., None], np.stack([new_weight, new_mean, new_var, odds], axis=-1), stats
-    )
+    smoothing = np.maximum(a, 1.0 - LEVEL_FORGET)
+    new_level = level + smoothing * (np.where(seen, values, level) - level)
+    moved = np.stack([new_weight, new_mean, new_var, odds, new_level], axis=-1)
+    return np.where(seen[..., None], moved, stats)
 
 
 def reversion(
     stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The shift d (B, O) from a law's centre (B, O) to the weighted mean, in the scaled units
+    """The shift d (B, O) from a law's centre (B, O) to the series' level, in the scaled units
     (x - loc) / scale of `loc` and `scale` (B, O), and the weight r (B, O) it is issued with:
     the probability of the reverting model from its log odds; d and r are 0 where a series'
     moments weigh under MIN_WEIGHT values."""
-    weight, mean, _, odds = (stats[..., i] for i in range(N_FIELDS))
+    weight, mean, _, odds, level = (stats[..., i] for i in range(N_FIELDS))
     held = weight >= MIN_WEIGHT
-    d = np.where(held, (mean - loc) / scale - centre, 0.0)
+    d = np.where(held, (level - loc) / scale - centre, 0.0)
     return d, np.where(held, 1.0 / (1.0 + np.exp(-odds)), 0.0)
 
 
@@ -94,7 +102,7 @@ def spread_bound(
     """The bound (B, O) of the standard deviation of paths centred at `centre` (B, O), in the
     scaled units (x - loc) / scale of `loc` and `scale` (B, O); inf where a series' moments
     weigh under MIN_WEIGHT values."""
-    weight, mean, var, _ = (stats[..., i] for i in range(N_FIELDS))
+    weight, mean, var, _, _ = (stats[..., i] for i in range(N_FIELDS))
     m = (mean - loc) / scale
     bound = np.sqrt(var / scale**2 + (centre - m) ** 2)
     return np.where(weight >= MIN_WEIGHT, bound, np.inf)

@@ -11,7 +11,7 @@ Binary format, version 8, little-endian:
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
-    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 3 f64 | crc32 u32 of all
+    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 5 f64 | crc32 u32 of all
     that precedes.
 The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
@@ -23,11 +23,11 @@ the trend holds each target's damped trend (phi, beta, slope and sum; O = 0: non
 model/series/trend.py), and `pending` counts the missing observations after the last filtered step
 (`t`) that the filter has not taken yet (model/runtime/gaps.py); `mean_odds` the log odds that
 the series follows the model with its correction of the mean (O = 0: even odds); `marginal` the
-weight, mean and variance of its values without season and trend (model/series/marginal.py;
-O = 0: none yet). A state without moments is written as version 7, which is version 8 without
-them, one without moments or odds as version 6, which is version 7 without the odds, and one
-without moments, odds, trend or pending steps as version 5, which is version 6 without those:
-their bytes are those of the code before, which reads them.
+weight, mean and variance of its values without season and trend, the log odds of reverting
+and its level (model/series/marginal.py; O = 0: none yet). A state without that law is written
+as version 7, which is version 8 without it, one without it or odds as version 6, which is
+version 7 without the odds, and one without those, trend or pending steps as version 5, which
+is version 6 without those: their bytes are those of the code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
 season), 4 (no mean correction, no profile), 5 (no trend, no pending steps), 6 (no odds: even
 odds) and 7 (no moments: none yet) are read.
@@ -128,7 +128,7 @@ def _odds(state: SeriesState) -> bytes:
 
 
 def _moments(state: SeriesState) -> bytes:
-    """The weighted moments of version 8."""
+    """The series' own law of version 8."""
     return struct.pack("<B", len(state.marginal)) + state.marginal.astype("<f8").tobytes()
 
 
@@ -205,7 +205,7 @@ def _tail_size(data: bytes, pos: int, version: int) -> int:
     if version >= 8:  # the moments
         if len(data) < pos + size + 1:
             raise StateFormatError(f"series state too short ({len(data)} bytes) for its moments")
-        size += 1 + 32 * data[pos + size]
+        size += 1 + 40 * data[pos + size]
     return size
 
 
@@ -334,7 +334,7 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         at += 1 + 4 * o
     if version >= 8:
         (o,) = struct.unpack_from("<B", data, at)
-        out["marginal"] = np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4)
+        out["marginal"] = np.frombuffer(data, "<f8", 5 * o, at + 1).reshape(o, 5)
     return out
 
 

@@ -264,8 +264,8 @@ class SeriesAdaptation(BaseModel):
         default_factory=list,
         description="per target, the series' own law (docs/adaptation.md): `mean` and `sd` of "
         "its values without season and trend, in the series' units, over `values` values' "
-        "worth of weight (they count from 20), and `reverting`, the weight its law is moved "
-        "towards that mean with; empty: none yet",
+        "worth of weight (they count from 20), their smoothed `level`, and `reverting`, the "
+        "weight its law is moved towards that level with; empty: none yet",
     )
 
 

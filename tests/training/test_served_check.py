@@ -78,7 +78,9 @@ def test_a_table_run_whose_epochs_all_score_worse_keeps_the_default_model(
 
 def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: Path) -> None:
     """The default model's weights knocked about (as a run that scores well on the training
-    objective yet forecasts worse when served): the reference is kept, with both figures."""
+    objective yet forecasts worse when served): the reference is kept, with both figures. Four
+    series: each series' own law makes up for much of the damage over many steps (on two, the
+    knocked model's multistep CRPS was 0.89 of the reference's, one-step 1.03)."""
     from cli.train_table import choose
     from training.config import TrainConfig
 
@@ -91,12 +93,12 @@ def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: 
     ckpt = Checkpoint(model=model, train_config=TrainConfig.of(), scaling=scaling,
                       history=[{"epoch": 1, "val_nll": 1.0}], kept_epoch=1)
     ckpt.save(tmp_path / "run")
-    table = _table(tmp_path / "t.csv", n=2)
+    table = _table(tmp_path / "t.csv", n=4)
     params = {"dataset": str(table), "id_col": "series_id", "time_col": "timestamp",
               "value_cols": None, "season_length": None}
     kept = choose(ckpt, tmp_path / "run", DEFAULT, params)
     figures = kept.metrics["served_validation"]
-    assert figures["kept"] == "reference" and figures["series"] == 2
+    assert figures["kept"] == "reference" and figures["series"] == 4
     assert figures["crps_ratio_one_step"] * figures["crps_ratio_multi_step"] > 1.0
     start = open_init(DEFAULT).model.state_dict()
     assert kept.kept_epoch == 0

@@ -32,7 +32,9 @@ def walk_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_moments_are_the_weighted_mean_and_variance() -> None:
     """After T values the recursion holds the mean and the variance of the values weighted by
-    FORGET^(T - 1 - j), to rounding; a missing or unobserved value leaves them."""
+    FORGET^(T - 1 - j), and the level their simple exponential smoothing with alpha
+    1 - LEVEL_FORGET from the weighted mean of the values before the weighted mean's own step
+    1 / W falls under alpha, to rounding; a missing or unobserved value leaves them."""
     rng = np.random.default_rng(0)
     x = rng.normal(3.0, 2.0, size=(300, 2))
     stats = np.zeros((1, 2, marginal.N_FIELDS))
@@ -44,6 +46,13 @@ def test_the_moments_are_the_weighted_mean_and_variance() -> None:
     np.testing.assert_allclose(stats[0, :, 0], w.sum(), rtol=1e-12)
     np.testing.assert_allclose(stats[0, :, 1], mean, rtol=1e-12)
     np.testing.assert_allclose(stats[0, :, 2], var, rtol=1e-10)
+    alpha = 1.0 - marginal.LEVEL_FORGET
+    # the weighted mean while its step 1 / W is above alpha: the first 10 values (W_11 > 10)
+    first = marginal.FORGET ** np.arange(10)[::-1]
+    level = (first[:, None] * x[:10]).sum(0) / first.sum()
+    for row in x[10:]:
+        level = level + alpha * (row - level)
+    np.testing.assert_allclose(stats[0, :, 4], level, rtol=1e-12)
     kept = marginal.update(stats, np.array([[np.nan, 100.0]]), np.array([True]))
     np.testing.assert_array_equal(kept[0, 0], stats[0, 0])
     assert kept[0, 1, 1] > stats[0, 1, 1]  # the other target took its value
@@ -54,7 +63,7 @@ def test_the_moments_are_the_weighted_mean_and_variance() -> None:
 
 def test_the_bound_is_the_error_of_a_centre_under_the_marginal_law() -> None:
     """sqrt(v + (c - m)^2) in scaled units; none (inf) under MIN_WEIGHT values."""
-    stats = np.array([[[50.0, 10.0, 4.0, 0.0]], [[marginal.MIN_WEIGHT - 1, 10.0, 4.0, 0.0]]])
+    stats = np.array([[[50.0, 10.0, 4.0, 0.0, 0.0]], [[marginal.MIN_WEIGHT - 1, 10.0, 4.0, 0, 0]]])
     loc, scale = np.array([[8.0], [8.0]]), np.array([[2.0], [2.0]])
     centre = np.array([[2.5], [2.5]])  # 13 in series units, 3 from the mean
     bound = marginal.spread_bound(stats, loc, scale, centre)
@@ -99,7 +108,7 @@ def test_a_random_walk_model_on_white_noise_is_held_to_the_series_law(walk_model
     states, paths = _paths(on, series)
     _, free = _paths(off, series)
     np.testing.assert_array_equal(paths[:, :, 0], free[:, :, 0])
-    stats = np.stack([s.marginal[0] for s in states])  # (S, 4)
+    stats = np.stack([s.marginal[0] for s in states])  # (S, 5)
     bound = np.sqrt(stats[:, None, 2] + (paths.mean(axis=1) - stats[:, None, 1]) ** 2)  # (S, H)
     spread = _spread(paths)
     assert (spread[:, 1:] <= bound[:, 1:] * (1 + 1e-9)).all()
@@ -146,11 +155,11 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
     blob = state.to_bytes()
     assert struct.unpack_from("<H", blob, 4)[0] == 8
     assert SeriesState.from_bytes(blob) == state
-    body = bytearray(blob[: -4 - (1 + 32)])
+    body = bytearray(blob[: -4 - (1 + 40)])
     struct.pack_into("<H", body, 4, 7)
     old = bytes(body) + struct.pack("<I", zlib.crc32(body))
     read = SeriesState.from_bytes(old)
-    assert read == dataclasses.replace(state, marginal=np.zeros((0, 4)))
+    assert read == dataclasses.replace(state, marginal=np.zeros((0, 5)))
     assert read.to_bytes() == old
     ((new, _),) = rt.update([read], [np.full((1, 1), LEVEL)], [0.8])
     assert new.marginal[0, 0] == 1.0 and new.marginal[0, 1] == pytest.approx(LEVEL)
@@ -159,8 +168,8 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
 def test_the_reverting_model_wins_on_noise_and_loses_on_a_walk(walk_model: Path) -> None:
     """A random-walk model on white noise N(50, 1): its median, the last value, errs with
     variance 2 against 1 for the weighted mean, so each value's evidence favours reverting, and
-    after 400 values every series issues its law at weight r > 0.9 from the mean: the median
-    of its 1- and 24-step forecasts within 0.3 of the weighted mean (the last value is 1 away
+    after 400 values every series issues its law at weight r > 0.9 towards its level: the
+    median of its 1- and 24-step forecasts within 0.3 of the level (the last value is 1 away
     on average). On random walks the model's median is right and r < 0.1."""
     rng = np.random.default_rng(5)
     noise = [LEVEL + rng.standard_normal(400) for _ in range(5)]
@@ -171,13 +180,13 @@ def test_the_reverting_model_wins_on_noise_and_loses_on_a_walk(walk_model: Path)
     assert (r[:5] > 0.9).all() and (r[5:] < 0.1).all(), r
     fcs = rt.forecast(states[:5], H, [0.8], 2000, seed=0)
     for f, s in zip(fcs, states[:5], strict=True):
-        assert abs(f.median[0, 0] - s.marginal[0, 1]) < 0.3
-        assert abs(f.median[-1, 0] - s.marginal[0, 1]) < 0.3
+        assert abs(f.median[0, 0] - s.marginal[0, 4]) < 0.3
+        assert abs(f.median[-1, 0] - s.marginal[0, 4]) < 0.3
 
 
 def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> None:
-    """The one-step law issued is the model's moved by r d, d from its mean to the weighted
-    mean in scaled units, r the weight of reverting; nothing moves under MIN_WEIGHT values."""
+    """The one-step law issued is the model's moved by r d, d from its mean to the series'
+    level in scaled units, r the weight of reverting; nothing moves under MIN_WEIGHT values."""
     from model.runtime.predictive import Mixture
     from model.series.state import StateBatch
 
@@ -187,8 +196,8 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     batch.marginal[0, 0, 3] = 1.0  # r = expit(1)
     law = Mixture(np.array([[0.5, 0.5]]), np.array([[[0.2], [0.6]]]), np.array([[1.0]]))
     moved = rt.adapter.reverted(batch, law).moments()[0][0, 0]
-    mean = (batch.marginal[0, 0, 1] - batch.loc[0, 0]) / batch.scale[0, 0]
+    level = (batch.marginal[0, 0, 4] - batch.loc[0, 0]) / batch.scale[0, 0]
     r = 1.0 / (1.0 + np.exp(-1.0))
-    assert moved == pytest.approx(0.4 + r * (mean - 0.4), rel=1e-12)
+    assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
     batch.marginal[0, 0, 0] = marginal.MIN_WEIGHT - 1.0
     assert rt.adapter.reverted(batch, law).moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
