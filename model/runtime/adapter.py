@@ -2,7 +2,8 @@
 
 model/series/adaptation.py holds the estimators, on arrays; an Adapter applies them to the states
 the runtime steps (model/series/state.StateBatch): what each series is issued from its corrections
-(its seasonal index, its correction of the mean, the miscoverage of its intervals), and the
+(its seasonal index, its correction of the mean, the miscoverage of its intervals, the move
+towards its own level and the bound of its paths' spread: model/series/marginal.py), and the
 update of those corrections from each observed step, after the step has been scored. The
 spread factor is applied where the law is issued (model/runtime/scoring.issued_law, and the paths of
 model/runtime/forecasting.py).
@@ -113,12 +114,12 @@ class Adapter:
     ) -> np.ndarray:
         """Paths x (B, N, O) (scaled units) of one step, scaled about their mean by each
         series' spread factor `factor` (B, 1, O) where that correction is on, moved towards the
-        series' weighted mean as its one-step law is (`reverted`), then, where `bound` and the
-        bound is on, their spread held to each series' marginal law (model/series/marginal.py)."""
+        series' level as its one-step law is (`reverted`), then, where `bound` and the bound is
+        on, their spread held to each series' marginal law (model/series/marginal.py)."""
         if self.adapt.spread:
             mean = x.mean(axis=1, keepdims=True)
             x = mean + factor * (x - mean)
-        if self.adapt.revert:  # moved towards the series' mean, as its one-step law is
+        if self.adapt.revert:  # moved towards the series' level, as its one-step law is
             d, r = self._reversion(batch, x.mean(axis=1))
             x = x + (r * d)[:, None]
         if not (bound and self.adapt.bound):
@@ -146,8 +147,8 @@ class Adapter:
         return effective_alphas(*cover, levels)
 
     def reverted(self, batch: StateBatch, law: Mixture) -> Mixture:
-        """The one-step law (scaled units) moved towards each series' weighted mean by the
-        weight of the reverting model (model/series/marginal.py), where that is on."""
+        """The one-step law (scaled units) moved towards each series' level by the weight of
+        the reverting model (model/series/marginal.py), where that is on."""
         if not self.adapt.revert:
             return law
         d, r = self._reversion(batch, law.moments()[0])
@@ -168,7 +169,7 @@ class Adapter:
     ) -> None:
         """Update the adaptation of the series observed at this step from their scaled values
         ys (B_k, O) under the law they were issued, `law`, and the model's law before its move
-        towards the series' mean, `raw` (default: the same); `sub` still holds the window the
+        towards the series' level, `raw` (default: the same); `sub` still holds the window the
         step read, `valid` (B_k, L) its lags. In place."""
         raw = law if raw is None else raw
         if self.adapt.trend:

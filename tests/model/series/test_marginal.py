@@ -1,7 +1,7 @@
-"""Each series' marginal law and the bound it puts on a forecast's spread
-(model/series/marginal.py): the weighted moments against their direct sums, the bound against
-its formula, and in the runtime a random-walk model forecasting white noise, whose paths would
-spread as a random walk's and are held to the series' own law."""
+"""Each series' own law (model/series/marginal.py): the weighted moments and the level against
+their direct sums, the bound against its formula, and in the runtime a random-walk model given
+white noise, whose paths would spread as a random walk's and are held to the series' own law,
+and whose median reverts to the series' level, which it does not on a random walk."""
 
 from __future__ import annotations
 
