@@ -116,18 +116,20 @@ class Adapter:
         series' spread factor `factor` (B, 1, O) where that correction is on, moved towards the
         series' level as its one-step law is (`reverted`), then, where `bound` and the bound is
         on, their spread held to each series' marginal law (model/series/marginal.py)."""
+        centre = x.mean(axis=1, keepdims=True)  # kept by the scaling, moved with the paths
         if self.adapt.spread:
-            mean = x.mean(axis=1, keepdims=True)
-            x = mean + factor * (x - mean)
+            x = centre + factor * (x - centre)
         if self.adapt.revert:  # moved towards the series' level, as its one-step law is
-            d, r = self._reversion(batch, x.mean(axis=1))
-            x = x + (r * d)[:, None]
+            d, r = self._reversion(batch, centre[:, 0])
+            shift = (r * d)[:, None]
+            x, centre = x + shift, centre + shift
         if not (bound and self.adapt.bound):
             return x
         o = self.target_dim
-        return marginal.bounded(x, marginal.spread_bound(
-            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], x.mean(axis=1)
-        ))
+        bound_sd = marginal.spread_bound(
+            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[:, 0]
+        )
+        return marginal.bounded(x, bound_sd, centre)
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them

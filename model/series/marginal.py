@@ -58,6 +58,7 @@ Shapes: B series, N paths, O targets.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
@@ -90,10 +91,10 @@ def reversion(
     (x - loc) / scale of `loc` and `scale` (B, O), and the weight r (B, O) it is issued with:
     the probability of the reverting model from its log odds; d and r are 0 where a series'
     moments weigh under MIN_WEIGHT values."""
-    weight, mean, _, odds, level = (stats[..., i] for i in range(N_FIELDS))
+    weight, _, _, odds, level = (stats[..., i] for i in range(N_FIELDS))
     held = weight >= MIN_WEIGHT
     d = np.where(held, (level - loc) / scale - centre, 0.0)
-    return d, np.where(held, 1.0 / (1.0 + np.exp(-odds)), 0.0)
+    return d, np.where(held, expit(odds), 0.0)
 
 
 def spread_bound(
@@ -108,12 +109,12 @@ def spread_bound(
     return np.where(weight >= MIN_WEIGHT, bound, np.inf)
 
 
-def bounded(x: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Paths x (B, N, O) scaled about their mean so that their spread is at most `bound` (B, O),
-    a standard deviation: the spread of the paths is read from their 10-90 % range as a
-    Gaussian's (range / RANGE_SD), which the paths' few far tails do not swell. Paths within
-    the bound are returned as they are."""
-    centre = x.mean(axis=1, keepdims=True)
+def bounded(x: np.ndarray, bound: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
+    """Paths x (B, N, O) scaled about their mean `centre` (B, 1, O) (default: computed) so that
+    their spread is at most `bound` (B, O), a standard deviation: the spread of the paths is
+    read from their 10-90 % range as a Gaussian's (range / RANGE_SD), which the paths' few far
+    tails do not swell. Paths within the bound are returned as they are."""
+    centre = x.mean(axis=1, keepdims=True) if centre is None else centre
     lo, hi = np.quantile(x, [0.1, 0.9], axis=1, keepdims=True)
     sd = (hi - lo) / RANGE_SD
     ratio = bound[:, None, :] / np.maximum(sd, 1e-300)

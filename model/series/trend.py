@@ -160,11 +160,13 @@ def _fit_starts(y: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray
     recursion run on zeros (missing where y is) from a unit level or slope: the least squares of
     two regressors, solved in closed form at every grid point (b_0 = 0 without a trend, phi = 0,
     where d_b is 0)."""
+    # the three recursions in one pass, side by side: e_0, then d_l and d_b on zeros
+    g = len(grid)
     zeros = np.where(np.isfinite(y), 0.0, np.nan)
-    none, ones = np.zeros(len(grid)), np.ones(len(grid))
-    e0 = _run(y, grid, none, level=0.0)[0]
-    dl = _run(zeros, grid, none, level=1.0)[0]
-    db = _run(zeros, grid, ones, level=0.0)[0]
+    ys = np.concatenate([np.repeat(y[:, None], g, 1), np.repeat(zeros[:, None], 2 * g, 1)], 1)
+    starts = np.repeat(np.eye(3)[:, 1:], g, axis=0)  # (3G, 2): level, slope
+    errors = _run(ys, np.tile(grid, (3, 1)), starts[:, 1], level=starts[:, 0])[0]
+    e0, dl, db = errors[:, :g], errors[:, g : 2 * g], errors[:, 2 * g :]
     ll, lb, bb = (dl * dl).sum(0), (dl * db).sum(0), (db * db).sum(0)
     el, eb = (e0 * dl).sum(0), (e0 * db).sum(0)
     det = ll * bb - lb * lb
@@ -196,13 +198,15 @@ def _ahead_sse(y: np.ndarray, point: np.ndarray, l0: float, b0: float) -> float:
 
 
 def _run(
-    y: np.ndarray, grid: np.ndarray, b0: np.ndarray, level: float | None = None
+    y: np.ndarray, grid: np.ndarray, b0: np.ndarray, level: float | np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The damped-trend recursion over y (T,) for each grid point (alpha, beta, phi) (G, 3)
-    from `level` (default y_0) and slope b0 (G,): the one-step errors (T - 1, G) (0 where y is
-    missing), the slope after the last value (G,), and the trend's sum c at each value (T, G)."""
+    """The damped-trend recursion over y (T,), or (T, G) one column a grid point, for each grid
+    point (alpha, beta, phi) (G, 3) from `level` (a number or (G,); default y_0) and slope b0
+    (G,): the one-step errors (T - 1, G) (0 where y is missing), the slope after the last value
+    (G,), and the trend's sum c at each value (T, G)."""
     alpha, beta, phi = grid.T
-    lev = np.full(len(grid), y[0] if level is None else level, dtype=np.float64)
+    ys = np.broadcast_to(y if y.ndim == 2 else y[:, None], (len(y), len(grid)))
+    lev = np.broadcast_to(ys[0] if level is None else level, (len(grid),)).astype(np.float64)
     slope = b0.astype(np.float64)
     total = np.zeros(len(grid))
     sums = np.zeros((len(y), len(grid)))
@@ -211,7 +215,7 @@ def _run(
         pred = lev + phi * slope
         total = total + phi * slope
         sums[t] = total
-        errors[t - 1] = y[t] - pred if np.isfinite(y[t]) else 0.0
+        errors[t - 1] = np.where(np.isfinite(ys[t]), ys[t] - pred, 0.0)
         lev = pred + alpha * errors[t - 1]
         slope = phi * slope + beta * errors[t - 1]
     return errors, slope, sums
