@@ -110,7 +110,7 @@ class Adapter:
         return trend_model.PathTrend(batch.trend, n)
 
     def spread_paths(
-        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, bound: bool
+        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, bound: bool, ahead: int = 1
     ) -> np.ndarray:
         """Paths x (B, N, O) (scaled units) of one step, scaled about their mean by each
         series' spread factor `factor` (B, 1, O) where that correction is on, moved towards the
@@ -120,7 +120,7 @@ class Adapter:
         if self.adapt.spread:
             x = centre + factor * (x - centre)
         if self.adapt.revert:  # moved towards the series' level, as its one-step law is
-            d, r = self._reversion(batch, centre[:, 0])
+            d, r = self._reversion(batch, centre[:, 0], ahead)
             shift = (r * d)[:, None]
             x, centre = x + shift, centre + shift
         if not (bound and self.adapt.bound):
@@ -156,9 +156,13 @@ class Adapter:
         d, r = self._reversion(batch, law.moments()[0])
         return law.shifted(r * d)
 
-    def _reversion(self, batch: StateBatch, centre: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _reversion(
+        self, batch: StateBatch, centre: np.ndarray, ahead: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
         o = self.target_dim
-        return marginal.reversion(batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre)
+        return marginal.reversion(
+            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre, ahead
+        )
 
     def learn(
         self,
@@ -246,6 +250,16 @@ class Adapter:
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
         odds = sub.marginal[..., 3]
         moved = update_odds(odds, np.where(held, evidence, np.nan), self.adapt.forget)
+        # the last value against the level, each the centre of the law issued
+        o = self.target_dim
+        loc, scale = sub.loc[:, :o], sub.scale[:, :o]
+        centre = law.moments()[0]
+        to_last = (sub.marginal[..., 5] - loc) / scale - centre
+        to_level = (sub.marginal[..., 4] - loc) / scale - centre
+        last_evidence = odds_evidence(law.log_marginal(y - to_last), law.log_marginal(y - to_level))
+        sub.marginal[..., 6] = update_odds(
+            sub.marginal[..., 6], np.where(held, last_evidence, np.nan), self.adapt.forget
+        )
         sub.marginal[..., 3] = moved
 
     def _learn_coverage(

@@ -260,7 +260,7 @@ class ForecastMixin:
             )
             # (B, N, O) scaled; after the first step (the one-step law), held to its own law
             x = self.adapter.spread_paths(
-                batch, x_t.astype(np.float64), factors[:, k : k + 1], bound=k > 0
+                batch, x_t.astype(np.float64), factors[:, k : k + 1], bound=k > 0, ahead=k + 1
             )
             x = x * scale + loc + offsets[:, k : k + 1]
             if carried is not None:  # each path's innovation: its draw's noise (series units)

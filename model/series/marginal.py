@@ -63,7 +63,7 @@ from scipy.special import expit
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
 # per target: the weight W, the mean m, the variance v, the log odds o of reverting, the level l
-N_FIELDS = 5
+N_FIELDS = 7  # ..., the last value seen, the log odds of the last value over the level
 LEVEL_FORGET = 0.9  # the level's: simple exponential smoothing's alpha 0.1
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
 
@@ -71,7 +71,7 @@ RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard de
 def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
     """The moments and level (B, O, N_FIELDS) after the values (B, O) in series units, where
     `observed` (B,) and the value is finite; unchanged elsewhere (the odds: always)."""
-    weight, mean, var, odds, level = (stats[..., i] for i in range(N_FIELDS))
+    weight, mean, var, odds, level, last, odds_last = (stats[..., i] for i in range(N_FIELDS))
     seen = observed[:, None] & np.isfinite(values)
     new_weight = FORGET * weight + 1.0
     a = 1.0 / new_weight
@@ -80,21 +80,29 @@ def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.nd
     new_var = (1.0 - a) * (var + a * delta**2)
     smoothing = np.maximum(a, 1.0 - LEVEL_FORGET)
     new_level = level + smoothing * (np.where(seen, values, level) - level)
-    moved = np.stack([new_weight, new_mean, new_var, odds, new_level], axis=-1)
+    new_last = np.where(seen, values, last)
+    moved = np.stack([new_weight, new_mean, new_var, odds, new_level, new_last, odds_last], axis=-1)
     return np.where(seen[..., None], moved, stats)
 
 
 def reversion(
-    stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray
+    stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray, ahead: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """The shift d (B, O) from a law's centre (B, O) to the series' level, in the scaled units
     (x - loc) / scale of `loc` and `scale` (B, O), and the weight r (B, O) it is issued with:
     the probability of the reverting model from its log odds; d and r are 0 where a series'
     moments weigh under MIN_WEIGHT values."""
-    weight, _, _, odds, level = (stats[..., i] for i in range(N_FIELDS))
+    weight, odds, level = stats[..., 0], stats[..., 3], anchor(stats, ahead)
     held = weight >= MIN_WEIGHT
     d = np.where(held, (level - loc) / scale - centre, 0.0)
     return d, np.where(held, expit(odds), 0.0)
+
+
+def anchor(stats: np.ndarray, ahead: int = 1) -> np.ndarray:
+    """The point the reverting model centres its law at (B, O), series units: the level moved
+    towards the last value by the weight of the last value."""
+    level, last, odds_last = stats[..., 4], stats[..., 5], stats[..., 6]
+    return level + expit(odds_last) ** ahead * (last - level)
 
 
 def spread_bound(
@@ -103,7 +111,7 @@ def spread_bound(
     """The bound (B, O) of the standard deviation of paths centred at `centre` (B, O), in the
     scaled units (x - loc) / scale of `loc` and `scale` (B, O); inf where a series' moments
     weigh under MIN_WEIGHT values."""
-    weight, mean, var, _, _ = (stats[..., i] for i in range(N_FIELDS))
+    weight, mean, var = stats[..., 0], stats[..., 1], stats[..., 2]
     m = (mean - loc) / scale
     bound = np.sqrt(var / scale**2 + (centre - m) ** 2)
     return np.where(weight >= MIN_WEIGHT, bound, np.inf)

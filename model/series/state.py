@@ -87,7 +87,7 @@ class SeriesState:
     trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     # the series' own law (model/series/marginal.py): (O, 5) float64 weight, mean, variance,
     # log odds of reverting and level per target (O = 0: none yet)
-    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
+    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/forecasting.py), the next observation filters them first
     pending: int = 0
@@ -147,7 +147,7 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
-        for name, width in (("trend", 4), ("marginal", 5)):
+        for name, width in (("trend", 4), ("marginal", 7)):
             value = getattr(self, name)
             if value.size == 0:
                 object.__setattr__(self, name, _frozen(np.zeros((0, width)), np.float64))
@@ -298,7 +298,7 @@ class StateBatch:
                 [s.trend if s.trend.size else np.zeros((n_targets, 4)) for s in states]
             ),
             marginal=np.stack(
-                [s.marginal if s.marginal.size else np.zeros((n_targets, 5)) for s in states]
+                [s.marginal if s.marginal.size else np.zeros((n_targets, 7)) for s in states]
             ),
         )
 
@@ -352,7 +352,7 @@ class StateBatch:
             ),
             pending=int(self.pending[i]),
             trend=self.trend[i] if self.trend[i, :, 0].any() else np.zeros((0, 4)),
-            marginal=self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, 5)),
+            marginal=self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, 7)),
         )
 
 

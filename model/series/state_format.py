@@ -334,7 +334,7 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         at += 1 + 4 * o
     if version >= 8:
         (o,) = struct.unpack_from("<B", data, at)
-        out["marginal"] = np.frombuffer(data, "<f8", 5 * o, at + 1).reshape(o, 5)
+        out["marginal"] = np.frombuffer(data, "<f8", 7 * o, at + 1).reshape(o, 7)
     return out
 
 
