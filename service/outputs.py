@@ -56,8 +56,10 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
         ] if adapt.trend else [],
         marginal=[
             {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "values": round(float(w), 3),
-             "level": float(lev), "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0}
-            for w, m, v, o, lev in state.marginal
+             "level": float(lev), "last": float(last),
+             "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0,
+             "last_weight": round(float(expit(g)), 6) if adapt.revert else 0.0}
+            for w, m, v, o, lev, last, g in state.marginal
         ] if adapt.bound or adapt.revert else [],
     )
 

@@ -241,26 +241,22 @@ class Adapter:
     def _learn_reversion(
         self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture, raw: Mixture
     ) -> None:
-        """One step of the log odds of the reverting model of the series observed (B_k,): the
-        log ratio of the value's density under the law issued moved to each model's mean, as
-        for the weight of the correction of the mean (model/series/adaptation.py)."""
+        """One step of the log odds of the reverting model of the series observed (B_k,), and of
+        those of the last value against the level: the log ratio of the value's density under
+        the law issued moved to each model's mean, as for the weight of the correction of the
+        mean (model/series/adaptation.py)."""
         d, r = self._reversion(sub, raw.moments()[0])
         held = observed[:, None] & (sub.marginal[..., 0] >= marginal.MIN_WEIGHT)
         y = ys.astype(np.float64)
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
-        odds = sub.marginal[..., 3]
-        moved = update_odds(odds, np.where(held, evidence, np.nan), self.adapt.forget)
-        # the last value against the level, each the centre of the law issued
-        o = self.target_dim
-        loc, scale = sub.loc[:, :o], sub.scale[:, :o]
-        centre = law.moments()[0]
-        to_last = (sub.marginal[..., 5] - loc) / scale - centre
-        to_level = (sub.marginal[..., 4] - loc) / scale - centre
-        last_evidence = odds_evidence(law.log_marginal(y - to_last), law.log_marginal(y - to_level))
-        sub.marginal[..., 6] = update_odds(
-            sub.marginal[..., 6], np.where(held, last_evidence, np.nan), self.adapt.forget
+        sub.marginal[..., 3] = update_odds(
+            sub.marginal[..., 3], np.where(held, evidence, np.nan), self.adapt.forget
         )
-        sub.marginal[..., 3] = moved
+        o = self.target_dim
+        last = marginal.last_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)
+        sub.marginal[..., marginal.LAST_ODDS] = update_odds(
+            sub.marginal[..., marginal.LAST_ODDS], np.where(held, last, np.nan), self.adapt.forget
+        )
 
     def _learn_coverage(
         self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture

@@ -295,7 +295,7 @@ def summarize_samples(
     lo_rank, lo_factor = _bound_ranks(n, tails)  # (B, H, Q, 3), (B, H, Q)
     hi_rank, hi_factor = _bound_ranks(n, 1.0 - tails)
     ranks = [probs * (n - 1), lo_rank.reshape(b, h, -1), hi_rank.reshape(b, h, -1)]
-    at = _at_ranks(lanes, np.concatenate(ranks, axis=-1), numpy_lerp=k)  # (B, H, K', O)
+    at = _at_ranks(lanes, np.concatenate(ranks, axis=-1))  # (B, H, K', O)
     qs, lo_at, hi_at = np.split(at, [k, k + 3 * tails.shape[-1]], axis=2)
     lo, lo_se = _bound_and_error(lo_at.reshape(b, h, -1, 3, o), lo_factor)  # (B, H, Q, O)
     hi, hi_se = _bound_and_error(hi_at.reshape(b, h, -1, 3, o), hi_factor)
@@ -332,11 +332,11 @@ def _bound_and_error(at: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np
     return at[..., 0, :], (at[..., 2, :] - at[..., 1, :]) * factor[..., None]
 
 
-def _at_ranks(lanes: np.ndarray, ranks: np.ndarray, numpy_lerp: int = 0) -> np.ndarray:
+def _at_ranks(lanes: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Sorted lanes (B, H, O, N) linearly interpolated at fractional ranks (B, H, K) -> (B, H,
-    K, O). The first `numpy_lerp` ranks are rounded as np.quantile rounds (its lerp takes a
-    fraction of at least 1/2 from the upper neighbour), so that the median and quantiles are
-    its very numbers."""
+    K, O), rounded as np.quantile rounds (its lerp takes a fraction of at least 1/2 from the
+    upper neighbour): the median, quantiles and bounds are its very numbers, and a bound and a
+    quantile at the same probability the same number."""
     b, h, o, n = lanes.shape
     shape = (b, h, o, ranks.shape[-1])
     low = np.floor(ranks).astype(np.int64).clip(0, n - 1)  # (B, H, K)
@@ -345,10 +345,5 @@ def _at_ranks(lanes: np.ndarray, ranks: np.ndarray, numpy_lerp: int = 0) -> np.n
     lo = np.take_along_axis(lanes, np.broadcast_to(low[:, :, None], shape), axis=-1)
     hi = np.take_along_axis(lanes, np.broadcast_to(high[:, :, None], shape), axis=-1)
     diff = hi - lo
-    out = lo + diff * frac  # (B, H, O, K)
-    upper = frac[..., :numpy_lerp] >= 0.5
-    out[..., :numpy_lerp] = np.where(
-        upper, hi[..., :numpy_lerp] - diff[..., :numpy_lerp] * (1.0 - frac[..., :numpy_lerp]),
-        out[..., :numpy_lerp],
-    )
+    out = np.where(frac >= 0.5, hi - diff * (1.0 - frac), lo + diff * frac)  # (B, H, O, K)
     return np.swapaxes(out, 2, 3)

@@ -85,8 +85,9 @@ class SeriesState:
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
     trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
-    # the series' own law (model/series/marginal.py): (O, 5) float64 weight, mean, variance,
-    # log odds of reverting and level per target (O = 0: none yet)
+    # the series' own law (model/series/marginal.py): (O, 7) float64 weight, mean, variance,
+    # log odds of reverting, level, last value and log odds of the last value per target (O = 0:
+    # none yet)
     marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/forecasting.py), the next observation filters them first
@@ -249,7 +250,7 @@ class StateBatch:
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
-    marginal: np.ndarray  # (B, O, 5) float64 weight, mean, variance, odds, level (0: none yet)
+    marginal: np.ndarray  # (B, O, 7) float64 as SeriesState's (0: none yet)
 
     def __len__(self) -> int:
         return len(self.t)
