@@ -6,7 +6,11 @@ For each common period m: series of `--seasons` seasons (m x seasons values), a 
 standard deviation (a sine of random phase, or a random profile) plus unit white noise
 (signal-to-noise 1), and the share found at m. Then the share of white-noise and random-walk
 series of several lengths found seasonal at all (false seasons). Every draw is seeded.
-Targets: at least 95 % found at three seasons; at most 5 % false seasons.
+Targets: at least 95 % found at three seasons; at most 5 % false seasons. Beside each period,
+the power of an oracle that knows it (the F-test of that period alone at the 4 % level: of the
+phase means for a profile, of the first harmonic for a sine; noncentral F): no detection that
+looks for the period can find more, and at three seasons of 4, 7 or 12 the oracle itself stays
+under 95 %.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from scipy import stats
 
-from timeseries.seasons import detect_season
+from timeseries.seasons import LEVEL, detect_season
 
 PERIODS = (4, 7, 12, 24, 48, 52, 168)
 LENGTHS = (24, 60, 150, 500, 2000)
@@ -33,6 +38,15 @@ def seasonal(rng: np.random.Generator, m: int, n: int, kind: str) -> np.ndarray:
     return season + rng.standard_normal(n)
 
 
+def oracle(m: int, n: int, kind: str) -> float:
+    """The power of the F-test at period m alone, level LEVEL, on n values of a unit season
+    plus unit noise less a quadratic trend (noncentrality n: the season's sum of squares)."""
+    df1 = 2 if kind == "sine" else m - 1
+    df2 = n - df1 - 3
+    critical = stats.f.isf(LEVEL, df1, df2)
+    return float(stats.ncf.sf(critical, df1, df2, n))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--series", type=int, default=200, help="series per case")
@@ -41,14 +55,16 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"found at the true period, {args.seasons} seasons, signal-to-noise 1 "
           f"(target >= {FOUND:.0%})")
-    print("period | sine | profile")
+    print("period | sine | profile | oracle sine | oracle profile")
     for m in PERIODS:
         rates = [
             np.mean([detect_season(seasonal(rng, m, args.seasons * m, kind), 1 << 16) == m
                      for _ in range(args.series)])
             for kind in ("sine", "profile")
         ]
-        print(f"{m:6d} | {rates[0]:.2f} | {rates[1]:.2f}")
+        n = args.seasons * m
+        print(f"{m:6d} | {rates[0]:.2f} | {rates[1]:.2f} | {oracle(m, n, 'sine'):.2f} | "
+              f"{oracle(m, n, 'profile'):.2f}")
     print(f"false seasons (target <= {FALSE:.0%})")
     print("length | white noise | random walk")
     for n in LENGTHS:

@@ -5,15 +5,19 @@ hourly data with a daily cycle, 12 for monthly data, 7 for daily data with a wee
 with lag inputs (model/network/config.py) reads the values one and two seasons back; ETS and the
 seasonal naive need it too. Where a user gives none, it follows from the frequency of the
 timestamps (`season_of_freq`, the periods GluonTS and statsforecast use), or, with no
-timestamps either, from the values (`detect_season`): a common period whose phases differ,
-by an F-test of the phase means (one-way analysis of variance) at a 4 % level shared by the
-periods tested (Bonferroni), on the series less its quadratic trend where it is stationary
-about the season, on its differences where it wanders like a random walk.
+timestamps either, from the values (`detect_season`): a common period whose phases differ, by
+an F-test of the phase means (one-way analysis of variance) or, where the history holds three
+seasons, of its first two harmonics (a smooth season spends its variance on few of them), at a
+4 % level shared by the periods and tests (Bonferroni), on the series less its quadratic trend
+where it is stationary about the season, on its differences where it wanders like a random
+walk.
 
 Measured by bench/bench_seasons.py (seeded generated series, signal and noise of unit standard
-deviation): false seasons on white noise and random walks at about the 5 % target or under; a season
-of 24 or more is found in nearly every history of three seasons, a short one needs more of them
-(three seasons of 4 are 12 values: too few for any test at that level).
+deviation, three seasons): false seasons on white noise and random walks at 4 % or under; sines
+of 12, 24, 48, 52 and 168 found in 92 % or more, random profiles of 24 in 93 % and longer ones
+in nearly all. Short seasons need more of them: three seasons of 4, 7 or 12 are too few values
+for any test at that level, even one told the period (its power: 0.49, 0.73 and 0.92 for a
+profile, 0.65 and 0.96 for sines of 4 and 7); from six seasons the detection finds 71 to 99 %.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ NEAR_BEST = 0.8  # a divisor of the best period explaining this share of it is t
 STATIONARY = 2.0  # a series whose m-step differences vary more than this times its one-step
 # ones wanders (a random walk: m times); one that varies less is stationary about its season
 MAX_VALUES = 4000  # the most recent values a detection reads
+HARMONICS = 2  # the harmonics of a period its harmonic test fits
 
 
 def season_of_freq(freq: str) -> int:
@@ -88,9 +93,10 @@ def detect_season(
     values: np.ndarray, max_season: int, candidates: Sequence[int] = CANDIDATES
 ) -> int:
     """The season length of a series (T,) (NaN: missing) from its values, 0 for none: of the
-    candidates m <= max_season that the history holds twice, those whose phase means differ
-    at the level LEVEL / (candidates tested) (`_phase_test`, module docstring), the one whose
-    phases explain the most of the series (adjusted R^2), or the shortest divisor of it that
+    candidates m <= max_season that the history holds twice, those whose phase means or first
+    harmonics differ from none at the level LEVEL / (tests made) (`_phase_test`,
+    `_harmonic_test`, module docstring), the one whose phases explain the most of the series
+    (adjusted R^2, the larger of the two), or the shortest divisor of it that
     explains nearly as much (24, not 168, for a daily cycle in hourly data; `_repeats`). The
     trend taken out is quadratic: a linear one leaves an accelerating series' curvature,
     which the phases of a long period absorb."""
@@ -107,9 +113,16 @@ def detect_season(
     found: dict[int, float] = {}
     for m in tested:
         wanders = _mean_square(y[m:] - y[:-m]) > STATIONARY * one
-        p, share = _phase_test(steps, m, 0) if wanders else _phase_test(plain, m, 2)
-        if p < LEVEL / len(tested):
-            found[m] = share
+        r, fitted = (steps, 0) if wanders else (plain, 2)
+        # the harmonics where the history holds three seasons (over two, a long period's
+        # first harmonics are the slow drift of a series that wanders): each test at half
+        # the level
+        tests = [_phase_test(r, m, fitted)]
+        if 3 * m <= len(y):
+            tests.append(_harmonic_test(r, m, fitted))
+        p, share = min(tests)
+        if p < LEVEL / (len(tests) * len(tested)):
+            found[m] = max(share for _, share in tests)
     if not found:
         return 0
     best = max(found, key=lambda m: found[m])
@@ -127,6 +140,31 @@ def _mean_square(x: np.ndarray) -> float:
     """The variance of x about its mean, NaN skipped."""
     x = x[np.isfinite(x)]
     return float(np.mean((x - x.mean()) ** 2)) if len(x) else 0.0
+
+
+def _harmonic_test(r: np.ndarray, m: int, fitted: int) -> tuple[float, float]:
+    """The F-test that the first HARMONICS harmonics of period m (at most (m - 1) // 2) explain
+    r (T,) (NaN: missing), r being residuals of `fitted` parameters besides a mean: its
+    p-value, and the share of r's variance they explain (adjusted R^2). A smooth season spends
+    its variance on few harmonics, and 2 or 4 degrees of freedom find it where the m - 1 of the
+    phase means (`_phase_test`) spread it thin."""
+    from scipy import stats
+
+    seen = np.isfinite(r)
+    x, t = r[seen], np.flatnonzero(seen).astype(np.float64)
+    k = min(HARMONICS, (m - 1) // 2)
+    if k < 1:
+        return 1.0, 0.0
+    angle = 2.0 * np.pi * np.outer(t, np.arange(1, k + 1)) / m
+    design = np.column_stack([np.ones_like(t), np.cos(angle), np.sin(angle)])
+    coef, *_ = np.linalg.lstsq(design, x, rcond=None)
+    within = float(np.sum((x - design @ coef) ** 2))
+    total = float(np.sum((x - x.mean()) ** 2))
+    df1, df2 = 2 * k, len(x) - 2 * k - 1 - fitted
+    if df2 < 1 or not within > 0 or not total > 0:
+        return 1.0, 0.0
+    f = ((total - within) / df1) / (within / df2)
+    return float(stats.f.sf(f, df1, df2)), 1.0 - (within / df2) / (total / (len(x) - 1))
 
 
 def _phase_test(r: np.ndarray, m: int, fitted: int) -> tuple[float, float]:
