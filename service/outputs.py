@@ -59,10 +59,10 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
             {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "values": round(float(w), 3),
              "level": float(lev), "last": float(last),
              "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0,
-             **{f"anchor_{name}": round(float(a), 6) if adapt.revert else 0.0
-                for name, a in zip(("level", "last", "mean"), anchor, strict=True)}}
-            for (w, m, v, o, lev, last, *_), anchor in zip(
-                state.marginal, marginal.anchor_weights(state.marginal), strict=True
+             "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6)}
+            for (w, m, v, o, lev, last, *_), p, phi in zip(
+                state.marginal, marginal.mean_weight(state.marginal),
+                marginal.persistence(state.marginal), strict=True
             )
         ] if adapt.bound or adapt.revert else [],
     )

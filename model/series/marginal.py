@@ -11,34 +11,35 @@ Reverting (dynamic model averaging, as for the weight of the correction of the m
 model/series/adaptation.py). The network's median is one forecaster among those a series may
 follow best: on a series whose values scatter about a level (white noise, what a season leaves,
 daily counts) a smoothed level errs by the value's noise about once where the network errs by it
-twice over; on a series that wanders (a share price, a rate) the last value is what ETS(A,N,N)
-with alpha near 1 and a random walk forecast, and no level smoothed over many values is; on one
-whose level holds for long (a season and white noise) the slow mean m errs least. Each series
-keeps the weights of three candidates, its level l, its last value y_last and its mean m
-(w_l, w_y, w_m: a softmax of the log odds g_y and g_m of the last value and the mean against
-the level), and forecasts from the anchor
+twice over; on one whose level holds for long (a season and white noise) the slow mean m errs
+less still; on one that wanders (a share price, a rate) the last value is what ETS(A,N,N) with
+alpha near 1 and a random walk forecast, and no level is. Each series forecasts from the anchor
 
-    a_h = b + w_y^h (y_last - b),   b = l + w_m / (w_l + w_m) (m - l),
+    a_h = b + phi^h (y_last - b),   b = l + p (m - l),
 
-h steps ahead (an AR(1) about the weighted level b with coefficient w_y: the last value for a
-random walk, w_y -> 1; the level or the mean for white noise, w_y -> 0; a_1 is the weighted
-mean of the three); and the log odds o that its values follow the reverting model, the law
-issued centred at the anchor, rather than the model's. It issues the model's law moved towards
-the anchor by the weight r = expit(o): with mu the model's mean and d = a_1 - mu, the law is
-moved by r d (`reversion`). After each value y, with f the law issued and c its mean,
+h steps ahead: an AR(1) about its weighted level b, with p = expit(g) the weight of the mean
+against the level (g their log odds) and phi its persistence, the least-squares coefficient of
+the value's deviation from the level on the last value's, y_t - l_{t-1} on y_{t-1} - l_{t-1},
+weighted as the moments are (within [0, 1]: about 1 for a random walk, whose last value the
+anchor then is at every step; 0 for white noise, whose level or mean it is; between for a
+persistent series, the anchor returning to its level as an AR(1) does). Each series keeps the
+log odds o that its values follow that reverting model, the law issued centred at the anchor,
+rather than the model's, and issues the model's law moved towards the anchor by the weight
+r = expit(o): with mu the model's mean and d = a_1 - mu, the law is moved by r d (`reversion`).
+After each value y, with f the law issued and c its mean,
 
     o_t = lam o_{t-1} + clip(log f(y - (1 - r) d) - log f(y + r d), +-MAX_EVIDENCE),
-    g_t = lam g_{t-1} + clip(log f(y - (x - c)) - log f(y - (l - c)), +-MAX_EVIDENCE)
+    g_t = lam g_{t-1} + clip(log f(y - (m - c)) - log f(y - (l - c)), +-MAX_EVIDENCE),
 
-for each candidate x (y_last, m) with its odds g: the log density of the value under the law
-issued moved to each model's mean (lam the forgetting of the spread, so the odds turn when the
-series does). A forecast's paths are moved the same way at step h, towards a_h from their own
-mean. A trend or a season the profile has not taken out makes every anchor lose, and the weight
-of reverting fall to 0. `smct quality`, one-step CRPS over ETS's: the level alone 0.923 (the
-mean alone 0.934: the daily counts lost), with the last value 0.914 (share prices, GDP and
-CPI, hourly temperature and humidity gained 2-6 %), with the mean too 0.913 (the sines 1-3 %).
-Daily counts whose reports zigzag lost up to 7 %: a last value that beat the level while the
-epidemic grew is slow to lose its weight.
+the log density of the value under the law issued moved to each model's mean (lam the
+forgetting of the spread, so the odds turn when the series does). A forecast's paths are moved
+the same way at step h, towards a_h from their own mean. A trend or a season the profile has not
+taken out makes the reverting model lose, and its weight fall to 0. `smct quality`, one-step
+CRPS over ETS's: the level alone 0.923 (the mean alone 0.934: the daily counts lost), the
+anchor 0.910 (share prices, GDP and CPI, hourly temperature and humidity gained 2-6 %, the sines
+1-3 %), multistep 0.819 -> 0.810. Taking the last value's weight from its odds against the level
+instead of the persistence served one step as well and many worse: the hourly sensors' odds go
+to 1, and their paths stayed at the last value where the sensors return to their level.
 
 Bound. A forecast's paths feed the network its own draws, and on a series whose values return
 to their level (white noise, an AR process, the residual of a season) the network's paths still
@@ -62,7 +63,9 @@ The weighted moments (West 1979), with W the weight of the values seen:
 
     W_t = FORGET W_{t-1} + 1,  a = 1 / W_t,  m_t = m_{t-1} + a (y_t - m_{t-1}),
     v_t = (1 - a) (v_{t-1} + a (y_t - m_{t-1})^2),
-    l_t = l_{t-1} + max(a, 1 - LEVEL_FORGET) (y_t - l_{t-1}),   y_last = y_t;
+    l_t = l_{t-1} + max(a, 1 - LEVEL_FORGET) (y_t - l_{t-1}),   y_last = y_t,
+    S_xy = FORGET S_xy + (y_t - l_{t-1}) (y_{t-1} - l_{t-1}),
+    S_xx = FORGET S_xx + (y_{t-1} - l_{t-1})^2;
 
 a missing value leaves them (and the odds). They are kept in series units (float64), so a
 change of the series' scaling does not touch them.
@@ -82,10 +85,10 @@ from model.series.adaptation import odds_evidence
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
 # per target: the weight W, the mean m, the variance v, the log odds o of reverting, the level l,
-# the last value seen, and the log odds g_y and g_m of the last value and the mean against the
-# level in the anchor
-N_FIELDS = 8
-MEAN, LEVEL, LAST, LAST_ODDS, MEAN_ODDS = 1, 4, 5, 6, 7
+# the last value seen, the log odds g of the mean against the level, and the weighted sums
+# S_xy, S_xx of the persistence's regression
+N_FIELDS = 9
+MEAN, LEVEL, LAST, MEAN_ODDS, SXY, SXX = 1, 4, 5, 6, 7, 8
 LEVEL_FORGET = 0.9  # the level's: simple exponential smoothing's alpha 0.1
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
 
@@ -100,10 +103,10 @@ class Law(Protocol):
 
 
 def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """The moments, level and last value (B, O, N_FIELDS) after the values (B, O) in series
-    units, where `observed` (B,) and the value is finite; unchanged elsewhere (the odds:
-    always)."""
-    weight, mean, var, _, level, last, _, _ = (stats[..., i] for i in range(N_FIELDS))
+    """The moments, level, last value and persistence's sums (B, O, N_FIELDS) after the values
+    (B, O) in series units, where `observed` (B,) and the value is finite; unchanged elsewhere
+    (the odds: always)."""
+    weight, mean, var, level, last = (stats[..., i] for i in (0, MEAN, 2, LEVEL, LAST))
     seen = observed[:, None] & np.isfinite(values)
     new_weight = FORGET * weight + 1.0
     a = 1.0 / new_weight
@@ -113,6 +116,11 @@ def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.nd
     smoothing = np.maximum(a, 1.0 - LEVEL_FORGET)
     new_level = level + smoothing * (np.where(seen, values, level) - level)
     moved = stats.copy()
+    # the persistence: y_t - l_{t-1} regressed on y_last - l_{t-1}, from the second value
+    x, e = last - level, np.where(seen, values, level) - level
+    had = weight > 0
+    moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, 0.0)
+    moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, 0.0)
     moved[..., 0], moved[..., MEAN], moved[..., 2] = new_weight, new_mean, new_var
     moved[..., LEVEL], moved[..., LAST] = new_level, np.where(seen, values, last)
     return np.where(seen[..., None], moved, stats)
@@ -131,38 +139,38 @@ def reversion(
     return d, np.where(held, expit(odds), 0.0)
 
 
-def anchor_weights(stats: np.ndarray) -> np.ndarray:
-    """The weights (B, O, 3) of the level, the last value and the mean in the anchor: the
-    softmax of (0, g_y, g_m)."""
-    odds = np.stack(
-        [np.zeros_like(stats[..., LEVEL]), stats[..., LAST_ODDS], stats[..., MEAN_ODDS]], axis=-1
-    )
-    w = np.exp(odds - odds.max(axis=-1, keepdims=True))
-    return w / w.sum(axis=-1, keepdims=True)
+def mean_weight(stats: np.ndarray) -> np.ndarray:
+    """The weight p (B, O) of the mean against the level in the anchor: expit(g)."""
+    return np.asarray(expit(stats[..., MEAN_ODDS]))
+
+
+def persistence(stats: np.ndarray) -> np.ndarray:
+    """The persistence phi (B, O) of the value's deviation from its level: S_xy / S_xx within
+    [0, 1] (0 before two values)."""
+    sxx = stats[..., SXX]
+    return np.clip(np.where(sxx > 0, stats[..., SXY] / np.where(sxx > 0, sxx, 1.0), 0.0), 0, 1)
 
 
 def anchor(stats: np.ndarray, ahead: int = 1) -> np.ndarray:
     """The point (B, O), series units, that the reverting model centres its law at `ahead`
-    steps ahead: a_h = b + w_y^h (y_last - b), b = l + w_m / (w_l + w_m) (m - l)."""
-    w_level, w_last, w_mean = np.moveaxis(anchor_weights(stats), -1, 0)
+    steps ahead: a_h = b + phi^h (y_last - b), b = l + p (m - l)."""
     level = stats[..., LEVEL]
-    base = level + w_mean / (w_level + w_mean) * (stats[..., MEAN] - level)
-    return base + w_last**ahead * (stats[..., LAST] - base)
+    base = level + mean_weight(stats) * (stats[..., MEAN] - level)
+    return base + persistence(stats) ** ahead * (stats[..., LAST] - base)
 
 
-def anchor_evidence(
+def mean_evidence(
     stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, law: Law, y: np.ndarray
 ) -> np.ndarray:
-    """The log ratios (2, B, O) of the density of y (B, O), scaled units, under the law issued
-    moved to the series' last value and to its mean against that under it moved to its level
-    (each before its update by y), within +-MAX_EVIDENCE: the evidence of g_y and g_m."""
+    """The log ratio (B, O) of the density of y (B, O), scaled units, under the law issued
+    moved to the series' mean and under it moved to its level (before their update by y),
+    within +-MAX_EVIDENCE: the evidence of g."""
     centre = law.moments()[0]
 
     def moved_to(field: int) -> np.ndarray:
         return law.log_marginal(y - ((stats[..., field] - loc) / scale - centre))
 
-    at_level = moved_to(LEVEL)
-    return np.stack([odds_evidence(moved_to(f), at_level) for f in (LAST, MEAN)])
+    return odds_evidence(moved_to(MEAN), moved_to(LEVEL))
 
 
 def spread_bound(

@@ -77,8 +77,9 @@ def test_adaptation_can_be_switched_off(
 def test_the_series_law_in_metadata(client: TestClient) -> None:
     """A series shows its own law: the weighted mean and sd of its values after the first (the
     first fills the window the filter starts from), the values they count (white noise: no
-    season, no trend), their smoothed level and last value, the weight of reverting and those of
-    the candidates of its anchor, from their odds; an observation adds one value."""
+    season, no trend), their smoothed level and last value, the weight of reverting and of the
+    mean in its anchor, from their odds, and the persistence of its deviations from the level;
+    an observation adds one value."""
     import numpy as np
 
     from model.series import marginal
@@ -95,9 +96,9 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     assert law["level"] == pytest.approx(stats[0, 0, 4], rel=1e-6)
     assert law["last"] == pytest.approx(values[-1], rel=1e-6)
     assert law["reverting"] > 0.5  # white noise: its mean forecasts it better than the model
-    # ... and its level and mean better than its last value
-    assert law["anchor_last"] < 1 / 3 and law["anchor_level"] + law["anchor_mean"] > 2 / 3
-    assert sum(law[f"anchor_{k}"] for k in ("level", "last", "mean")) == pytest.approx(1.0)
+    # white noise: its deviations from the level do not persist
+    assert law["persistence"] == pytest.approx(marginal.persistence(stats)[0, 0], abs=1e-6)
+    assert law["persistence"] < 0.3 and 0.0 < law["mean_weight"] < 1.0
     assert observe(client, 60, 11.0).status_code == 200
     (after,) = _adaptation(client)["marginal"]
     assert after["values"] == pytest.approx(marginal.FORGET * law["values"] + 1.0, abs=2e-3)
