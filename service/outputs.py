@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import expit
 
 from model.runtime.runtime import Forecast, UpdateResult
+from model.series import marginal
 from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
@@ -58,8 +59,11 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
             {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "values": round(float(w), 3),
              "level": float(lev), "last": float(last),
              "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0,
-             "last_weight": round(float(expit(g)), 6) if adapt.revert else 0.0}
-            for w, m, v, o, lev, last, g in state.marginal
+             "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6)}
+            for (w, m, v, o, lev, last, *_), p, phi in zip(
+                state.marginal, marginal.mean_weight(state.marginal),
+                marginal.persistence(state.marginal), strict=True
+            )
         ] if adapt.bound or adapt.revert else [],
     )
 

@@ -1,11 +1,10 @@
 """The default model is committed (artifacts/default, its noise table regenerated at open):
 its files are the ones its manifest names, it is the configuration `make model` trains, and the
 recipe's arithmetic is the one that trained it (a short run of the same command, its weights
-pinned)."""
+against reference ones)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -15,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from model.artifacts.artifact import NOISE, Artifact, sha256_file
@@ -25,9 +25,14 @@ DEFAULT = REPO / "artifacts" / "default"
 # The weights of the Makefile's recipe cut to one epoch of two batches (SHORT_RECIPE): they
 # change when anything in training's arithmetic does (the corpus, the configuration tree, the
 # model, the objective, the optimiser), and then the committed model no longer is the recipe's:
-# rebuild it with `make model`, then pin the new short run's hash here.
+# rebuild it with `make model`, then write the new short run's weights here. Machines differ in
+# a few of them even with the kernels pinned (the CPU's own float paths under MKL and the
+# first Adam steps, which divide each gradient by its own size): the scalar and the AVX2
+# kernels of one machine leave 0.7 % of the weights more than 1e-5 apart (the largest 1.2e-3);
+# a change in the arithmetic moves nearly all of them.
 SHORT_RECIPE = {"--epochs": "1", "--limit": "128"}
-SHORT_RECIPE_WEIGHTS = "b31fb91cedd9ce9ff949c42766b0d1ee89307aeaa5262c42cfa6b0e80972c1e7"
+SHORT_RECIPE_WEIGHTS = Path(__file__).with_name("short_recipe_weights.npz")
+MOVED, MOST_MOVED = 1e-5, 0.05  # a weight apart by more than MOVED; the share allowed
 
 
 def test_the_committed_files_match_the_manifest(tmp_path: Path) -> None:
@@ -78,21 +83,24 @@ def _recipe(out: Path) -> tuple[list[str], dict[str, str]]:
     return [str(Path(sys.executable).with_name("smct")), *argv], env
 
 
-def _weights_sha(checkpoint: Path) -> str:
+def _moved(checkpoint: Path) -> float:
+    """The share of the run's weights more than MOVED away from the reference ones."""
     weights = torch.load(checkpoint / "weights.pt", map_location="cpu", weights_only=True)
-    digest = hashlib.sha256()
-    for name in sorted(weights):
-        digest.update(name.encode())
-        digest.update(weights[name].contiguous().numpy().tobytes())
-    return digest.hexdigest()
+    reference = np.load(SHORT_RECIPE_WEIGHTS)
+    assert sorted(weights) == sorted(reference.files)
+    apart = np.concatenate(
+        [np.abs(weights[name].numpy() - reference[name]).ravel() for name in sorted(weights)]
+    )
+    return float(np.mean(apart > MOVED))
 
 
-def test_a_short_run_of_the_recipe_trains_the_pinned_weights(tmp_path: Path) -> None:
+def test_a_short_run_of_the_recipe_trains_the_reference_weights(tmp_path: Path) -> None:
     """The recipe's command, pinned kernels and all, at one epoch of two batches, writes the
-    weights it wrote when the committed model was built: training's arithmetic is unchanged."""
+    weights it wrote when the reference was taken, but for the few that float paths of another
+    machine move: training's arithmetic is unchanged."""
     argv, pinned = _recipe(tmp_path / "run")
     env = {**os.environ, **pinned}
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert pinned["ATEN_CPU_CAPABILITY"] == "avx2" and pinned["OMP_NUM_THREADS"] == "1"
-    assert _weights_sha(tmp_path / "run") == SHORT_RECIPE_WEIGHTS
+    assert _moved(tmp_path / "run") <= MOST_MOVED

@@ -242,9 +242,9 @@ class Adapter:
         self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture, raw: Mixture
     ) -> None:
         """One step of the log odds of the reverting model of the series observed (B_k,), and of
-        those of the last value against the level: the log ratio of the value's density under
-        the law issued moved to each model's mean, as for the weight of the correction of the
-        mean (model/series/adaptation.py)."""
+        those of the mean against the level in its anchor: the log ratio of the value's density
+        under the law issued moved to each model's mean, as for the weight of the correction of
+        the mean (model/series/adaptation.py)."""
         d, r = self._reversion(sub, raw.moments()[0])
         held = observed[:, None] & (sub.marginal[..., 0] >= marginal.MIN_WEIGHT)
         y = ys.astype(np.float64)
@@ -253,9 +253,9 @@ class Adapter:
             sub.marginal[..., 3], np.where(held, evidence, np.nan), self.adapt.forget
         )
         o = self.target_dim
-        last = marginal.last_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)
-        sub.marginal[..., marginal.LAST_ODDS] = update_odds(
-            sub.marginal[..., marginal.LAST_ODDS], np.where(held, last, np.nan), self.adapt.forget
+        found = marginal.mean_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)
+        sub.marginal[..., marginal.MEAN_ODDS] = update_odds(
+            sub.marginal[..., marginal.MEAN_ODDS], np.where(held, found, np.nan), self.adapt.forget
         )
 
     def _learn_coverage(

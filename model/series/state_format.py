@@ -11,7 +11,7 @@ Binary format, version 9, little-endian:
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
-    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 7 f64 | crc32 u32 of all
+    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 9 f64 | crc32 u32 of all
     that precedes.
 The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
@@ -24,15 +24,15 @@ model/series/trend.py), and `pending` counts the missing observations after the 
 (`t`) that the filter has not taken yet (model/runtime/gaps.py); `mean_odds` the log odds that
 the series follows the model with its correction of the mean (O = 0: even odds); `marginal` the
 weight, mean and variance of its values without season and trend, the log odds of reverting,
-its level, its last value and the log odds that the last value beats the level
-(model/series/marginal.py; O = 0: none yet). A state without that law is written as version 7,
-which is version 9 without it, one without it or odds as version 6, which is
+its level, its last value, the log odds of the mean against the level and the sums of its
+persistence (model/series/marginal.py; O = 0: none yet). A state without that law is written
+as version 7, which is version 9 without it, one without it or odds as version 6, which is
 version 7 without the odds, and one without those, trend or pending steps as version 5, which
 is version 6 without those: their bytes are those of the code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
 season), 4 (no mean correction, no profile), 5 (no trend, no pending steps), 6 (no odds: even
-odds), 7 (no moments: none yet) and 8 (O x 5 moments: no last value; read with the level as
-the last value and even odds between them) are read.
+odds), 7 (no moments: none yet) and 8 (O x 5 moments: read with the level as the last value,
+even odds of the mean against the level and no persistence yet) are read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -340,8 +340,8 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         (o,) = struct.unpack_from("<B", data, at)
         k = marginal.N_FIELDS if version >= 9 else 5
         law = np.frombuffer(data, "<f8", k * o, at + 1).reshape(o, k)
-        if version == 8:  # no last value: the level, at even odds with it
-            law = np.concatenate([law, law[:, marginal.LEVEL :], np.zeros((o, 1))], axis=1)
+        if version == 8:  # the level as the last value, even odds of the mean, no persistence
+            law = np.concatenate([law, law[:, marginal.LEVEL :], np.zeros((o, 3))], axis=1)
         out["marginal"] = law
     return out
 

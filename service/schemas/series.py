@@ -265,8 +265,8 @@ class SeriesAdaptation(BaseModel):
         description="per target, the series' own law (docs/adaptation.md): `mean` and `sd` of "
         "its values without season and trend, in the series' units, over `values` values' "
         "worth of weight (they count from 20), their smoothed `level`, the `last` value, "
-        "`last_weight` q, the weight of the last value against the level in the point its law "
-        "reverts to (level + q^h (last - level) h steps ahead), and `reverting`, the weight its "
+        "`mean_weight` p and `persistence` phi of the point its law reverts to h steps ahead "
+        "(b + phi^h (last - b), b = level + p (mean - level)), and `reverting`, the weight its "
         "law is moved towards that point with; empty: none yet",
     )
 

@@ -77,8 +77,9 @@ def test_adaptation_can_be_switched_off(
 def test_the_series_law_in_metadata(client: TestClient) -> None:
     """A series shows its own law: the weighted mean and sd of its values after the first (the
     first fills the window the filter starts from), the values they count (white noise: no
-    season, no trend), their smoothed level and last value, the weight of reverting and that of
-    the last value, from their odds; an observation adds one value."""
+    season, no trend), their smoothed level and last value, the weight of reverting and of the
+    mean in its anchor, from their odds, and the persistence of its deviations from the level;
+    an observation adds one value."""
     import numpy as np
 
     from model.series import marginal
@@ -95,7 +96,9 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     assert law["level"] == pytest.approx(stats[0, 0, 4], rel=1e-6)
     assert law["last"] == pytest.approx(values[-1], rel=1e-6)
     assert law["reverting"] > 0.5  # white noise: its mean forecasts it better than the model
-    assert law["last_weight"] < 0.5  # ... and its level better than its last value
+    # white noise: its deviations from the level do not persist
+    assert law["persistence"] == pytest.approx(marginal.persistence(stats)[0, 0], abs=1e-6)
+    assert law["persistence"] < 0.3 and 0.0 < law["mean_weight"] < 1.0
     assert observe(client, 60, 11.0).status_code == 200
     (after,) = _adaptation(client)["marginal"]
     assert after["values"] == pytest.approx(marginal.FORGET * law["values"] + 1.0, abs=2e-3)

@@ -79,8 +79,9 @@ def test_a_table_run_whose_epochs_all_score_worse_keeps_the_default_model(
 def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: Path) -> None:
     """The default model's weights knocked about (as a run that scores well on the training
     objective yet forecasts worse when served): the reference is kept, with both figures. Four
-    series: each series' own law makes up for much of the damage over many steps (on two, the
-    knocked model's multistep CRPS was 0.89 of the reference's, one-step 1.03)."""
+    series: each series' own law makes up for much of the damage over many steps (knocked by
+    0.3 sd, the model's one-step CRPS is 1.12 of the reference's, its multistep 0.97; by 0.2,
+    the two were about even)."""
     from cli.train_table import choose
     from training.config import TrainConfig
 
@@ -88,7 +89,7 @@ def test_a_trained_model_that_serves_worse_gives_way_to_the_reference(tmp_path: 
     torch.manual_seed(0)
     with torch.no_grad():
         for w in model.parameters():
-            w.add_(0.2 * torch.randn_like(w))
+            w.add_(0.3 * torch.randn_like(w))
     scaling = {"mode": "window", "feature_names": ["value"]}
     ckpt = Checkpoint(model=model, train_config=TrainConfig.of(), scaling=scaling,
                       history=[{"epoch": 1, "val_nll": 1.0}], kept_epoch=1)
