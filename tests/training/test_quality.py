@@ -301,9 +301,11 @@ def test_the_ablation_is_the_per_series_layer_around_the_last_value(
     walk = 50 + np.cumsum(np.random.default_rng(9).standard_normal(300))
     series = Series("walk", "generated", walk, season=1, horizon=6, eval_start=240)
     starts = origins(series, 2)
-    # without the corrections of the mean (season, trend, regression): the last value, to
-    # float32 precision at a level of 50
-    bare = Runtime.load(out, adapt=AdaptConfig(mean=False, season=False, trend=False))
+    # without the corrections of the mean (season, trend, regression, reverting): the last
+    # value, to float32 precision at a level of 50
+    bare = Runtime.load(
+        out, adapt=AdaptConfig(mean=False, season=False, trend=False, revert=False)
+    )
     one, multi = served.model(bare, series, starts, samples=400)
     np.testing.assert_allclose(one.median, walk[239:-1], atol=1e-3)
     # the median of 400 paths: within 4 of its standard errors (1.25 sd / 20) of the value
