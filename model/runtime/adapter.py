@@ -148,16 +148,19 @@ class Adapter:
         )
         return effective_alphas(*cover, levels)
 
-    def reverted(self, batch: StateBatch, law: Mixture) -> Mixture:
-        """The one-step law (scaled units) moved towards each series' level by the weight of
-        the reverting model (model/series/marginal.py), where that is on."""
+    def reverted(
+        self, batch: StateBatch, law: Mixture, ahead: np.ndarray | int = 1
+    ) -> Mixture:
+        """The law (scaled units) of the value `ahead` (B,) steps after each series' last
+        observed one, moved towards its anchor by the weight of the reverting model
+        (model/series/marginal.py), where that is on."""
         if not self.adapt.revert:
             return law
-        d, r = self._reversion(batch, law.moments()[0])
+        d, r = self._reversion(batch, law.moments()[0], ahead)
         return law.shifted(r * d)
 
     def _reversion(
-        self, batch: StateBatch, centre: np.ndarray, ahead: int = 1
+        self, batch: StateBatch, centre: np.ndarray, ahead: np.ndarray | int = 1
     ) -> tuple[np.ndarray, np.ndarray]:
         o = self.target_dim
         return marginal.reversion(
@@ -172,19 +175,23 @@ class Adapter:
         law: Mixture,
         valid: np.ndarray,
         raw: Mixture | None = None,
+        present: np.ndarray | None = None,
     ) -> None:
         """Update the adaptation of the series observed at this step from their scaled values
         ys (B_k, O) under the law they were issued, `law`, and the model's law before its move
         towards the series' level, `raw` (default: the same); `sub` still holds the window the
-        step read, `valid` (B_k, L) its lags. In place."""
+        step read, `valid` (B_k, L) its lags. `observed` (B_k,): the values that adapt the
+        series (none right after a gap); `present` (default: `observed`): all values observed,
+        which the series' own law takes in. In place."""
         raw = law if raw is None else raw
+        present = observed if present is None else present
         if self.adapt.trend:
             self._step_trend(sub, ys, observed, law)
         if self.adapt.revert:
             self._learn_reversion(sub, ys, observed, law, raw)
         if self.adapt.bound or self.adapt.revert:  # the values without season and trend
             plain = ys * sub.scale[:, : self.target_dim] + sub.loc[:, : self.target_dim]
-            sub.marginal[:] = marginal.update(sub.marginal, plain, observed)
+            sub.marginal[:] = marginal.update(sub.marginal, plain, present, fresh=observed)
         # from the step where the window holds half its inputs (model/series/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean

@@ -349,11 +349,11 @@ class Runtime(ForecastMixin):
                 gaps.carried_mean(self.adapter.mean_coef(sub), ahead),
             )
             raw = self._law(sub, out)
-            law = self.adapter.reverted(sub, raw)  # what the series is issued
+            law = self.adapter.reverted(sub, raw, ahead + 1)  # what the series is issued
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
             learnt = observed & (ahead == 0)
-            self.adapter.learn(sub, xs[:, : self.target_dim], learnt, law, valid, raw)
+            self.adapter.learn(sub, xs[:, : self.target_dim], learnt, law, valid, raw, observed)
             sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1

@@ -103,10 +103,13 @@ class Law(Protocol):
     def log_marginal(self, y: np.ndarray) -> np.ndarray: ...
 
 
-def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+def update(
+    stats: np.ndarray, values: np.ndarray, observed: np.ndarray, fresh: np.ndarray | None = None
+) -> np.ndarray:
     """The moments, level, last value and persistence's sums (B, O, N_FIELDS) after the values
     (B, O) in series units, where `observed` (B,) and the value is finite; unchanged elsewhere
-    (the odds: always)."""
+    (the odds: always). The sums take the value only where `fresh` (B,; default: observed):
+    the step before it was observed, so that the pair (y_t, y_last) is one step apart."""
     weight, mean, var, level, last = (stats[..., i] for i in (0, MEAN, 2, LEVEL, LAST))
     seen = observed[:, None] & np.isfinite(values)
     new_weight = FORGET * weight + 1.0
@@ -119,18 +122,23 @@ def update(stats: np.ndarray, values: np.ndarray, observed: np.ndarray) -> np.nd
     moved = stats.copy()
     # the persistence: y_t - l_{t-1} regressed on y_last - l_{t-1}, from the second value
     x, e = last - level, np.where(seen, values, level) - level
-    had = weight > 0
-    moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, 0.0)
-    moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, 0.0)
+    had = (weight > 0) & (observed if fresh is None else fresh)[:, None]
+    moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, stats[..., SXY])
+    moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, stats[..., SXX])
     moved[..., 0], moved[..., MEAN], moved[..., 2] = new_weight, new_mean, new_var
     moved[..., LEVEL], moved[..., LAST] = new_level, np.where(seen, values, last)
     return np.where(seen[..., None], moved, stats)
 
 
 def reversion(
-    stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray, ahead: int = 1
+    stats: np.ndarray,
+    loc: np.ndarray,
+    scale: np.ndarray,
+    centre: np.ndarray,
+    ahead: np.ndarray | int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The shift d (B, O) from a law's centre (B, O) `ahead` steps ahead to the series' anchor,
+    """The shift d (B, O) from a law's centre (B, O) `ahead` (B,) steps after each series' last
+    value to its anchor,
     in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and the weight r (B, O)
     it is issued with: the probability of the reverting model from its log odds; d and r are 0
     where a series' moments weigh under MIN_WEIGHT values."""
@@ -152,12 +160,13 @@ def persistence(stats: np.ndarray) -> np.ndarray:
     return np.clip(np.where(sxx > 0, stats[..., SXY] / np.where(sxx > 0, sxx, 1.0), 0.0), 0, 1)
 
 
-def anchor(stats: np.ndarray, ahead: int = 1) -> np.ndarray:
+def anchor(stats: np.ndarray, ahead: np.ndarray | int = 1) -> np.ndarray:
     """The point (B, O), series units, that the reverting model centres its law at `ahead`
-    steps ahead: a_h = b + phi^h (y_last - b), b = l + p (m - l)."""
+    (B,) steps after the series' last value: a_h = b + phi^h (y_last - b), b = l + p (m - l)."""
     level = stats[..., LEVEL]
     base = level + mean_weight(stats) * (stats[..., MEAN] - level)
-    return base + persistence(stats) ** ahead * (stats[..., LAST] - base)
+    h = np.asarray(ahead).reshape((-1, 1)) if np.ndim(ahead) else ahead
+    return base + persistence(stats) ** h * (stats[..., LAST] - base)
 
 
 def mean_evidence(

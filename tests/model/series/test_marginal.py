@@ -285,3 +285,47 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
     batch.marginal[0, 0, 0] = marginal.MIN_WEIGHT - 1.0
     assert rt.adapter.reverted(batch, law).moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
+
+
+def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: Path) -> None:
+    """Missing values leave the series' own law; the value after them joins its moments, level
+    and last value (the smoothing of the values observed) but not the persistence's sums, whose
+    pairs are one step apart; and the law issued k missing steps after the last value reverts
+    to a_{k+1} = b + phi^(k+1) (y_last - b)."""
+    from model.runtime.predictive import Mixture
+    from model.series.state import StateBatch
+
+    stats = np.zeros((1, 1, marginal.N_FIELDS))
+    for v in (50.0, 52.0, 49.0):
+        stats = marginal.update(stats, np.array([[v]]), np.array([True]))
+    after = marginal.update(stats, np.array([[55.0]]), np.array([True]), fresh=np.array([False]))
+    assert after[0, 0, marginal.LAST] == 55.0
+    a = 1.0 / (marginal.FORGET * stats[0, 0, 0] + 1.0)  # the fourth value's: about 1/4
+    assert after[0, 0, marginal.LEVEL] == pytest.approx(
+        stats[0, 0, marginal.LEVEL] + a * (55.0 - stats[0, 0, marginal.LEVEL]), rel=1e-12
+    )
+    np.testing.assert_array_equal(after[..., marginal.SXY :], stats[..., marginal.SXY :])
+    # through the runtime: a gap of two, then values; the law follows the observed values
+    rng = np.random.default_rng(8)
+    y = LEVEL + rng.standard_normal(120)
+    y[[100, 101]] = np.nan
+    rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
+    (state,) = rt.create([y[:, None]])
+    level = y[1]
+    for v in y[2:]:
+        if np.isfinite(v):  # a = max(1 / W, 0.1): 0.1 once W > 10
+            level += 0.1 * (v - level)
+    # the runtime reads the values scaled in float32: to its precision
+    assert state.marginal[0, marginal.LAST] == pytest.approx(y[-1], rel=1e-6)
+    assert state.marginal[0, marginal.LEVEL] == pytest.approx(level, rel=1e-6)
+    # the law issued two missing steps after the last value
+    batch = StateBatch.of([state], 1, rt.n_mean)
+    batch.marginal[0, 0, 3], batch.marginal[0, 0, marginal.SXY] = 50.0, 0.5 * 1.0  # r = 1
+    batch.marginal[0, 0, marginal.SXX] = 1.0  # phi = 0.5
+    law = Mixture(np.array([[1.0]]), np.array([[[0.0]]]), np.array([1.0]))
+    moved = rt.adapter.reverted(batch, law, np.array([3])).moments()[0][0, 0]
+    want = (marginal.anchor(batch.marginal, 3)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
+    assert moved == pytest.approx(want, rel=1e-9)
+    assert moved != pytest.approx(
+        (marginal.anchor(batch.marginal, 1)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
+    )
