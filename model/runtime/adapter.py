@@ -253,11 +253,11 @@ class Adapter:
         under the law issued moved to each model's mean, as for the weight of the correction of
         the mean (model/series/adaptation.py)."""
         d, r = self._reversion(sub, raw.moments()[0])
-        held = observed[:, None] & (sub.marginal[..., 0] >= marginal.MIN_WEIGHT)
+        held = observed[:, None] & (sub.marginal[..., marginal.WEIGHT] >= marginal.MIN_WEIGHT)
         y = ys.astype(np.float64)
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
-        sub.marginal[..., 3] = update_odds(
-            sub.marginal[..., 3], np.where(held, evidence, np.nan), self.adapt.forget
+        sub.marginal[..., marginal.ODDS] = update_odds(
+            sub.marginal[..., marginal.ODDS], np.where(held, evidence, np.nan), self.adapt.forget
         )
         o = self.target_dim
         found = marginal.mean_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)

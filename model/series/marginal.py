@@ -89,7 +89,7 @@ MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
 # the last value seen, the log odds g of the mean against the level, and the weighted sums
 # S_xy, S_xx of the persistence's regression
 N_FIELDS = 9
-MEAN, LEVEL, LAST, MEAN_ODDS, SXY, SXX = 1, 4, 5, 6, 7, 8
+WEIGHT, MEAN, VAR, ODDS, LEVEL, LAST, MEAN_ODDS, SXY, SXX = range(N_FIELDS)
 LEVEL_FORGET = 0.9  # the level's: simple exponential smoothing's alpha 0.1
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
 
@@ -110,7 +110,7 @@ def update(
     (B, O) in series units, where `observed` (B,) and the value is finite; unchanged elsewhere
     (the odds: always). The sums take the value only where `fresh` (B,; default: observed):
     the step before it was observed, so that the pair (y_t, y_last) is one step apart."""
-    weight, mean, var, level, last = (stats[..., i] for i in (0, MEAN, 2, LEVEL, LAST))
+    weight, mean, var, level, last = (stats[..., i] for i in (WEIGHT, MEAN, VAR, LEVEL, LAST))
     seen = observed[:, None] & np.isfinite(values)
     new_weight = FORGET * weight + 1.0
     a = 1.0 / new_weight
@@ -125,7 +125,7 @@ def update(
     had = (weight > 0) & (observed if fresh is None else fresh)[:, None]
     moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, stats[..., SXY])
     moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, stats[..., SXX])
-    moved[..., 0], moved[..., MEAN], moved[..., 2] = new_weight, new_mean, new_var
+    moved[..., WEIGHT], moved[..., MEAN], moved[..., VAR] = new_weight, new_mean, new_var
     moved[..., LEVEL], moved[..., LAST] = new_level, np.where(seen, values, last)
     return np.where(seen[..., None], moved, stats)
 
@@ -138,14 +138,12 @@ def reversion(
     ahead: np.ndarray | int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The shift d (B, O) from a law's centre (B, O) `ahead` (B,) steps after each series' last
-    value to its anchor,
-    in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and the weight r (B, O)
-    it is issued with: the probability of the reverting model from its log odds; d and r are 0
+    value to its anchor, in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and
+    the weight r (B, O) it is issued with: the probability of the reverting model from its log odds; d and r are 0
     where a series' moments weigh under MIN_WEIGHT values."""
-    weight, odds, level = stats[..., 0], stats[..., 3], anchor(stats, ahead)
-    held = weight >= MIN_WEIGHT
-    d = np.where(held, (level - loc) / scale - centre, 0.0)
-    return d, np.where(held, expit(odds), 0.0)
+    held = stats[..., WEIGHT] >= MIN_WEIGHT
+    d = np.where(held, (anchor(stats, ahead) - loc) / scale - centre, 0.0)
+    return d, np.where(held, expit(stats[..., ODDS]), 0.0)
 
 
 def mean_weight(stats: np.ndarray) -> np.ndarray:
@@ -189,7 +187,7 @@ def spread_bound(
     """The bound (B, O) of the standard deviation of paths centred at `centre` (B, O), in the
     scaled units (x - loc) / scale of `loc` and `scale` (B, O); inf where a series' moments
     weigh under MIN_WEIGHT values."""
-    weight, mean, var = stats[..., 0], stats[..., MEAN], stats[..., 2]
+    weight, mean, var = stats[..., WEIGHT], stats[..., MEAN], stats[..., VAR]
     m = (mean - loc) / scale
     bound = np.sqrt(var / scale**2 + (centre - m) ** 2)
     return np.where(weight >= MIN_WEIGHT, bound, np.inf)
