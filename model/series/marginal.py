@@ -139,8 +139,8 @@ def reversion(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The shift d (B, O) from a law's centre (B, O) `ahead` (B,) steps after each series' last
     value to its anchor, in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and
-    the weight r (B, O) it is issued with: the probability of the reverting model from its log odds; d and r are 0
-    where a series' moments weigh under MIN_WEIGHT values."""
+    the weight r (B, O) it is issued with: the probability of the reverting model from its log
+    odds; d and r are 0 where a series' moments weigh under MIN_WEIGHT values."""
     held = stats[..., WEIGHT] >= MIN_WEIGHT
     d = np.where(held, (anchor(stats, ahead) - loc) / scale - centre, 0.0)
     return d, np.where(held, expit(stats[..., ODDS]), 0.0)
