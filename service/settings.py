@@ -113,7 +113,7 @@ class Settings(BaseSettings):
         "a reverting model",
     )
     adapt_forget: float = Field(
-        default=0.98, gt=0.0, lt=1.0,
+        default=0.9, gt=0.0, lt=1.0,
         description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
     )
     adapt_gamma: float = Field(

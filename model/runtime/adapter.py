@@ -26,6 +26,7 @@ from model.series import trend as trend_model
 from model.series.adaptation import (
     ALPHA_MAX,
     ALPHA_MIN,
+    ODDS_FORGET,
     AdaptConfig,
     effective_alphas,
     mean_terms,
@@ -241,8 +242,8 @@ class Adapter:
         resid = y - issued - (1.0 - w) * d
         # each model's law: the law issued moved to its mean
         evidence = odds_evidence(seen.log_marginal(y - (1.0 - w) * d), seen.log_marginal(y + w * d))
-        sub.mean_odds[rows] = update_odds(sub.mean_odds[rows], evidence, self.adapt.forget)
-        coef, cov, noise = update_mean(before, cov, noise, phi, resid, self.adapt.forget)
+        sub.mean_odds[rows] = update_odds(sub.mean_odds[rows], evidence, ODDS_FORGET)
+        coef, cov, noise = update_mean(before, cov, noise, phi, resid, ODDS_FORGET)
         sub.mean_coef[rows], sub.mean_cov[rows], sub.mean_noise[rows] = coef, cov, noise
 
     def _learn_reversion(
@@ -257,12 +258,12 @@ class Adapter:
         y = ys.astype(np.float64)
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
         sub.marginal[..., marginal.ODDS] = update_odds(
-            sub.marginal[..., marginal.ODDS], np.where(held, evidence, np.nan), self.adapt.forget
+            sub.marginal[..., marginal.ODDS], np.where(held, evidence, np.nan), ODDS_FORGET
         )
         o = self.target_dim
         found = marginal.mean_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)
         sub.marginal[..., marginal.MEAN_ODDS] = update_odds(
-            sub.marginal[..., marginal.MEAN_ODDS], np.where(held, found, np.nan), self.adapt.forget
+            sub.marginal[..., marginal.MEAN_ODDS], np.where(held, found, np.nan), ODDS_FORGET
         )
 
     def _learn_coverage(

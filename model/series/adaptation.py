@@ -17,7 +17,8 @@ EM (Cappe and Moulines, 2009) for a scale, with a forgetting factor lam and a we
     n_t = lam n_{t-1} + 1,   s_t = s_{t-1} + (a_t - s_{t-1}) / n_t.
 Absolute, not squared, residuals: one step's outlier moves s by a_t / n, not a_t^2 / n, and a_t
 is capped at MAX_STAT. s starts at 1 (the model as trained) with the weight of PRIOR_WEIGHT
-observations, so a few steps cannot swing it; its memory is 1 / (1 - lam) steps. A series'
+observations, so a few steps cannot swing it; its memory is 1 / (1 - lam) steps, 10 by
+default (AdaptConfig.forget 0.9: the noise of real series changes, docs/adaptation.md). A series'
 first steps, while the window the model attends to holds fewer than half its inputs, do not
 count: its scaling is still settling (a window of two equal values is scaled by a hundredth of
 its level, and the next value lies hundreds of scales away). Scaling the whole law, not
@@ -58,7 +59,7 @@ the state of a linear Gaussian model, a random walk observed through the one-ste
 with phi_t = (lagged(t), 1); a Kalman filter tracks their mean and covariance (`update_mean`,
 the recursive least squares of the residuals with a forgetting random walk). v_t is the
 variance of the series' own recent innovations, an average of their squares with the
-forgetting factor of the spread (starting at 1, the window's variance), not the variance of
+forgetting factor ODDS_FORGET (starting at 1, the window's variance), not the variance of
 the law issued: where the law is far too narrow or too wide, which is when a correction is
 needed, its variance would make every step move a by too little or too much. a starts at 0
 (the model as trained) with covariance MEAN_PRIOR_SD^2 I, so a few steps cannot swing it.
@@ -78,7 +79,7 @@ the mean and f the law issued (its mean moved by w d),
     o_t = lam o_{t-1} + clip(log f(y - (1 - w) d) - log f(y + w d), +-MAX_EVIDENCE)
 (`odds_evidence`, `update_odds`): the log density of the value under each model's law, the
 issued law moved to each, one value's evidence bounded as the Kalman step bounds an
-innovation; lam the forgetting factor of the spread, so that the odds turn when the series
+innovation; lam = ODDS_FORGET their forgetting factor, so that the odds turn when the series
 does; bounded by MEAN_ODDS_MAX. What is issued is the law of the weighted mean, not the
 mixture of the two laws. A new series starts at even odds; the coefficients learn from the
 corrected model's own residual, y less the mean issued less (1 - w) d.
@@ -113,6 +114,7 @@ ALPHA_RANGE = (-0.5, 1.5)  # bounds of the tracked alpha_t
 MEAN_PRIOR_SD = 0.3  # prior sd of each mean coefficient, in scaled units per scaled unit
 MEAN_DRIFT = 1e-4  # variance each mean coefficient gains per step
 MEAN_CLIP = 3.0  # innovations count up to this many standard deviations
+ODDS_FORGET = 0.98  # memory of the odds and of the mean correction's noise: 50 steps
 MEAN_ODDS_MAX = 20.0  # bound of the log odds of the corrected model (a weight of 1 - 2e-9)
 MAX_EVIDENCE = MEAN_CLIP**2 / 2.0  # bound of one value's log ratio of the two models' densities
 #: the terms of the mean correction, as the API names them (SMCTransformer.lag_terms, then 1)
@@ -136,7 +138,7 @@ class AdaptConfig:
     trend: bool = True
     bound: bool = True
     revert: bool = True
-    forget: float = 0.98
+    forget: float = 0.9
     gamma: float = 0.02
 
     def __post_init__(self) -> None:

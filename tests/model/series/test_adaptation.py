@@ -75,6 +75,21 @@ def test_online_estimate_tracks_the_true_factor(truth: float) -> None:
     assert float(weight[0]) == pytest.approx(1 / (1 - 0.995), rel=1e-3)
 
 
+def test_default_memory_follows_noise_that_triples() -> None:
+    """With the default forgetting (memory 1 / (1 - 0.9) = 10 steps), 30 steps after the noise
+    of 400 series triples their mean factor is within 6 % of 3: its expected lag is
+    2 x 0.9^30 = 0.08 and its standard error about 0.03 (a factor's relative sd ~0.17 at an
+    effective sample of ~19). A memory of 50 steps (0.98) would still be near 1.9."""
+    rng = np.random.default_rng(3)
+    n_series, forget = 400, AdaptConfig().forget
+    mean, mad = (np.repeat(a, n_series, 0) for a in LAW.mean_abs_dev())
+    s, weight = np.ones((n_series, 1)), np.full(n_series, PRIOR_WEIGHT)
+    for factor in [1.0] * 300 + [3.0] * 30:
+        y = _draw(rng, n_series, factor)[:, None]
+        s, weight = update_spread(s, weight, spread_statistic(mean, mad, y), forget)
+    assert float(s.mean()) == pytest.approx(3.0, rel=0.06)
+
+
 def test_one_outlier_moves_the_factor_by_a_bounded_amount() -> None:
     mean, mad = LAW.mean_abs_dev()
     s, weight = np.ones((1, 1)), np.array([20.0])
