@@ -176,16 +176,16 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
 
 
 def test_noise_reverts_to_its_level_and_a_walk_to_its_last_value(walk_model: Path) -> None:
-    """A random-walk model on white noise N(50, 1): its median, the last value, errs with
-    variance 2 against about 1 for the level or the mean, so each value's evidence favours
-    reverting; the deviations from the level do not persist (phi near 0, expected -0.05 for
-    alpha 0.1, clipped to 0): after 400 values every series issues its law at weight r > 0.9
-    towards its anchor, phi < 0.15, and the median of its 1- and 24-step forecasts lies within
-    0.3 of the anchor's level (the last value is 1 away on average). On random walks the
-    deviations persist (phi > 0.9) and the median of the forecasts stays near the last value
-    (Monte Carlo sd of the median of 2000 draws: 0.03 at step 1, 0.14 at step 24; the anchor's
-    pull towards the level over 24 steps adds at most (1 - phi^24) of a walk's distance to its
-    level)."""
+    """A random-walk model on white noise N(50, 1): its median, the last value, errs with variance
+    2 against about 1 for the level or the mean, so each value's evidence favours reverting; the
+    deviations from the level do not persist (phi near 0: expected -alpha / (2 (1 - alpha)),
+    -0.21 at the level's alpha 0.3, clipped to 0): after 400 values every series issues its law
+    at weight r > 0.9 towards its anchor, phi < 0.15, and the median of its 1- and 24-step
+    forecasts lies within 0.3 of the anchor's level (the last value is 1 away on average). On
+    random walks the deviations persist (phi > 0.9) and the median of the forecasts stays near
+    the last value (Monte Carlo sd of the median of 2000 draws: 0.03 at step 1, 0.14 at step 24;
+    the anchor's pull towards the level over 24 steps adds at most (1 - phi^24) of a walk's
+    distance to its level)."""
     rng = np.random.default_rng(5)
     noise = [LEVEL + rng.standard_normal(400) for _ in range(5)]
     walks = [LEVEL + np.cumsum(rng.standard_normal(400)) for _ in range(5)]
@@ -300,7 +300,8 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
         stats = marginal.update(stats, np.array([[v]]), np.array([True]))
     after = marginal.update(stats, np.array([[55.0]]), np.array([True]), fresh=np.array([False]))
     assert after[0, 0, marginal.LAST] == 55.0
-    a = 1.0 / (marginal.FORGET * stats[0, 0, 0] + 1.0)  # the fourth value's: about 1/4
+    # the fourth value's: the larger of 1 / W (about 1/4) and the level's alpha
+    a = max(1.0 / (marginal.FORGET * stats[0, 0, 0] + 1.0), 1.0 - marginal.LEVEL_FORGET)
     assert after[0, 0, marginal.LEVEL] == pytest.approx(
         stats[0, 0, marginal.LEVEL] + a * (55.0 - stats[0, 0, marginal.LEVEL]), rel=1e-12
     )
@@ -311,10 +312,11 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
     y[[100, 101]] = np.nan
     rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
     (state,) = rt.create([y[:, None]])
-    level = y[1]
-    for v in y[2:]:
-        if np.isfinite(v):  # a = max(1 / W, 0.1): 0.1 once W > 10
-            level += 0.1 * (v - level)
+    level, weight, alpha = y[0], 1.0, 1.0 - marginal.LEVEL_FORGET
+    for v in y[1:]:
+        if np.isfinite(v):  # a = max(1 / W, alpha)
+            weight = marginal.FORGET * weight + 1.0
+            level += max(1.0 / weight, alpha) * (v - level)
     # the runtime reads the values scaled in float32: to its precision
     assert state.marginal[0, marginal.LAST] == pytest.approx(y[-1], rel=1e-6)
     assert state.marginal[0, marginal.LEVEL] == pytest.approx(level, rel=1e-6)
