@@ -17,6 +17,7 @@ N samples, H horizon.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,9 +70,15 @@ class Mixture:
         )
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance per target, (B, O) each."""
+        """Mean and variance per target, (B, O) each (read-only: computed once a mixture, which
+        a step's scoring and adaptation each read)."""
+        return self._moments
+
+    @functools.cached_property
+    def _moments(self) -> tuple[np.ndarray, np.ndarray]:
         mean = np.einsum("bp,bpo->bo", self.w, self.mu)
         spread = np.einsum("bp,bpo->bo", self.w, (self.mu - mean[:, None]) ** 2 + self.sd**2)
+        mean.flags.writeable = spread.flags.writeable = False
         return mean, spread
 
     def mean_abs_dev(self) -> tuple[np.ndarray, np.ndarray]:

@@ -39,11 +39,11 @@ or a season the profile has not taken out makes the reverting model lose, and it
 to 0. `smct quality`, one-step CRPS over ETS's (the level's alpha then 0.1): the level alone
 0.923 (the mean alone 0.934: the daily counts lost), the anchor 0.910 (share prices, GDP and
 CPI, hourly temperature and humidity gained 2-6 %, the sines 1-3 %, New York's zigzagging
-daily counts 6 %), multistep 0.819 -> 0.810. Taking the last
-value's weight from its odds against the level instead of the persistence served one step as
-well and many worse: the hourly sensors' odds go to 1, and their paths stayed at the last value
-where the sensors return to their level. The level's alpha 0.3 took the one-step CRPS over ETS's
-from 0.881 to 0.836 (the covid counties that fell after their peak: New York 1.40 -> 1.03).
+daily counts 6 %), multistep 0.819 -> 0.810. Taking the last value's weight from its odds
+against the level instead of the persistence served one step as well and many worse: the
+hourly sensors' odds go to 1, and their paths stayed at the last value where the sensors
+return to their level. The level's alpha 0.3 took the one-step CRPS over ETS's from 0.881 to
+0.836 (the covid counties that fell after their peak: New York 1.40 -> 1.03).
 
 Bound. A forecast's paths feed the network its own draws, and on a series whose values return
 to their level (white noise, an AR process, the residual of a season) the network's paths still
