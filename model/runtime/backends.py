@@ -37,6 +37,7 @@ from model.artifacts.graphs import (
 from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.runtime import rollout_kernels
 from model.runtime.inputs import InputError
 from model.runtime.rollout import Rollout
 from model.runtime.rollout_weights import RolloutWeights
@@ -118,6 +119,8 @@ class TorchBackend:
         self.forecast_graph = forecast_graph(self.model)
         serves = device == "cpu" and model.cfg.obs == "gaussian"
         self.rollout = RolloutWeights.of(self.model) if serves else None
+        if self.rollout is not None:  # compiled (or read from numba's cache) before a forecast
+            rollout_kernels.warm(self.rollout.kernel)
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)

@@ -10,8 +10,9 @@ The paths hold the numbers of a FilterState of N paths, laid out otherwise:
     lag L leaves, instead of shifting the window. After c steps slot j holds lag
     (j + c) mod L + 1; the relative-lag embeddings and the mask of the lags not held yet are
     rotated instead (tables of L x L numbers), and so are the lagged targets' indices;
-  - the query is kept divided by sqrt(R), with a row of ones that adds the lag biases;
-  - the products of the attention go into one scratch buffer, the size of the keys.
+  - the query is kept divided by sqrt(R);
+  - the attention (scores, softmax, weighted values) is one compiled pass over each path's
+    keys and values (model/runtime/rollout_kernels.py).
 The first step attends over the P particles the paths descend from, each path then takes its
 particle's mean (model/filtering/paths.LazyPaths.first_step); the paths take their particles'
 windows as the first sampled inputs enter them. The arithmetic is the float32 arithmetic of
@@ -31,7 +32,8 @@ import torch
 from torch import Tensor
 
 from model.filtering.filter import FilterState
-from model.network.smc_transformer import N_LAG_TERMS, OBS_SCALE_BOUND
+from model.network.smc_transformer import N_LAG_TERMS
+from model.runtime import rollout_kernels
 from model.runtime.rollout_weights import RolloutWeights
 
 # a run's copy (one indexed assignment) costs about what gathering this many numbers costs
@@ -52,10 +54,8 @@ class Rollout:
         kv = particles.window.view(b, p, n_lag, 2, hd, r)
         self.keys = kv[:, :, :, 0].permute(0, 3, 4, 2, 1).contiguous()  # (B, Hd, R, L, M)
         self.values = kv[:, :, :, 1].permute(0, 3, 2, 4, 1).contiguous()  # (B, Hd, L, R, M)
-        self.query = _with_ones(b, hd, r, p, particles.query.dtype)  # (B, Hd, R + 1, M)
         query = (particles.query / math.sqrt(r)).view(b, p, hd, r)
-        self.query[:, :, :r] = query.permute(0, 2, 3, 1)
-        self.scratch = torch.empty_like(self.keys)  # the attention's products
+        self.query = query.permute(0, 2, 3, 1).contiguous()  # (B, Hd, R, M)
         self.pick: Picks | None = Picks(ancestors)  # each path's particle, until they part
         x_last = particles.x_prev[:, :1].transpose(1, 2)  # (B, F, 1)
         self.x_prev = x_last.expand(b, x_last.shape[1], n)  # (B, F, N) X_{t-1}
@@ -89,14 +89,15 @@ class Rollout:
         if self.pending is not None:
             self._absorb(*self.pending)
             self.pending = None
-        mu = attend(
-            self.w, self.keys, self.values, self.query, self._mask(), self.count, self.scratch
-        )  # (B, D, M)
+        mu = self._attend()  # (B, D, M)
         if self.pick is not None:
             mu = self.pick.take(mu)  # (B, D, N) each path its particle's
-        z = torch.addcmul(mu, self.w.z_sd, eps_z.transpose(1, 2))  # (B, D, N), eq. (3)
-        mean, sd = readout(self.w, z, self.x_prev, self._lagged(), self.mean_coef)
-        x_t = torch.addcmul(mean, sd, eps_x.transpose(1, 2))  # (B, O, N), section 3.3
+        b, _, n = mu.shape
+        x_t = torch.empty(b, self.w.n_targets, n)  # (B, O, N), section 3.3
+        rollout_kernels.readout(
+            self.w.kernel, mu.numpy(), _columns(eps_z), _columns(self.x_prev, transpose=False),
+            self._lagged(n), self._mean_coef(b), _columns(eps_x), x_t.numpy(),
+        )
         if eps_qkv is None:
             return x_t.transpose(1, 2)
         x_in = x_t
@@ -106,22 +107,35 @@ class Rollout:
         self.pending = (x_in, eps_qkv)
         return x_t.transpose(1, 2)
 
-    def _mask(self) -> Tensor | None:
-        """-inf at the slots that hold no lag yet (B, 1, L, 1), None when all do."""
-        if self.held.all():
-            return None
-        mask = np.where(self.held, np.float32(0.0), np.float32(-np.inf))  # (B, L)
-        return torch.from_numpy(mask).view(len(mask), 1, -1, 1)
+    def _attend(self) -> Tensor:
+        """Eq. (3): the mean mu(t) (B, D, M) of every path's attention over its ring."""
+        b, hd, r, n_lag, m = self.keys.shape
+        mu = torch.empty(b, hd * r, m)
+        turn = self.count % n_lag
+        rollout_kernels.attend(
+            self.keys.numpy(), self.values.numpy(), self.query.numpy(),
+            self.w.lag_keys[turn], self.w.lag_values[turn], self.held,
+            np.empty((n_lag + 2, m), np.float32), mu.numpy(),
+        )
+        return mu
 
-    def _lagged(self) -> Tensor | None:
+    def _lagged(self, n: int) -> np.ndarray:
         """The lagged targets X_{t-l} - X_{t-1}, l = 2, L, m, 2 m, of every path (B, J, O,
-        1 or N), 0 where the window does not hold lag l (SMCTransformer.lag_terms)."""
+        N), 0 where the window does not hold lag l (SMCTransformer.lag_terms); a placeholder
+        without lag inputs."""
         if self.targets is None:
-            return None
+            return np.zeros((1, 1, 1, 1), np.float32)
         b, n_lag, o, m = self.targets.shape
         rows, keep = self.lags.at(self.count, self.held)  # rows of the (B L, O M) targets
         got = self.targets.reshape(b * n_lag, o * m).index_select(0, rows).view(b, -1, o, m)
-        return (got[:, :N_LAG_TERMS] - got[:, N_LAG_TERMS:]) * keep  # (B, J, O, M)
+        lagged = (got[:, :N_LAG_TERMS] - got[:, N_LAG_TERMS:]) * keep  # (B, J, O, M)
+        return _columns(lagged.expand(-1, -1, -1, n), transpose=False)
+
+    def _mean_coef(self, b: int) -> np.ndarray:
+        """The series' correction of the mean (B, J + 1, O): zeros where there is none."""
+        if self.mean_coef is None:
+            return np.zeros((b, N_LAG_TERMS + 1, self.w.n_targets), np.float32)
+        return _columns(self.mean_coef, transpose=False)
 
     def _absorb(self, x_in: Tensor, eps_qkv: Tensor) -> None:
         """X_t (B, F, N) gives every path q(t), k(t), v(t), eq. (3.1): k(t) and v(t) enter the
@@ -129,19 +143,18 @@ class Rollout:
         if self.pick is not None:  # the paths take their particles' windows
             self.keys = self.pick.take(self.keys)
             self.values = self.pick.take(self.values)
-            self.scratch = torch.empty_like(self.keys)
             self.pick = None
             if self.targets is not None:  # each path's own, no longer a view of the state's
                 self.targets = self.targets.expand(-1, -1, -1, x_in.shape[-1]).clone()
         b, hd, r, n_lag, n = self.keys.shape
         d = hd * r
         if self.query.shape[-1] != n:
-            self.query = _with_ones(b, hd, r, n, self.keys.dtype)
+            self.query = torch.empty(b, hd, r, n, dtype=self.keys.dtype)
         noise = eps_qkv.reshape(b, n, 3 * d).transpose(1, 2)  # (B, 3D, N)
         qkv = torch.addcmul(self.w.qkv.bias, self.w.qkv_sd, noise)  # (B, 3D, N)
         qkv.baddbmm_(self.w.qkv.weight.expand(b, -1, -1), x_in)  # + W X_t
         slot = -1 - self.count % n_lag
-        self.query[:, :, :r] = qkv[:, :d].view(b, hd, r, n)
+        self.query[:] = qkv[:, :d].view(b, hd, r, n)
         self.keys[:, :, :, slot] = qkv[:, d : 2 * d].view(b, hd, r, n)
         self.values[:, :, slot] = qkv[:, 2 * d :].view(b, hd, r, n)
         if self.targets is not None:
@@ -149,6 +162,13 @@ class Rollout:
         self.held[:, slot] = True
         self.x_prev = x_in
         self.count += 1
+
+
+def _columns(x: Tensor, transpose: bool = True) -> np.ndarray:
+    """x (B, N, K) as the kernels take it, (B, K, N) C-contiguous float32 (without
+    `transpose`: x itself, contiguous)."""
+    x = x.transpose(1, 2) if transpose else x
+    return x.to(torch.float32).contiguous().numpy()
 
 
 class LagSlots:
@@ -182,13 +202,6 @@ def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:
     ends = np.flatnonzero(np.diff(row, append=-1)) + 1
     starts = np.r_[0, ends[:-1]]
     return [(int(row[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
-
-
-def _with_ones(b: int, hd: int, r: int, m: int, dtype: torch.dtype) -> Tensor:
-    """A query buffer (B, Hd, R + 1, M) whose last row is ones (it adds the lag biases)."""
-    query = torch.empty(b, hd, r + 1, m, dtype=dtype)
-    query[:, :, r] = 1.0
-    return query
 
 
 class Picks:
@@ -225,73 +238,3 @@ class Picks:
             for p, first, end in row:
                 out[i, ..., first:end] = x[i, ..., p : p + 1]
         return out
-
-
-def attend(
-    w: RolloutWeights,
-    keys: Tensor,
-    values: Tensor,
-    query: Tensor,
-    mask: Tensor | None,
-    turn: int,
-    scratch: Tensor,
-) -> Tensor:
-    """Eq. (3): the mean mu(t) of the attention of every path's query over its ring. keys
-    (B, Hd, R, L, M), values (B, Hd, L, R, M), query (B, Hd, R + 1, M) (divided by sqrt(R),
-    then ones), mask (B, 1, L, 1) or None, `turn` the ring's rotation (slot j holds lag
-    (j + turn) mod L + 1), scratch a buffer the size of the keys -> (B, D, M)."""
-    b, hd, r, n_lag, m = keys.shape
-    prod = torch.mul(keys, query[:, :, :r].unsqueeze(3), out=scratch.view(keys.shape))
-    scores = prod.sum(2)  # (B, Hd, L, M): q(t-1) . k(t-s) / sqrt(R)
-    if w.lag_keys is not None:  # + q(t-1) . E^k_s / sqrt(R) + b_s: every path and head at once
-        lag_keys = _series(w.lag_keys[turn % n_lag], b)  # (B Hd, L, R + 1)
-        scores.view(b * hd, n_lag, m).baddbmm_(lag_keys, query.view(b * hd, r + 1, m))
-    if mask is not None:
-        scores += mask
-    pi = torch.softmax(scores, dim=2)  # (B, Hd, L, M)
-    prod = torch.mul(values, pi.unsqueeze(3), out=scratch.view(values.shape))
-    mu = prod.sum(2)  # (B, Hd, R, M): pi . v
-    if w.lag_values is not None:  # + pi . E^v
-        lag_values = _series(w.lag_values[turn % n_lag], b)  # (B Hd, R, L)
-        mu.view(b * hd, r, m).baddbmm_(lag_values, pi.view(b * hd, n_lag, m))
-    return mu.view(b, hd * r, m)
-
-
-def _series(table: Tensor, b: int) -> Tensor:
-    """A table of each head (Hd, ...) for every series, (B Hd, ...) (itself for one)."""
-    return table if b == 1 else table.expand(b, *table.shape).reshape(-1, *table.shape[1:])
-
-
-def readout(
-    w: RolloutWeights,
-    z: Tensor,
-    x_prev: Tensor,
-    lagged: Tensor | None,
-    mean_coef: Tensor | None,
-) -> tuple[Tensor, Tensor]:
-    """G_obs(r(t)) (SMCTransformer.readout) and the paths' observation sd: z (B, D, N), x_prev
-    (B, F, N), lagged (B, J, O, 1 or N), mean_coef (B, J + 1, O) -> mean (B, O, N), sd
-    (B, O, N) (or (O, 1), the same for every path)."""
-    r = z
-    if w.embed is not None and w.norm is not None:
-        r = w.norm(w.embed(x_prev, add=z))  # r(t) = LN(z(t) + W^e X_{t-1})
-    first, lag_end = w.split()
-    o = w.n_targets
-    read = w.reads(r)  # (B, C or O, + J O, + O; N)
-    if w.head is not None:
-        hidden = torch.relu(read[:, :first])  # (B, C, N)
-        mean = w.head.out(w.head.norm.standardized(w.head.second(hidden, add=r)))  # (B, O, N)
-    else:
-        mean = read[:, :o]
-    if w.skip is not None:
-        mean = torch.addcmul(mean, w.skip, x_prev[:, :o])
-    if lagged is not None:
-        coef = read[:, first:lag_end].view(z.shape[0], N_LAG_TERMS, o, -1)  # (B, J, O, N)
-        if mean_coef is not None:  # the series' own correction
-            coef = coef + mean_coef[:, :N_LAG_TERMS, :, None]
-            mean = mean + mean_coef[:, N_LAG_TERMS, :, None]
-        mean = mean + (coef * lagged).sum(1)
-    if not w.obs_scale:
-        return mean, w.obs_sd
-    s = torch.tanh(read[:, lag_end:]).mul_(OBS_SCALE_BOUND)  # (B, O, N) the log-scale
-    return mean, s.exp_().mul_(w.obs_sd)

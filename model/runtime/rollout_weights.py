@@ -1,9 +1,10 @@
 """The network's weights laid out for the forecast rollout of model/runtime/rollout.py.
 
 The rollout keeps its paths as columns (every per-path tensor has the paths on its last axis),
-so each linear map is W x + b on x (B, in, M): one batched product over all paths. The weights
-are those of the SMCTransformer (model/network/smc_transformer.py), read once when the backend
-is built, in this layout:
+so each linear map is W x + b on x (B, in, M): one product over all paths (the query, key and
+value's in torch, the readout's in model/runtime/rollout_kernels.py, which takes them as
+numpy arrays, `RolloutWeights.kernel`). The weights are those of the SMCTransformer
+(model/network/smc_transformer.py), read once when the backend is built, in this layout:
     qkv       W^q, W^k, W^v stacked (3D, F) with their means' biases; the rows of the query
               (weights, bias and Sigma_q^1/2) divided by sqrt(R), so that the stored query
               gives the scores of eq. (3) without a division
@@ -11,16 +12,18 @@ is built, in this layout:
               when the head is linear; the lag coefficients; the log-scale divided by its bound)
     lag_keys, lag_values   the relative-lag embeddings (ModelConfig.lags) in each of the L
               rotations of the ring buffer (after c steps slot j holds lag (j + c) mod L + 1),
-              the keys with the lag biases as one more column (the query has a row of ones)
+              the keys with the lag biases as one more column; zeros without lags
 Shapes: L window, Hd heads, R head width, D = Hd R, F inputs, O targets, J lag terms, C d_ff,
 B batch, M paths (or particles).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -31,6 +34,7 @@ from model.network.smc_transformer import (
     GaussianObservation,
     SMCTransformer,
 )
+from model.runtime.rollout_kernels import ReadoutWeights
 
 
 @dataclass(frozen=True)
@@ -39,57 +43,26 @@ class Linear:
 
     weight: Tensor
     bias: Tensor
-    one: Tensor = field(init=False, repr=False)  # the weight (1, out, in)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "one", self.weight.unsqueeze(0))
 
     @classmethod
     def of(cls, layer: nn.Module, scale: float = 1.0) -> Linear:
         assert isinstance(layer, nn.Linear)
         return cls(layer.weight.detach() * scale, layer.bias.detach()[:, None] * scale)
 
-    def __call__(self, x: Tensor, add: Tensor | None = None) -> Tensor:
-        """x (B, in, M) -> W x + b (+ add, broadcast to (B, out, M))."""
-        weight = batched(self.one, x.shape[0])
-        if add is None:
-            return torch.baddbmm(self.bias, weight, x)
-        return (add + self.bias).baddbmm_(weight, x)
-
 
 @dataclass(frozen=True)
 class Norm:
-    """Layer norm over the features (axis 1) of columns x (B, D, M): weight, bias (D, 1) (the
-    output layer of a feed-forward head takes them in, FeedForward). The centring and the
-    mean of the squares are products by (D, D) and (1, D) matrices."""
+    """Layer norm over the features of columns (D, M): weight, bias (D, 1) (the output layer
+    of a feed-forward head takes them in, FeedForward), eps."""
 
     weight: Tensor
     bias: Tensor
-    eps: Tensor  # (1, 1, 1)
-    centre: Tensor  # (1, D, D) I - 1 1^T / D
-    mean_of: Tensor  # (1, 1, D) 1^T / D
+    eps: float
 
     @classmethod
     def of(cls, layer: nn.Module) -> Norm:
         assert isinstance(layer, nn.LayerNorm)
-        d = layer.weight.shape[0]
-        return cls(
-            layer.weight.detach()[:, None],
-            layer.bias.detach()[:, None],
-            torch.full((1, 1, 1), layer.eps),
-            (torch.eye(d) - 1.0 / d).unsqueeze(0),
-            torch.full((1, 1, d), 1.0 / d),
-        )
-
-    def standardized(self, x: Tensor) -> Tensor:
-        """(x - mean) / sqrt(var + eps) over axis 1 of x (B, D, M)."""
-        b = x.shape[0]
-        centred = torch.bmm(batched(self.centre, b), x)  # (B, D, M)
-        var = torch.baddbmm(self.eps, batched(self.mean_of, b), centred * centred)
-        return centred * var.rsqrt_()  # var (B, 1, M)
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return torch.addcmul(self.bias, self.standardized(x), self.weight)
+        return cls(layer.weight.detach()[:, None], layer.bias.detach()[:, None], layer.eps)
 
 
 @dataclass(frozen=True)
@@ -125,8 +98,8 @@ class RolloutWeights:
     head: FeedForward | None  # None: the head is linear, its output the first O rows of reads
     skip: Tensor | None  # (O, 1)
     obs_sd: Tensor  # (O, 1) Sigma_obs^1/2
-    lag_keys: Tensor | None  # (L, Hd, L, R + 1) per rotation: E^k, then the lag bias
-    lag_values: Tensor | None  # (L, Hd, R, L)
+    lag_keys: np.ndarray  # (L, Hd, L, R + 1) per rotation: E^k, then the lag bias
+    lag_values: np.ndarray  # (L, Hd, R, L)
     lag_inputs: bool
     obs_scale: bool
 
@@ -163,6 +136,41 @@ class RolloutWeights:
             obs_scale=cfg.obs_scale,
         )
 
+    @functools.cached_property
+    def kernel(self) -> ReadoutWeights:
+        """The readout's weights as model/runtime/rollout_kernels.readout takes them."""
+        d, o = self.z_sd.shape[0], self.n_targets
+        f = self.qkv.weight.shape[1]
+
+        def a(x: Tensor | None, *shape: int) -> np.ndarray:
+            out = np.zeros(shape, np.float32) if x is None else x.numpy().reshape(shape)
+            return np.ascontiguousarray(out, np.float32)
+
+        head, norm, embed = self.head, self.norm, self.embed
+        n_ff = self.split()[0] if head is not None else 0
+        return ReadoutWeights(
+            z_sd=a(self.z_sd, d),
+            embed_w=a(None if embed is None else embed.weight, d, f),
+            embed_b=a(None if embed is None else embed.bias, d),
+            norm_w=a(None if norm is None else norm.weight, d),
+            norm_b=a(None if norm is None else norm.bias, d),
+            reads_w=a(self.reads.weight, *self.reads.weight.shape),
+            reads_b=a(self.reads.bias, self.reads.weight.shape[0]),
+            second_w=a(None if head is None else head.second.weight, d, n_ff),
+            second_b=a(None if head is None else head.second.bias, d),
+            out_w=a(None if head is None else head.out.weight, o, d),
+            out_b=a(None if head is None else head.out.bias, o),
+            skip=a(self.skip, o),
+            obs_sd=a(self.obs_sd, o),
+            eps=np.array([_eps(norm), _eps(None if head is None else head.norm)], np.float32),
+            flags=np.array(
+                [norm is not None, head is not None, self.skip is not None, self.lag_inputs,
+                 self.obs_scale],
+            ),
+            first=self.split()[0],
+            bound=OBS_SCALE_BOUND,
+        )
+
     def split(self) -> tuple[int, int]:
         """Rows of `reads`: the head's (C, or O for a linear head), then J O lag coefficients."""
         first = self.reads.weight.shape[0]
@@ -171,29 +179,29 @@ class RolloutWeights:
         return first, first + (N_LAG_TERMS * self.n_targets if self.lag_inputs else 0)
 
 
-def batched(one: Tensor, b: int) -> Tensor:
-    """A matrix kept as (1, out, in) as the batched products take it, (B, out, in): itself for
-    one series (a step would otherwise make some twenty such views, each about as dear as a
-    small product), expanded for more."""
-    return one if b == 1 else one.expand(b, -1, -1)
+def _eps(norm: Norm | None) -> float:
+    return 0.0 if norm is None else norm.eps
 
 
 def _stacked(layers: list[Linear]) -> Linear:
     return Linear(torch.cat([a.weight for a in layers]), torch.cat([a.bias for a in layers]))
 
 
-def _lag_tables(model: SMCTransformer) -> dict[str, Tensor | None]:
+def _lag_tables(model: SMCTransformer) -> dict[str, np.ndarray]:
     """The relative-lag embeddings in the L rotations of the ring: rotation c, slot j holds
-    lag (j + c) mod L + 1 (index (j + c) mod L of the embeddings)."""
+    lag (j + c) mod L + 1 (index (j + c) mod L of the embeddings); zeros without lags."""
     cfg = model.cfg
-    if not cfg.lags:
-        return {"lag_keys": None, "lag_values": None}
     n_lag, hd, r = cfg.window, cfg.n_heads, cfg.head_dim
+    if not cfg.lags:
+        return {
+            "lag_keys": np.zeros((n_lag, hd, n_lag, r + 1), np.float32),
+            "lag_values": np.zeros((n_lag, hd, r, n_lag), np.float32),
+        }
     at = (torch.arange(n_lag)[None, :] + torch.arange(n_lag)[:, None]) % n_lag  # (c, j)
     keys = model.lag_key.detach().view(n_lag, hd, r)[at].transpose(1, 2)  # (L, Hd, L, R)
     bias = model.lag_bias.detach()[:, at].transpose(0, 1)  # (L, Hd, L): c, h, j
     values = model.lag_value.detach().view(n_lag, hd, r)[at]  # (L, L, Hd, R): c, j
     return {
-        "lag_keys": torch.cat([keys, bias.unsqueeze(-1)], dim=-1).contiguous(),
-        "lag_values": values.permute(0, 2, 3, 1).contiguous(),  # (L, Hd, R, L)
+        "lag_keys": torch.cat([keys, bias.unsqueeze(-1)], dim=-1).contiguous().numpy(),
+        "lag_values": values.permute(0, 2, 3, 1).contiguous().numpy(),  # (L, Hd, R, L)
     }

@@ -111,6 +111,17 @@ def test_service_images_check_readiness_and_serve(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
+def test_compiled_kernels_are_cached_under_tmp(name: str) -> None:
+    """numba caches the rollout's kernels beside the package, read-only in the images (and
+    the whole root file system in deploy/): its cache goes to /tmp, which the manifests
+    mount writable."""
+    steps = instructions(name)
+    final_stage = steps[max(i for i, (k, _) in enumerate(steps) if k == "FROM") :]
+    final_env = [rest for keyword, rest in final_stage if keyword == "ENV"]
+    assert any("NUMBA_CACHE_DIR=/tmp/" in env for env in final_env)
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
 def test_torch_pin_matches_pyproject(name: str) -> None:
     pins = pyproject_pins()
     assert build_args(name)["TORCH_VERSION"] == pins["torch"] == "2.13.0"

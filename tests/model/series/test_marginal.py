@@ -83,6 +83,19 @@ def test_paths_wider_than_the_bound_are_scaled_about_their_mean() -> None:
     np.testing.assert_array_equal(out[1], x[1])
 
 
+@pytest.mark.parametrize("n", [1, 2, 5, 1000, 1162])
+def test_the_quantile_of_the_paths_is_numpys_linear_one(n: int) -> None:
+    """Order statistics interpolated at q (n - 1): 0.1 of 5 values is 0.4 of the way from
+    the least to the next, as np.quantile's default method has it."""
+    x = np.random.default_rng(n).normal(size=(3, n, 2))
+    for q in (0.1, 0.5, 0.9):
+        np.testing.assert_allclose(
+            marginal.quantile(x, q), np.quantile(x, q, axis=1, keepdims=True), atol=1e-12
+        )
+    five = np.array([4.0, 0.0, 3.0, 1.0, 2.0])[None, :, None]
+    assert marginal.quantile(five, 0.1).item() == pytest.approx(0.4)
+
+
 def _paths(rt: Runtime, series: list[np.ndarray]) -> tuple[list[SeriesState], np.ndarray]:
     """The states of the series and their forecast's paths (S, N, H)."""
     states = rt.create([s[:, None] for s in series], levels=[0.8])

@@ -1,0 +1,335 @@
+"""Compiled kernels of the forecast rollout (model/runtime/rollout.py): the attention in one pass
+over the window, and the readout of each step's values in one pass over the paths.
+
+`attend`, eq. (3) for every path at once: the scores of each path's query against the keys of its
+ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
+softmax over the window, and the mean mu(t) = pi . (v + E^v). Written as torch operations
+these are three passes over the keys and three over the values, each through a buffer the
+size of the window; here each key and value is read once, and the scores of one head, a
+window of every path's (L, M), stay in cache between the three phases. The loops run over the
+paths innermost, along contiguous rows, which the compiler vectorizes.
+
+`readout`, section 3.3 from mu(t) to X_t: z(t), r(t) = LN(z(t) + W^e X_{t-1}), the head G_obs,
+the skip, the lag terms with the series' correction of the mean, the scale of each path and
+the draw of X_t: some twenty small products and elementwise passes, each a torch call whose
+overhead is more than its arithmetic at a thousand paths, here one pass with the paths
+innermost.
+
+Compiled by numba on first use (a few seconds; `warm` compiles them ahead of a forecast).
+
+Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R, F inputs, O targets,
+J lag terms, C d_ff, K the rows of `reads` (C or O, + J O, + O).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from model.network.smc_transformer import N_LAG_TERMS
+
+# float32 loops that vectorize (fastmath), release the GIL, never check bounds, divide as numpy
+# does (no exception); compiled once into numba's cache (NUMBA_CACHE_DIR where the package's
+# folder is read-only)
+_kernel = numba.njit(
+    fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy"
+)
+_inline = numba.njit(
+    fastmath=True, nogil=True, cache=True, boundscheck=False, error_model="numpy",
+    inline="always",
+)
+
+
+@_kernel
+def attend(
+    keys: np.ndarray,
+    values: np.ndarray,
+    query: np.ndarray,
+    lag_keys: np.ndarray,
+    lag_values: np.ndarray,
+    held: np.ndarray,
+    scores: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """mu(t) of eq. (3) into out (B, D, M). keys (B, Hd, R, L, M), values (B, Hd, L, R, M),
+    query (B, Hd, R, M) (divided by sqrt(R)), lag_keys (Hd, L, R + 1)
+    the embeddings E^k (/ sqrt(R) by the query) then the lag bias, lag_values (Hd, R, L), both
+    in the ring's rotation, held (B, L) the slots that hold a lag (the others get no weight),
+    scores (L + 2, M) a buffer."""
+    n_batch, n_heads, width, n_lag, n_paths = keys.shape
+    for b in range(n_batch):
+        for h in range(n_heads):
+            pi = scores[:n_lag]
+            _scores(keys[b, h], query[b, h], lag_keys[h], held[b], pi)
+            _softmax(pi, scores[n_lag], scores[n_lag + 1])
+            for r in range(width):
+                row = out[b, h * width + r]
+                for m in range(n_paths):
+                    row[m] = 0.0
+                for j in range(n_lag):
+                    v, w, e = values[b, h, j, r], pi[j], lag_values[h, r, j]
+                    for m in range(n_paths):
+                        row[m] += w[m] * (v[m] + e)
+
+
+@_inline
+def _scores(
+    keys: np.ndarray, query: np.ndarray, lag_keys: np.ndarray, held: np.ndarray, out: np.ndarray
+) -> None:
+    """q(t-1) . (k(t-s) + E^k_s) + b_s over the slots (L, M) of one head: keys (R, L, M),
+    query (R, M), lag_keys (L, R + 1); -inf at the slots that hold no lag."""
+    width, n_lag, n_paths = keys.shape
+    for j in range(n_lag):
+        s = out[j]
+        if not held[j]:
+            for m in range(n_paths):
+                s[m] = -np.inf
+            continue
+        bias = lag_keys[j, width]
+        for m in range(n_paths):
+            s[m] = bias
+        for r in range(width):
+            k, q, e = keys[r, j], query[r], lag_keys[j, r]
+            for m in range(n_paths):
+                s[m] += (k[m] + e) * q[m]
+
+
+@_inline
+def _softmax(scores: np.ndarray, top: np.ndarray, total: np.ndarray) -> None:
+    """The softmax over the slots (axis 0) of scores (L, M), in place; top and total (M,)
+    buffers."""
+    n_lag, n_paths = scores.shape
+    for m in range(n_paths):
+        top[m], total[m] = scores[0, m], 0.0
+    for j in range(1, n_lag):
+        s = scores[j]
+        for m in range(n_paths):
+            top[m] = max(top[m], s[m])
+    for j in range(n_lag):
+        s = scores[j]
+        for m in range(n_paths):
+            s[m] = math.exp(s[m] - top[m])
+            total[m] += s[m]
+    for m in range(n_paths):
+        top[m] = 1.0 / total[m]
+    for j in range(n_lag):
+        s = scores[j]
+        for m in range(n_paths):
+            s[m] *= top[m]
+
+
+class ReadoutWeights(NamedTuple):
+    """The readout's weights as numpy arrays (model/runtime/rollout_weights.RolloutWeights),
+    zeros for the parts a model lacks (its flags say which it has)."""
+
+    z_sd: np.ndarray  # (D,)
+    embed_w: np.ndarray  # (D, F)
+    embed_b: np.ndarray  # (D,)
+    norm_w: np.ndarray  # (D,)
+    norm_b: np.ndarray  # (D,)
+    reads_w: np.ndarray  # (K, D)
+    reads_b: np.ndarray  # (K,)
+    second_w: np.ndarray  # (D, C)
+    second_b: np.ndarray  # (D,)
+    out_w: np.ndarray  # (O, D), the head's norm folded in
+    out_b: np.ndarray  # (O,)
+    skip: np.ndarray  # (O,)
+    obs_sd: np.ndarray  # (O,)
+    eps: np.ndarray  # (2,) the layer norms' epsilons: r(t)'s, the head's
+    flags: np.ndarray  # (5,) residual, head, skip, lag_inputs, obs_scale
+    first: int  # rows of `reads` before the lag coefficients (C, or O for a linear head)
+    bound: float  # OBS_SCALE_BOUND
+
+
+@_kernel
+def readout(
+    w: ReadoutWeights,
+    mu: np.ndarray,
+    eps_z: np.ndarray,
+    x_prev: np.ndarray,
+    lagged: np.ndarray,
+    mean_coef: np.ndarray,
+    eps_x: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """X_t (B, O, M) into out from mu (B, D, M), eps_z (B, D, M), x_prev (B, F, M), lagged
+    (B, J, O, M) X_{t-l} - X_{t-1}, mean_coef (B, J + 1, O) the series' correction of the
+    mean, eps_x (B, O, M) (SMCTransformer.readout, GaussianObservation)."""
+    n_batch, d, n_paths = mu.shape
+    n_out = out.shape[1]
+    r = np.empty((d, n_paths), np.float32)
+    read = np.empty((w.reads_w.shape[0], n_paths), np.float32)
+    resid = np.empty((d, n_paths), np.float32)
+    stats = np.empty((2, n_paths), np.float32)
+    for b in range(n_batch):
+        _latent(w, mu[b], eps_z[b], x_prev[b], r, stats)
+        _linear(w.reads_w, w.reads_b, r, read)
+        means = out[b]  # (O, M): the means, then X_t
+        if w.flags[1]:
+            _head(w, read, r, resid, stats, means)
+        else:
+            for o in range(n_out):
+                means[o, :] = read[o]
+        for o in range(n_out):
+            _mean_and_draw(w, b, o, read, x_prev, lagged, mean_coef, eps_x, means[o])
+
+
+@_inline
+def _latent(
+    w: ReadoutWeights,
+    mu: np.ndarray,
+    eps_z: np.ndarray,
+    x_prev: np.ndarray,
+    r: np.ndarray,
+    stats: np.ndarray,
+) -> None:
+    """r(t) (D, M) into r: z(t) = mu(t) + Sigma_z^1/2 eps (eq. (3)) from mu, eps_z (D, M),
+    then, with ModelConfig.residual, LN(z(t) + W^e X_{t-1}) (x_prev (F, M))."""
+    d, n_paths = r.shape
+    for i in range(d):
+        zi, mi, ei, sd = r[i], mu[i], eps_z[i], w.z_sd[i]
+        for m in range(n_paths):
+            zi[m] = mi[m] + sd * ei[m]
+    if not w.flags[0]:
+        return
+    for i in range(d):
+        ri, bias = r[i], w.embed_b[i]
+        for m in range(n_paths):
+            ri[m] += bias
+        for f in range(x_prev.shape[0]):
+            wf, xf = w.embed_w[i, f], x_prev[f]
+            for m in range(n_paths):
+                ri[m] += wf * xf[m]
+    _standardize(r, stats, w.eps[0])
+    for i in range(d):
+        ri, g, c = r[i], w.norm_w[i], w.norm_b[i]
+        for m in range(n_paths):
+            ri[m] = ri[m] * g + c
+
+
+@_inline
+def _head(
+    w: ReadoutWeights,
+    read: np.ndarray,
+    r: np.ndarray,
+    resid: np.ndarray,
+    stats: np.ndarray,
+    means: np.ndarray,
+) -> None:
+    """The feed-forward head's means (O, M) into means: LN(r + W_2 relu(W_1 r + b_1) + b_2)
+    through its output layer, W_1 r + b_1 the first rows of read (K, M) (made relu in place),
+    resid (D, M) and stats (2, M) buffers."""
+    d, n_paths = r.shape
+    n_ff = w.second_w.shape[1]
+    for c in range(n_ff):
+        rc = read[c]
+        for m in range(n_paths):
+            rc[m] = max(rc[m], 0.0)
+    _linear(w.second_w, w.second_b, read[:n_ff], resid)
+    for i in range(d):
+        si, ri = resid[i], r[i]
+        for m in range(n_paths):
+            si[m] += ri[m]
+    _standardize(resid, stats, w.eps[1])
+    _linear(w.out_w, w.out_b, resid, means)
+
+
+@_inline
+def _mean_and_draw(
+    w: ReadoutWeights,
+    b: int,
+    o: int,
+    read: np.ndarray,
+    x_prev: np.ndarray,
+    lagged: np.ndarray,
+    mean_coef: np.ndarray,
+    eps_x: np.ndarray,
+    mean: np.ndarray,
+) -> None:
+    """Target o of series b: the skip and the lag terms added to the head's mean (M,), then
+    the draw X_t = mean + sd eps (the path's own sd with obs_scale), in place."""
+    n_paths, n_out = mean.shape[0], eps_x.shape[1]
+    if w.flags[2]:  # skip
+        a, xo = w.skip[o], x_prev[b, o]
+        for m in range(n_paths):
+            mean[m] += a * xo[m]
+    if w.flags[3]:  # lag_inputs: sum_j (c_j(r) + a_j) lagged_j + a_J
+        n_terms = lagged.shape[1]
+        for j in range(n_terms):
+            c, lj, extra = read[w.first + j * n_out + o], lagged[b, j, o], mean_coef[b, j, o]
+            for m in range(n_paths):
+                mean[m] += (c[m] + extra) * lj[m]
+        base = mean_coef[b, n_terms, o]
+        for m in range(n_paths):
+            mean[m] += base
+    sd, eo = w.obs_sd[o], eps_x[b, o]
+    if w.flags[4]:  # obs_scale: sd e^{3 tanh(a / 3)}, the rows' division by 3 in reads_w
+        s = read[read.shape[0] - n_out + o]
+        for m in range(n_paths):
+            mean[m] += math.exp(math.tanh(s[m]) * w.bound) * sd * eo[m]
+    else:
+        for m in range(n_paths):
+            mean[m] += sd * eo[m]
+
+
+@_inline
+def _linear(weight: np.ndarray, bias: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out (K, M) = W x + b: weight (K, I), bias (K,), x (I, M)."""
+    rows, width = weight.shape
+    n_paths = x.shape[1]
+    for k in range(rows):
+        ok, bk = out[k], bias[k]
+        for m in range(n_paths):
+            ok[m] = bk
+        for i in range(width):
+            wki, xi = weight[k, i], x[i]
+            for m in range(n_paths):
+                ok[m] += wki * xi[m]
+
+
+@_inline
+def _standardize(x: np.ndarray, stats: np.ndarray, eps: float) -> None:
+    """(x - mean) / sqrt(var + eps) over axis 0 of x (D, M), in place; stats (2, M) a
+    buffer."""
+    d, n_paths = x.shape
+    mean, scale = stats[0], stats[1]
+    for m in range(n_paths):
+        mean[m], scale[m] = 0.0, 0.0
+    for i in range(d):
+        xi = x[i]
+        for m in range(n_paths):
+            mean[m] += xi[m]
+    for m in range(n_paths):
+        mean[m] /= d
+    for i in range(d):
+        xi = x[i]
+        for m in range(n_paths):
+            xi[m] -= mean[m]
+            scale[m] += xi[m] * xi[m]
+    for m in range(n_paths):
+        scale[m] = 1.0 / math.sqrt(scale[m] / d + eps)
+    for i in range(d):
+        xi = x[i]
+        for m in range(n_paths):
+            xi[m] *= scale[m]
+
+
+def warm(w: ReadoutWeights) -> None:
+    """Compile the kernels (or load them from numba's cache) for the float32 arrays the
+    rollout passes, on arrays of one path."""
+    z = np.zeros
+    d, o = w.z_sd.shape[0], w.obs_sd.shape[0]
+    keys = z((1, 1, 1, 2, 1), np.float32)
+    attend(
+        keys, z((1, 1, 2, 1, 1), np.float32), z((1, 1, 1, 1), np.float32),
+        z((1, 2, 2), np.float32), z((1, 1, 2), np.float32), np.ones((1, 2), np.bool_),
+        z((4, 1), np.float32), z((1, 1, 1), np.float32),
+    )
+    readout(
+        w, z((1, d, 1), np.float32), z((1, d, 1), np.float32),
+        z((1, w.embed_w.shape[1], 1), np.float32), z((1, N_LAG_TERMS, o, 1), np.float32),
+        z((1, N_LAG_TERMS + 1, o), np.float32), z((1, o, 1), np.float32), z((1, o, 1), np.float32),
+    )
