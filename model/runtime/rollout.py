@@ -1,18 +1,15 @@
 """The forecast rollout of the torch backend on the CPU: N sample paths moved step by step as
-model/filtering/filter.forecast_step moves them (section 3.3), by a kernel laid out for serving.
+model/filtering/filter.forecast_step moves them (section 3.3), by kernels laid out for serving.
 
 The paths hold the numbers of a FilterState of N paths, laid out otherwise:
-  - columns are paths: every per-path tensor has the paths on its last axis, so the scores of
-    eq. (3), their softmax over the window and the weighted values are each one elementwise op
-    or reduction over all paths and heads, along long contiguous rows, and every linear map
-    of the readout is one product W x + b (model/runtime/rollout_weights.py);
+  - columns are paths: every per-path array has the paths on its last axis, so that each
+    step's three compiled loops (model/runtime/rollout_kernels.py: the attention, the readout
+    and the absorption of the values drawn) run over all paths along contiguous rows;
   - the key/value window is a ring buffer: a step writes k(t), v(t) into one slot, the one
     lag L leaves, instead of shifting the window. After c steps slot j holds lag
     (j + c) mod L + 1; the relative-lag embeddings and the mask of the lags not held yet are
-    rotated instead (tables of L x L numbers), and so are the lagged targets' indices;
-  - the query is kept divided by sqrt(R);
-  - the attention (scores, softmax, weighted values) is one compiled pass over each path's
-    keys and values (model/runtime/rollout_kernels.py).
+    rotated instead (tables of L x L numbers), and so are the lagged targets' slots;
+  - the query is kept divided by sqrt(R).
 The first step attends over the P particles the paths descend from, each path then takes its
 particle's mean (model/filtering/paths.LazyPaths.first_step); the paths take their particles'
 windows as the first sampled inputs enter them. The arithmetic is the float32 arithmetic of
@@ -20,7 +17,7 @@ forecast_step in another order, so the samples are its samples to float32 roundi
 (tests/model/runtime/test_rollout.py).
 
 Shapes: B batch, P particles, N paths (M: P at the first step, then N), L window, Hd heads,
-R head width, D = Hd R, F inputs, O targets, J lag terms.
+R head width, D = Hd R, F inputs, O targets, J lag terms, T 1 or N.
 """
 
 from __future__ import annotations
@@ -57,18 +54,19 @@ class Rollout:
         query = (particles.query / math.sqrt(r)).view(b, p, hd, r)
         self.query = query.permute(0, 2, 3, 1).contiguous()  # (B, Hd, R, M)
         self.pick: Picks | None = Picks(ancestors)  # each path's particle, until they part
-        x_last = particles.x_prev[:, :1].transpose(1, 2)  # (B, F, 1)
-        self.x_prev = x_last.expand(b, x_last.shape[1], n)  # (B, F, N) X_{t-1}
+        x_last = particles.x_prev[:, :1].transpose(1, 2).numpy()  # (B, F, 1)
+        self.x_prev = np.repeat(x_last, n, axis=2)  # (B, F, N) X_{t-1}
         self.count = 0  # steps taken: slot j holds lag (j + count) mod L + 1
-        # X_t and its q, k, v noise, absorbed when the next step starts: the last step's are
-        # never needed (a horizon-1 forecast then takes no windows at all)
-        self.pending: tuple[Tensor, Tensor] | None = None
+        # X_t (B, F, N) and its q, k, v noise, absorbed when the next step starts: the last
+        # step's are never needed (a horizon-1 forecast then takes no windows at all)
+        self.pending: tuple[np.ndarray, Tensor] | None = None
         self.held = particles.valid.cpu().numpy().copy()  # (B, L) which slots hold a lag
         self.mean_coef = particles.mean_coef  # (B, J + 1, O) or None
-        self.targets: Tensor | None = None  # (B, L, O, 1 or N) the targets of the window
+        self.targets: np.ndarray | None = None  # (B, L, O, T) the targets of the window
         if w.lag_inputs:
             assert particles.inputs is not None and particles.season is not None
-            self.targets = particles.inputs[:, 0, :, : w.n_targets].unsqueeze(-1)
+            targets = particles.inputs[:, 0, :, : w.n_targets].unsqueeze(-1)
+            self.targets = np.ascontiguousarray(targets.numpy())
             self.lags = LagSlots(particles.season.cpu().numpy(), n_lag)
 
     @torch.inference_mode()
@@ -93,19 +91,19 @@ class Rollout:
         if self.pick is not None:
             mu = self.pick.take(mu)  # (B, D, N) each path its particle's
         b, _, n = mu.shape
-        x_t = torch.empty(b, self.w.n_targets, n)  # (B, O, N), section 3.3
+        x_t = np.empty((b, self.w.n_targets, n), np.float32)  # (B, O, N), section 3.3
         rollout_kernels.readout(
-            self.w.kernel, mu.numpy(), _columns(eps_z), _columns(self.x_prev, transpose=False),
-            self._lagged(n), self._mean_coef(b), _columns(eps_x), x_t.numpy(),
+            self.w.kernel, mu.numpy(), _columns(eps_z), self.x_prev, self._lags(),
+            self._mean_coef(b), _columns(eps_x), x_t,
         )
-        if eps_qkv is None:
-            return x_t.transpose(1, 2)
-        x_in = x_t
-        if covariates is not None:
-            known = covariates.unsqueeze(-1).expand(-1, -1, x_t.shape[-1])  # (B, F - O, N)
-            x_in = torch.cat([x_t, known], dim=1)
-        self.pending = (x_in, eps_qkv)
-        return x_t.transpose(1, 2)
+        if eps_qkv is not None:
+            x_in = x_t
+            if covariates is not None:  # (B, F - O, N) the known inputs of every path
+                cov = covariates.to(torch.float32).numpy()[:, :, None]
+                known = np.broadcast_to(cov, (*cov.shape[:2], n))
+                x_in = np.concatenate([x_t, known], axis=1)
+            self.pending = (x_in, eps_qkv)
+        return torch.from_numpy(x_t).transpose(1, 2)
 
     def _attend(self) -> Tensor:
         """Eq. (3): the mean mu(t) (B, D, M) of every path's attention over its ring."""
@@ -119,17 +117,13 @@ class Rollout:
         )
         return mu
 
-    def _lagged(self, n: int) -> np.ndarray:
-        """The lagged targets X_{t-l} - X_{t-1}, l = 2, L, m, 2 m, of every path (B, J, O,
-        N), 0 where the window does not hold lag l (SMCTransformer.lag_terms); a placeholder
-        without lag inputs."""
+    def _lags(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The window's targets (B, L, O, T), the slots of the lags l = 2, L, m, 2 m and of lag
+        1 (B, J + 1), and which of the lags are held (B, J) (SMCTransformer.lag_terms); a
+        placeholder without lag inputs."""
         if self.targets is None:
-            return np.zeros((1, 1, 1, 1), np.float32)
-        b, n_lag, o, m = self.targets.shape
-        rows, keep = self.lags.at(self.count, self.held)  # rows of the (B L, O M) targets
-        got = self.targets.reshape(b * n_lag, o * m).index_select(0, rows).view(b, -1, o, m)
-        lagged = (got[:, :N_LAG_TERMS] - got[:, N_LAG_TERMS:]) * keep  # (B, J, O, M)
-        return _columns(lagged.expand(-1, -1, -1, n), transpose=False)
+            return rollout_kernels.no_lags()
+        return (self.targets, *self.lags.at(self.count, self.held))
 
     def _mean_coef(self, b: int) -> np.ndarray:
         """The series' correction of the mean (B, J + 1, O): zeros where there is none."""
@@ -137,28 +131,24 @@ class Rollout:
             return np.zeros((b, N_LAG_TERMS + 1, self.w.n_targets), np.float32)
         return _columns(self.mean_coef, transpose=False)
 
-    def _absorb(self, x_in: Tensor, eps_qkv: Tensor) -> None:
+    def _absorb(self, x_in: np.ndarray, eps_qkv: Tensor) -> None:
         """X_t (B, F, N) gives every path q(t), k(t), v(t), eq. (3.1): k(t) and v(t) enter the
         slot of lag L, which leaves; q(t) is the next step's query."""
         if self.pick is not None:  # the paths take their particles' windows
             self.keys = self.pick.take(self.keys)
             self.values = self.pick.take(self.values)
             self.pick = None
-            if self.targets is not None:  # each path's own, no longer a view of the state's
-                self.targets = self.targets.expand(-1, -1, -1, x_in.shape[-1]).clone()
+            if self.targets is not None:  # each path's own
+                self.targets = np.repeat(self.targets, x_in.shape[-1], axis=3)
         b, hd, r, n_lag, n = self.keys.shape
-        d = hd * r
         if self.query.shape[-1] != n:
             self.query = torch.empty(b, hd, r, n, dtype=self.keys.dtype)
-        noise = eps_qkv.reshape(b, n, 3 * d).transpose(1, 2)  # (B, 3D, N)
-        qkv = torch.addcmul(self.w.qkv.bias, self.w.qkv_sd, noise)  # (B, 3D, N)
-        qkv.baddbmm_(self.w.qkv.weight.expand(b, -1, -1), x_in)  # + W X_t
-        slot = -1 - self.count % n_lag
-        self.query[:] = qkv[:, :d].view(b, hd, r, n)
-        self.keys[:, :, :, slot] = qkv[:, d : 2 * d].view(b, hd, r, n)
-        self.values[:, :, slot] = qkv[:, 2 * d :].view(b, hd, r, n)
-        if self.targets is not None:
-            self.targets[:, slot] = x_in[:, : self.w.n_targets]
+        slot = n_lag - 1 - self.count % n_lag
+        rollout_kernels.absorb(
+            self.w.kernel, x_in, _columns(eps_qkv.reshape(b, n, 3 * hd * r)), slot,
+            self.query.numpy(), self.keys.numpy(), self.values.numpy(),
+            rollout_kernels.no_lags()[0] if self.targets is None else self.targets,
+        )
         self.held[:, slot] = True
         self.x_prev = x_in
         self.count += 1
@@ -182,19 +172,12 @@ class LagSlots:
         self.lag_index = np.concatenate([np.clip(lags - 1, 0, n_lag - 1), 0 * m], axis=1)
         self.within = (lags <= n_lag) & (lags >= 2)  # (B, J) lags the window can hold
         self.rows = np.arange(len(season))[:, None]
-        self.first_row = self.rows * n_lag  # each series' first row of the (B L, ...) window
-        self.all_held = torch.from_numpy(self.within.astype(np.float32))[:, :, None, None]
 
-    def at(self, count: int, held: np.ndarray) -> tuple[Tensor, Tensor]:
-        """The slots of the lags, then of lag 1, after `count` steps, as rows b L + slot of the
-        window's targets (B J + J), and which of the lags are held (B, J, 1, 1) 1 or 0, given
-        which slots are (held (B, L))."""
-        slots = (self.lag_index - count) % self.n_lag  # (B, J + 1)
-        rows = torch.from_numpy((slots + self.first_row).reshape(-1))
-        if held.all():
-            return rows, self.all_held
-        keep = held[self.rows, slots[:, :N_LAG_TERMS]] & self.within
-        return rows, torch.from_numpy(keep.astype(np.float32))[:, :, None, None]
+    def at(self, count: int, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slots of the lags, then of lag 1, after `count` steps (B, J + 1) int64, and
+        which of the lags are held (B, J), given which slots are (held (B, L))."""
+        slots = ((self.lag_index - count) % self.n_lag).astype(np.int64)
+        return slots, held[self.rows, slots[:, :N_LAG_TERMS]] & self.within
 
 
 def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:

@@ -1,5 +1,6 @@
 """Compiled kernels of the forecast rollout (model/runtime/rollout.py): the attention in one pass
-over the window, and the readout of each step's values in one pass over the paths.
+over the window, the readout of each step's values and the absorption of the values drawn,
+each in one pass over the paths.
 
 `attend`, eq. (3) for every path at once: the scores of each path's query against the keys of its
 ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
@@ -13,12 +14,16 @@ paths innermost, along contiguous rows, which the compiler vectorizes.
 the skip, the lag terms with the series' correction of the mean, the scale of each path and
 the draw of X_t: some twenty small products and elementwise passes, each a torch call whose
 overhead is more than its arithmetic at a thousand paths, here one pass with the paths
-innermost.
+innermost. The lag terms are read off the ring's targets at the slots of the lags.
+
+`absorb`, eq. (3.1): q(t), k(t), v(t) of every path from X_t, written into the query and the
+ring's slot of lag L (which leaves) with X_t's targets.
 
 Compiled by numba on first use (a few seconds; `warm` compiles them ahead of a forecast).
 
 Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R, F inputs, O targets,
-J lag terms, C d_ff, K the rows of `reads` (C or O, + J O, + O).
+J lag terms, C d_ff, K the rows of `reads` (C or O, + J O, + O), T 1 (every path the same
+targets, before the paths take their own windows) or M.
 """
 
 from __future__ import annotations
@@ -121,10 +126,13 @@ def _softmax(scores: np.ndarray, top: np.ndarray, total: np.ndarray) -> None:
             s[m] *= top[m]
 
 
-class ReadoutWeights(NamedTuple):
-    """The readout's weights as numpy arrays (model/runtime/rollout_weights.RolloutWeights),
+class KernelWeights(NamedTuple):
+    """The network's weights as numpy arrays (model/runtime/rollout_weights.RolloutWeights),
     zeros for the parts a model lacks (its flags say which it has)."""
 
+    qkv_w: np.ndarray  # (3D, F), the query's rows / sqrt(R)
+    qkv_b: np.ndarray  # (3D,)
+    qkv_sd: np.ndarray  # (3D,) Sigma_qkv^1/2
     z_sd: np.ndarray  # (D,)
     embed_w: np.ndarray  # (D, F)
     embed_b: np.ndarray  # (D,)
@@ -146,18 +154,19 @@ class ReadoutWeights(NamedTuple):
 
 @_kernel
 def readout(
-    w: ReadoutWeights,
+    w: KernelWeights,
     mu: np.ndarray,
     eps_z: np.ndarray,
     x_prev: np.ndarray,
-    lagged: np.ndarray,
+    lags: tuple[np.ndarray, np.ndarray, np.ndarray],
     mean_coef: np.ndarray,
     eps_x: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """X_t (B, O, M) into out from mu (B, D, M), eps_z (B, D, M), x_prev (B, F, M), lagged
-    (B, J, O, M) X_{t-l} - X_{t-1}, mean_coef (B, J + 1, O) the series' correction of the
-    mean, eps_x (B, O, M) (SMCTransformer.readout, GaussianObservation)."""
+    """X_t (B, O, M) into out from mu (B, D, M), eps_z (B, D, M), x_prev (B, F, M), lags: the
+    ring's targets (B, L, O, T), the slots of the lags and of lag 1 (B, J + 1) and which lags
+    are held (B, J) (the lag terms X_{t-l} - X_{t-1}); mean_coef (B, J + 1, O) the series'
+    correction of the mean, eps_x (B, O, M) (SMCTransformer.readout, GaussianObservation)."""
     n_batch, d, n_paths = mu.shape
     n_out = out.shape[1]
     r = np.empty((d, n_paths), np.float32)
@@ -174,12 +183,12 @@ def readout(
             for o in range(n_out):
                 means[o, :] = read[o]
         for o in range(n_out):
-            _mean_and_draw(w, b, o, read, x_prev, lagged, mean_coef, eps_x, means[o])
+            _mean_and_draw(w, b, o, read, x_prev, lags, mean_coef, eps_x, means[o])
 
 
 @_inline
 def _latent(
-    w: ReadoutWeights,
+    w: KernelWeights,
     mu: np.ndarray,
     eps_z: np.ndarray,
     x_prev: np.ndarray,
@@ -212,7 +221,7 @@ def _latent(
 
 @_inline
 def _head(
-    w: ReadoutWeights,
+    w: KernelWeights,
     read: np.ndarray,
     r: np.ndarray,
     resid: np.ndarray,
@@ -239,12 +248,12 @@ def _head(
 
 @_inline
 def _mean_and_draw(
-    w: ReadoutWeights,
+    w: KernelWeights,
     b: int,
     o: int,
     read: np.ndarray,
     x_prev: np.ndarray,
-    lagged: np.ndarray,
+    lags: tuple[np.ndarray, np.ndarray, np.ndarray],
     mean_coef: np.ndarray,
     eps_x: np.ndarray,
     mean: np.ndarray,
@@ -256,15 +265,8 @@ def _mean_and_draw(
         a, xo = w.skip[o], x_prev[b, o]
         for m in range(n_paths):
             mean[m] += a * xo[m]
-    if w.flags[3]:  # lag_inputs: sum_j (c_j(r) + a_j) lagged_j + a_J
-        n_terms = lagged.shape[1]
-        for j in range(n_terms):
-            c, lj, extra = read[w.first + j * n_out + o], lagged[b, j, o], mean_coef[b, j, o]
-            for m in range(n_paths):
-                mean[m] += (c[m] + extra) * lj[m]
-        base = mean_coef[b, n_terms, o]
-        for m in range(n_paths):
-            mean[m] += base
+    if w.flags[3]:
+        _lag_terms(w, b, o, read, lags, mean_coef, mean)
     sd, eo = w.obs_sd[o], eps_x[b, o]
     if w.flags[4]:  # obs_scale: sd e^{3 tanh(a / 3)}, the rows' division by 3 in reads_w
         s = read[read.shape[0] - n_out + o]
@@ -273,6 +275,38 @@ def _mean_and_draw(
     else:
         for m in range(n_paths):
             mean[m] += sd * eo[m]
+
+
+@_inline
+def _lag_terms(
+    w: KernelWeights,
+    b: int,
+    o: int,
+    read: np.ndarray,
+    lags: tuple[np.ndarray, np.ndarray, np.ndarray],
+    mean_coef: np.ndarray,
+    mean: np.ndarray,
+) -> None:
+    """sum_j (c_j(r) + a_j) (X_{t-l_j} - X_{t-1}) + a_J added to the mean (M,) of target o of
+    series b, over the lags held (`readout`'s lags); c_j(r) rows of read (K, M)."""
+    targets, slots, held = lags
+    n_terms, n_out, n_paths = held.shape[1], mean_coef.shape[2], mean.shape[0]
+    last = targets[b, slots[b, n_terms], o]  # (T,) X_{t-1}
+    for j in range(n_terms):
+        if not held[b, j]:
+            continue
+        c, extra = read[w.first + j * n_out + o], mean_coef[b, j, o]
+        lag = targets[b, slots[b, j], o]  # (T,) X_{t-l_j}
+        if lag.shape[0] == 1:  # every path the same targets
+            diff = lag[0] - last[0]
+            for m in range(n_paths):
+                mean[m] += (c[m] + extra) * diff
+        else:
+            for m in range(n_paths):
+                mean[m] += (c[m] + extra) * (lag[m] - last[m])
+    base = mean_coef[b, n_terms, o]
+    for m in range(n_paths):
+        mean[m] += base
 
 
 @_inline
@@ -317,19 +351,69 @@ def _standardize(x: np.ndarray, stats: np.ndarray, eps: float) -> None:
             xi[m] *= scale[m]
 
 
-def warm(w: ReadoutWeights) -> None:
-    """Compile the kernels (or load them from numba's cache) for the float32 arrays the
-    rollout passes, on arrays of one path."""
-    z = np.zeros
-    d, o = w.z_sd.shape[0], w.obs_sd.shape[0]
-    keys = z((1, 1, 1, 2, 1), np.float32)
+@_kernel
+def absorb(
+    w: KernelWeights,
+    x_in: np.ndarray,
+    noise: np.ndarray,
+    slot: int,
+    query: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    targets: np.ndarray,
+) -> None:
+    """q(t), k(t), v(t) = W X_t + b + Sigma_qkv^1/2 eps (eq. (3.1)) of x_in (B, F, M) and noise
+    (B, 3D, M): q(t) into query (B, Hd, R, M), k(t) and v(t) into the ring's `slot` of keys
+    (B, Hd, R, L, M) and values (B, Hd, L, R, M), with lag inputs X_t's targets into targets
+    (B, L, O, M) (otherwise a placeholder, not written)."""
+    n_batch, n_heads, width, _, n_paths = keys.shape
+    d = n_heads * width
+    for b in range(n_batch):
+        for k in range(3 * d):
+            part, h, r = k // d, (k % d) // width, k % width
+            if part == 0:
+                row = query[b, h, r]
+            elif part == 1:
+                row = keys[b, h, r, slot]
+            else:
+                row = values[b, h, slot, r]
+            bias, sd, eps = w.qkv_b[k], w.qkv_sd[k], noise[b, k]
+            for m in range(n_paths):
+                row[m] = bias + sd * eps[m]
+            for f in range(x_in.shape[1]):
+                wkf, xf = w.qkv_w[k, f], x_in[b, f]
+                for m in range(n_paths):
+                    row[m] += wkf * xf[m]
+        if w.flags[3]:
+            for o in range(targets.shape[2]):
+                targets[b, slot, o, :] = x_in[b, o]
+
+
+def warm(w: KernelWeights) -> None:
+    """Compile the kernels (or load them from numba's cache) for the arrays the rollout
+    passes, on arrays of one path."""
+    d, f, o = w.z_sd.shape[0], w.qkv_w.shape[1], w.obs_sd.shape[0]
+    keys, values = _f32(1, 1, d, 2, 1), _f32(1, 1, 2, d, 1)
     attend(
-        keys, z((1, 1, 2, 1, 1), np.float32), z((1, 1, 1, 1), np.float32),
-        z((1, 2, 2), np.float32), z((1, 1, 2), np.float32), np.ones((1, 2), np.bool_),
-        z((4, 1), np.float32), z((1, 1, 1), np.float32),
+        keys, values, _f32(1, 1, d, 1), _f32(1, 2, d + 1), _f32(1, d, 2),
+        np.ones((1, 2), np.bool_), _f32(4, 1), _f32(1, d, 1),
     )
     readout(
-        w, z((1, d, 1), np.float32), z((1, d, 1), np.float32),
-        z((1, w.embed_w.shape[1], 1), np.float32), z((1, N_LAG_TERMS, o, 1), np.float32),
-        z((1, N_LAG_TERMS + 1, o), np.float32), z((1, o, 1), np.float32), z((1, o, 1), np.float32),
+        w, _f32(1, d, 1), _f32(1, d, 1), _f32(1, f, 1), no_lags(), _f32(1, N_LAG_TERMS + 1, o),
+        _f32(1, o, 1), _f32(1, o, 1),
     )
+    absorb(w, _f32(1, f, 1), _f32(1, 3 * d, 1), 0, _f32(1, 1, d, 1), keys, values,
+           _f32(1, 2, o, 1))
+
+
+def no_lags() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lags `readout` takes for a model without lag inputs (never read)."""
+    return (
+        _f32(1, 1, 1, 1),
+        np.zeros((1, N_LAG_TERMS + 1), np.int64),
+        np.zeros((1, N_LAG_TERMS), np.bool_),
+    )
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return np.zeros(shape, np.float32)

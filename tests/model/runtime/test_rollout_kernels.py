@@ -52,29 +52,89 @@ def test_a_dominant_lag_bias_picks_its_slot() -> None:
     )
 
 
-def test_a_linear_readout_is_its_affine_map_plus_the_skip_and_noise() -> None:
-    """Without residual, head, lags and scale: X_t = W (mu + sd_z eps_z) + b + a X_{t-1} +
-    sd eps_x, computed here in float64."""
-    d, f, o = 4, 2, 2
+def _weights(d: int, f: int, o: int, flags: list[bool], first: int) -> kernels.KernelWeights:
+    """Random weights of a model without residual and head (zeros there)."""
     z = np.zeros
-    w = kernels.ReadoutWeights(
+    n_reads = first + (N_LAG_TERMS * o if flags[3] else 0)
+    return kernels.KernelWeights(
+        qkv_w=_normal(3 * d, f), qkv_b=_normal(3 * d), qkv_sd=np.abs(_normal(3 * d)),
         z_sd=np.abs(_normal(d)), embed_w=z((d, f), np.float32), embed_b=z(d, np.float32),
-        norm_w=z(d, np.float32), norm_b=z(d, np.float32), reads_w=_normal(o, d),
-        reads_b=_normal(o), second_w=z((d, 0), np.float32), second_b=z(d, np.float32),
+        norm_w=z(d, np.float32), norm_b=z(d, np.float32), reads_w=_normal(n_reads, d),
+        reads_b=_normal(n_reads), second_w=z((d, 0), np.float32), second_b=z(d, np.float32),
         out_w=z((o, d), np.float32), out_b=z(o, np.float32), skip=_normal(o),
-        obs_sd=np.abs(_normal(o)), eps=z(2, np.float32),
-        flags=np.array([False, False, True, False, False]), first=o, bound=3.0,
+        obs_sd=np.abs(_normal(o)), eps=z(2, np.float32), flags=np.array(flags), first=first,
+        bound=3.0,
     )
+
+
+def _readout(
+    w: kernels.KernelWeights,
+    lags: tuple[np.ndarray, np.ndarray, np.ndarray],
+    mean_coef: np.ndarray,
+    f: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """X_t of the kernel, the affine map, skip and noise it should equal without lag terms
+    (float64), and x_prev."""
+    d, o = w.z_sd.shape[0], w.obs_sd.shape[0]
     mu, eps_z, x_prev = _normal(B, d, M), _normal(B, d, M), _normal(B, f, M)
     eps_x = _normal(B, o, M)
     out = np.empty((B, o, M), np.float32)
-    kernels.readout(
-        w, mu, eps_z, x_prev, z((1, 1, 1, 1), np.float32),
-        z((B, N_LAG_TERMS + 1, o), np.float32), eps_x, out,
-    )
+    kernels.readout(w, mu, eps_z, x_prev, lags, mean_coef, eps_x, out)
     latent = mu.astype(np.float64) + w.z_sd[:, None] * eps_z
     want = (
-        np.einsum("od,bdm->bom", w.reads_w, latent) + w.reads_b[:, None]
+        np.einsum("od,bdm->bom", w.reads_w[:o], latent) + w.reads_b[:o, None]
         + w.skip[:, None] * x_prev[:, :o] + w.obs_sd[:, None] * eps_x
     )
+    return out, want, latent
+
+
+def test_a_linear_readout_is_its_affine_map_plus_the_skip_and_noise() -> None:
+    """Without residual, head, lags and scale: X_t = W (mu + sd_z eps_z) + b + a X_{t-1} +
+    sd eps_x, computed here in float64."""
+    o = 2
+    w = _weights(4, 2, o, [False, False, True, False, False], first=o)
+    out, want, _ = _readout(w, kernels.no_lags(), np.zeros((B, N_LAG_TERMS + 1, o), np.float32), 2)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_lag_terms_are_read_off_the_ring_at_their_slots() -> None:
+    """With lag inputs: + sum_j (c_j(r) + a_j) (X at slot s_j - X at the slot of lag 1) + a_J
+    over the lags held, for targets shared by every path (T = 1) and each path's own."""
+    d, o = 4, 1
+    w = _weights(d, 1, o, [False, False, True, True, False], first=o)
+    slots = np.array([[1, 4, 2, 3, 0], [3, 2, 0, 1, 4]], np.int64)
+    held = np.array([[True, True, False, True], [True, False, True, True]])
+    mean_coef = _normal(B, N_LAG_TERMS + 1, o)
+    for t in (1, M):
+        targets = _normal(B, L, o, t)
+        out, want, latent = _readout(w, (targets, slots, held), mean_coef, 1)
+        coef = np.einsum("kd,bdm->bkm", w.reads_w[o:], latent) + w.reads_b[o:, None]
+        for b in range(B):
+            last = targets[b, slots[b, N_LAG_TERMS], 0]
+            for j in np.flatnonzero(held[b]):
+                lag = targets[b, slots[b, j], 0] - last
+                want[b, 0] += (coef[b, j] + mean_coef[b, j, 0]) * lag
+            want[b, 0] += mean_coef[b, N_LAG_TERMS, 0]
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def test_the_values_drawn_enter_the_query_and_the_ring_slot() -> None:
+    """q, k, v = W X + b + sd eps: the query rows, the keys and values at the slot, and the
+    targets there; every other slot untouched."""
+    d, f, o, slot = HD * R, 2, 1, 3
+    w = _weights(d, f, o, [False, False, False, True, False], first=o)
+    x_in, noise = _normal(B, f, M), _normal(B, 3 * d, M)
+    query, keys, values = _normal(B, HD, R, M), _normal(B, HD, R, L, M), _normal(B, HD, L, R, M)
+    targets = _normal(B, L, o, M)
+    before = keys.copy(), values.copy(), targets.copy()
+    kernels.absorb(w, x_in, noise, slot, query, keys, values, targets)
+    qkv = (np.einsum("kf,bfm->bkm", w.qkv_w, x_in.astype(np.float64)) + w.qkv_b[:, None]
+           + w.qkv_sd[:, None] * noise).reshape(B, 3, HD, R, M)
+    np.testing.assert_allclose(query, qkv[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(keys[:, :, :, slot], qkv[:, 1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(values[:, :, slot], qkv[:, 2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(targets[:, slot], x_in[:, :o])
+    others = np.arange(L) != slot
+    np.testing.assert_array_equal(keys[:, :, :, others], before[0][:, :, :, others])
+    np.testing.assert_array_equal(values[:, :, others], before[1][:, :, others])
+    np.testing.assert_array_equal(targets[:, others], before[2][:, others])
