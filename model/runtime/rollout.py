@@ -93,8 +93,8 @@ class Rollout:
         b, _, n = mu.shape
         x_t = np.empty((b, self.w.n_targets, n), np.float32)  # (B, O, N), section 3.3
         rollout_kernels.readout(
-            self.w.kernel, mu.numpy(), _columns(eps_z), self.x_prev, self._lags(),
-            self._mean_coef(b), _columns(eps_x), x_t,
+            self.w.kernel, mu.numpy(), _array(eps_z), self.x_prev, self._lags(),
+            self._mean_coef(b), _array(eps_x), x_t,
         )
         if eps_qkv is not None:
             x_in = x_t
@@ -113,7 +113,7 @@ class Rollout:
         rollout_kernels.attend(
             self.keys.numpy(), self.values.numpy(), self.query.numpy(),
             self.w.lag_keys[turn], self.w.lag_values[turn], self.held,
-            np.empty((n_lag + 2, m), np.float32), mu.numpy(),
+            np.empty((n_lag + 3, m), np.float32), mu.numpy(),
         )
         return mu
 
@@ -129,7 +129,7 @@ class Rollout:
         """The series' correction of the mean (B, J + 1, O): zeros where there is none."""
         if self.mean_coef is None:
             return np.zeros((b, N_LAG_TERMS + 1, self.w.n_targets), np.float32)
-        return _columns(self.mean_coef, transpose=False)
+        return _array(self.mean_coef)
 
     def _absorb(self, x_in: np.ndarray, eps_qkv: Tensor) -> None:
         """X_t (B, F, N) gives every path q(t), k(t), v(t), eq. (3.1): k(t) and v(t) enter the
@@ -145,7 +145,7 @@ class Rollout:
             self.query = torch.empty(b, hd, r, n, dtype=self.keys.dtype)
         slot = n_lag - 1 - self.count % n_lag
         rollout_kernels.absorb(
-            self.w.kernel, x_in, _columns(eps_qkv.reshape(b, n, 3 * hd * r)), slot,
+            self.w.kernel, x_in, _array(eps_qkv.reshape(b, n, 3 * hd * r)), slot,
             self.query.numpy(), self.keys.numpy(), self.values.numpy(),
             rollout_kernels.no_lags()[0] if self.targets is None else self.targets,
         )
@@ -154,10 +154,8 @@ class Rollout:
         self.count += 1
 
 
-def _columns(x: Tensor, transpose: bool = True) -> np.ndarray:
-    """x (B, N, K) as the kernels take it, (B, K, N) C-contiguous float32 (without
-    `transpose`: x itself, contiguous)."""
-    x = x.transpose(1, 2) if transpose else x
+def _array(x: Tensor) -> np.ndarray:
+    """x as the kernels take it: a C-contiguous float32 array (itself, as a rule)."""
     return x.to(torch.float32).contiguous().numpy()
 
 

@@ -63,18 +63,20 @@ def attend(
     query (B, Hd, R, M) (divided by sqrt(R)), lag_keys (Hd, L, R + 1)
     the embeddings E^k (/ sqrt(R) by the query) then the lag bias, lag_values (Hd, R, L), both
     in the ring's rotation, held (B, L) the slots that hold a lag (the others get no weight),
-    scores (L + 2, M) a buffer."""
+    scores (L + 3, M) a buffer."""
     n_batch, n_heads, width, n_lag, n_paths = keys.shape
     for b in range(n_batch):
         for h in range(n_heads):
             pi = scores[:n_lag]
             _scores(keys[b, h], query[b, h], lag_keys[h], held[b], pi)
-            _softmax(pi, scores[n_lag], scores[n_lag + 1])
+            _softmax(pi, held[b], scores[n_lag:])
             for r in range(width):
                 row = out[b, h * width + r]
                 for m in range(n_paths):
                     row[m] = 0.0
                 for j in range(n_lag):
+                    if not held[b, j]:
+                        continue
                     v, w, e = values[b, h, j, r], pi[j], lag_values[h, r, j]
                     for m in range(n_paths):
                         row[m] += w[m] * (v[m] + e)
@@ -103,20 +105,24 @@ def _scores(
 
 
 @_inline
-def _softmax(scores: np.ndarray, top: np.ndarray, total: np.ndarray) -> None:
-    """The softmax over the slots (axis 0) of scores (L, M), in place; top and total (M,)
-    buffers."""
+def _softmax(scores: np.ndarray, held: np.ndarray, work: np.ndarray) -> None:
+    """The softmax over the held slots (axis 0) of scores (L, M), in place (0 at the others);
+    work (3, M) a buffer."""
     n_lag, n_paths = scores.shape
+    top, total, bits = work[0], work[1], work[2]
     for m in range(n_paths):
-        top[m], total[m] = scores[0, m], 0.0
-    for j in range(1, n_lag):
+        top[m], total[m] = -np.inf, 0.0
+    for j in range(n_lag):
         s = scores[j]
         for m in range(n_paths):
             top[m] = max(top[m], s[m])
     for j in range(n_lag):
         s = scores[j]
+        if not held[j]:
+            s[:] = 0.0
+            continue
+        _exp_of(s, top, bits)
         for m in range(n_paths):
-            s[m] = math.exp(s[m] - top[m])
             total[m] += s[m]
     for m in range(n_paths):
         top[m] = 1.0 / total[m]
@@ -124,6 +130,34 @@ def _softmax(scores: np.ndarray, top: np.ndarray, total: np.ndarray) -> None:
         s = scores[j]
         for m in range(n_paths):
             s[m] *= top[m]
+
+
+# exp(x) for x in [EXP_MIN, 0] as 2^n p(r): n = round(x / ln 2), r = x - n ln 2 (ln 2 split
+# in two, as Cody and Waite do, so that n ln 2 is exact to float32), p the Taylor polynomial
+# of degree 6 (relative error under 4e-8 for |r| <= ln 2 / 2) and 2^n built from its bits.
+# The element-by-element calls of libm's expf (what math.exp compiles to) do not vectorize and
+# cost the attention most of its time.
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI, _LN2_LO = np.float32(0.693145751953125), np.float32(1.4286068203094173e-06)
+_EXP_MIN = np.float32(-87.0)  # 2^n stays a normal float32
+_C = [np.float32(1.0 / math.factorial(k)) for k in range(7)]
+_C2, _C3, _C4, _C5, _C6 = _C[2], _C[3], _C[4], _C[5], _C[6]
+
+
+@_inline
+def _exp_of(x: np.ndarray, top: np.ndarray, bits: np.ndarray) -> None:
+    """x (M,) := exp(x - top) in place (x - top <= 0); bits (M,) a float32 buffer."""
+    n_paths = x.shape[0]
+    powers = bits.view(np.int32)
+    for m in range(n_paths):
+        y = max(x[m] - top[m], _EXP_MIN)
+        n = math.floor(y * _LOG2E + np.float32(0.5))
+        r = (y - n * _LN2_HI) - n * _LN2_LO
+        x[m] = np.float32(1.0) + r * (np.float32(1.0) + r * (_C2 + r * (_C3 + r * (
+            _C4 + r * (_C5 + r * _C6)))))
+        powers[m] = (np.int32(n) + 127) << 23
+    for m in range(n_paths):
+        x[m] *= bits[m]
 
 
 class KernelWeights(NamedTuple):
@@ -163,10 +197,11 @@ def readout(
     eps_x: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """X_t (B, O, M) into out from mu (B, D, M), eps_z (B, D, M), x_prev (B, F, M), lags: the
+    """X_t (B, O, M) into out from mu (B, D, M), eps_z (B, M, D), x_prev (B, F, M), lags: the
     ring's targets (B, L, O, T), the slots of the lags and of lag 1 (B, J + 1) and which lags
     are held (B, J) (the lag terms X_{t-l} - X_{t-1}); mean_coef (B, J + 1, O) the series'
-    correction of the mean, eps_x (B, O, M) (SMCTransformer.readout, GaussianObservation)."""
+    correction of the mean, eps_x (B, M, O) (SMCTransformer.readout, GaussianObservation): the
+    noise as drawn, read across its rows."""
     n_batch, d, n_paths = mu.shape
     n_out = out.shape[1]
     r = np.empty((d, n_paths), np.float32)
@@ -195,11 +230,11 @@ def _latent(
     r: np.ndarray,
     stats: np.ndarray,
 ) -> None:
-    """r(t) (D, M) into r: z(t) = mu(t) + Sigma_z^1/2 eps (eq. (3)) from mu, eps_z (D, M),
+    """r(t) (D, M) into r: z(t) = mu(t) + Sigma_z^1/2 eps (eq. (3)) from mu (D, M), eps_z (M, D),
     then, with ModelConfig.residual, LN(z(t) + W^e X_{t-1}) (x_prev (F, M))."""
     d, n_paths = r.shape
     for i in range(d):
-        zi, mi, ei, sd = r[i], mu[i], eps_z[i], w.z_sd[i]
+        zi, mi, ei, sd = r[i], mu[i], eps_z[:, i], w.z_sd[i]
         for m in range(n_paths):
             zi[m] = mi[m] + sd * ei[m]
     if not w.flags[0]:
@@ -260,14 +295,14 @@ def _mean_and_draw(
 ) -> None:
     """Target o of series b: the skip and the lag terms added to the head's mean (M,), then
     the draw X_t = mean + sd eps (the path's own sd with obs_scale), in place."""
-    n_paths, n_out = mean.shape[0], eps_x.shape[1]
+    n_paths, n_out = mean.shape[0], eps_x.shape[2]
     if w.flags[2]:  # skip
         a, xo = w.skip[o], x_prev[b, o]
         for m in range(n_paths):
             mean[m] += a * xo[m]
     if w.flags[3]:
         _lag_terms(w, b, o, read, lags, mean_coef, mean)
-    sd, eo = w.obs_sd[o], eps_x[b, o]
+    sd, eo = w.obs_sd[o], eps_x[b, :, o]
     if w.flags[4]:  # obs_scale: sd e^{3 tanh(a / 3)}, the rows' division by 3 in reads_w
         s = read[read.shape[0] - n_out + o]
         for m in range(n_paths):
@@ -311,17 +346,26 @@ def _lag_terms(
 
 @_inline
 def _linear(weight: np.ndarray, bias: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
-    """out (K, M) = W x + b: weight (K, I), bias (K,), x (I, M)."""
+    """out (K, M) = W x + b: weight (K, I), bias (K,), x (I, M). Four columns of W a pass, so
+    that each row of out is read and written a quarter as often."""
     rows, width = weight.shape
     n_paths = x.shape[1]
     for k in range(rows):
-        ok, bk = out[k], bias[k]
+        ok, wk = out[k], weight[k]
         for m in range(n_paths):
-            ok[m] = bk
-        for i in range(width):
-            wki, xi = weight[k, i], x[i]
+            ok[m] = bias[k]
+        i = 0
+        while i + 4 <= width:
+            x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
+            w0, w1, w2, w3 = wk[i], wk[i + 1], wk[i + 2], wk[i + 3]
             for m in range(n_paths):
-                ok[m] += wki * xi[m]
+                ok[m] += w0 * x0[m] + w1 * x1[m] + w2 * x2[m] + w3 * x3[m]
+            i += 4
+        while i < width:
+            wi, xi = wk[i], x[i]
+            for m in range(n_paths):
+                ok[m] += wi * xi[m]
+            i += 1
 
 
 @_inline
@@ -363,9 +407,9 @@ def absorb(
     targets: np.ndarray,
 ) -> None:
     """q(t), k(t), v(t) = W X_t + b + Sigma_qkv^1/2 eps (eq. (3.1)) of x_in (B, F, M) and noise
-    (B, 3D, M): q(t) into query (B, Hd, R, M), k(t) and v(t) into the ring's `slot` of keys
-    (B, Hd, R, L, M) and values (B, Hd, L, R, M), with lag inputs X_t's targets into targets
-    (B, L, O, M) (otherwise a placeholder, not written)."""
+    (B, M, 3D) as drawn: q(t) into query (B, Hd, R, M), k(t) and v(t) into the ring's `slot`
+    of keys (B, Hd, R, L, M) and values (B, Hd, L, R, M), with lag inputs X_t's targets into
+    targets (B, L, O, M) (otherwise a placeholder, not written)."""
     n_batch, n_heads, width, _, n_paths = keys.shape
     d = n_heads * width
     for b in range(n_batch):
@@ -377,7 +421,7 @@ def absorb(
                 row = keys[b, h, r, slot]
             else:
                 row = values[b, h, slot, r]
-            bias, sd, eps = w.qkv_b[k], w.qkv_sd[k], noise[b, k]
+            bias, sd, eps = w.qkv_b[k], w.qkv_sd[k], noise[b, :, k]
             for m in range(n_paths):
                 row[m] = bias + sd * eps[m]
             for f in range(x_in.shape[1]):
@@ -396,13 +440,13 @@ def warm(w: KernelWeights) -> None:
     keys, values = _f32(1, 1, d, 2, 1), _f32(1, 1, 2, d, 1)
     attend(
         keys, values, _f32(1, 1, d, 1), _f32(1, 2, d + 1), _f32(1, d, 2),
-        np.ones((1, 2), np.bool_), _f32(4, 1), _f32(1, d, 1),
+        np.ones((1, 2), np.bool_), _f32(5, 1), _f32(1, d, 1),
     )
     readout(
-        w, _f32(1, d, 1), _f32(1, d, 1), _f32(1, f, 1), no_lags(), _f32(1, N_LAG_TERMS + 1, o),
-        _f32(1, o, 1), _f32(1, o, 1),
+        w, _f32(1, d, 1), _f32(1, 1, d), _f32(1, f, 1), no_lags(), _f32(1, N_LAG_TERMS + 1, o),
+        _f32(1, 1, o), _f32(1, o, 1),
     )
-    absorb(w, _f32(1, f, 1), _f32(1, 3 * d, 1), 0, _f32(1, 1, d, 1), keys, values,
+    absorb(w, _f32(1, f, 1), _f32(1, 1, 3 * d), 0, _f32(1, 1, d, 1), keys, values,
            _f32(1, 2, o, 1))
 
 

@@ -21,7 +21,7 @@ def _attend(query: np.ndarray, held: np.ndarray, lag_keys: np.ndarray) -> tuple[
     keys, values, lag_values = _normal(B, HD, R, L, M), _normal(B, HD, L, R, M), _normal(HD, R, L)
     out = np.empty((B, HD * R, M), np.float32)
     kernels.attend(
-        keys, values, query, lag_keys, lag_values, held, np.empty((L + 2, M), np.float32), out
+        keys, values, query, lag_keys, lag_values, held, np.empty((L + 3, M), np.float32), out
     )
     return out.reshape(B, HD, R, M), values, lag_values
 
@@ -76,10 +76,11 @@ def _readout(
     """X_t of the kernel, the affine map, skip and noise it should equal without lag terms
     (float64), and x_prev."""
     d, o = w.z_sd.shape[0], w.obs_sd.shape[0]
-    mu, eps_z, x_prev = _normal(B, d, M), _normal(B, d, M), _normal(B, f, M)
-    eps_x = _normal(B, o, M)
+    mu, eps_z, x_prev = _normal(B, d, M), _normal(B, M, d), _normal(B, f, M)
+    eps_x = _normal(B, M, o)  # as drawn: paths, then their noise
     out = np.empty((B, o, M), np.float32)
     kernels.readout(w, mu, eps_z, x_prev, lags, mean_coef, eps_x, out)
+    eps_z, eps_x = eps_z.transpose(0, 2, 1), eps_x.transpose(0, 2, 1)
     latent = mu.astype(np.float64) + w.z_sd[:, None] * eps_z
     want = (
         np.einsum("od,bdm->bom", w.reads_w[:o], latent) + w.reads_b[:o, None]
@@ -123,13 +124,13 @@ def test_the_values_drawn_enter_the_query_and_the_ring_slot() -> None:
     targets there; every other slot untouched."""
     d, f, o, slot = HD * R, 2, 1, 3
     w = _weights(d, f, o, [False, False, False, True, False], first=o)
-    x_in, noise = _normal(B, f, M), _normal(B, 3 * d, M)
+    x_in, noise = _normal(B, f, M), _normal(B, M, 3 * d)
     query, keys, values = _normal(B, HD, R, M), _normal(B, HD, R, L, M), _normal(B, HD, L, R, M)
     targets = _normal(B, L, o, M)
     before = keys.copy(), values.copy(), targets.copy()
     kernels.absorb(w, x_in, noise, slot, query, keys, values, targets)
     qkv = (np.einsum("kf,bfm->bkm", w.qkv_w, x_in.astype(np.float64)) + w.qkv_b[:, None]
-           + w.qkv_sd[:, None] * noise).reshape(B, 3, HD, R, M)
+           + w.qkv_sd[:, None] * noise.transpose(0, 2, 1)).reshape(B, 3, HD, R, M)
     np.testing.assert_allclose(query, qkv[:, 0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(keys[:, :, :, slot], qkv[:, 1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(values[:, :, slot], qkv[:, 2], rtol=1e-5, atol=1e-5)
