@@ -43,6 +43,9 @@ from model.series.state import SeriesState, StateBatch
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
 # more for the attention's products of the torch backend's rollout on the cpu)
 MAX_PATHS = 1 << 16
+# the noise drawn at once (floats, 64 MB): the steps of a forecast are drawn and moved in
+# blocks of at most this much noise
+NOISE_FLOATS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,24 @@ def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
     for i in range(b):
         out[i, shift[i] : shift[i] + horizon] = cov[i]
     return out
+
+
+def _draws(
+    gens: list[torch.Generator], steps: range, total: int, n: int, d: int, o: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The noise of `steps` of a forecast of `total` steps, each series from its generator:
+    eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv (S, B, N, 3, D), drawn step by step in
+    this order, but for the q, k, v of the forecast's last step, which no step reads (left
+    undrawn: the draws before are those of any longer horizon)."""
+    s, b = len(steps), len(gens)
+    z, eps, qkv = torch.empty(s, b, n, d), torch.empty(s, b, n, o), torch.empty(s, b, n, 3, d)
+    for j, k in enumerate(steps):
+        for i, g in enumerate(gens):
+            torch.randn(n, d, generator=g, out=z[j, i])
+            torch.randn(n, o, generator=g, out=eps[j, i])
+            if k + 1 < total:
+                torch.randn(n, 3, d, generator=g, out=qkv[j, i])
+    return z, eps, qkv
 
 
 def seed_key(*parts: Any) -> int:
@@ -249,28 +270,33 @@ class ForecastMixin:
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
-        for k in range(total):
-            cov_k = None if cov is None else torch.from_numpy(cov[:, k])
-            z, eps = draw(n, d), draw(n, o)  # in this order, then the next q, k, v's
-            # noise, but for the last step, whose q, k, v no step reads (the draws before are
-            # those of any longer horizon: each series' generator draws nothing after)
-            e_qkv = draw(n, 3, d) if k + 1 < total else None
-            paths, x_t = self.engine.forecast_step(
-                paths, z, eps, e_qkv, cov_k, horizon_mean(coef, k + 1)
+        block = max(1, NOISE_FLOATS // (len(gens) * n * (4 * d + o)))  # steps drawn at once
+        for start in range(0, total, block):
+            stop = min(total, start + block)
+            z, eps, e_qkv = _draws(gens, range(start, stop), total, n, d, o)
+            cov_k = None if cov is None else torch.from_numpy(
+                np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
-            # (B, N, O) scaled; after the first step (the one-step law), held to its own law
-            x = self.adapter.spread_paths(
-                batch, x_t.astype(np.float64), factors[:, k : k + 1], bound=k > 0, ahead=k + 1
+            means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
+            paths, xs = self.engine.forecast_block(
+                paths, z, eps, e_qkv, cov_k, means, ends=stop == total
             )
-            x = x * scale + loc + offsets[:, k : k + 1]
-            if carried is not None:  # each path's innovation: its draw's noise (series units)
-                x = x + carried.step(eps.numpy() * noise_sd * factors[:, k : k + 1])
-            h = k - shift  # (B,) the step of each series' forecast this is
-            for i in np.flatnonzero((h >= 0) & (h < horizon)):
-                ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
-            done = k - int(shift.max(initial=0))  # every series has its step `done`
-            if done >= 0:
-                yield done, ready.pop(done)
+            for k in range(start, stop):
+                # (B, N, O) scaled; after the first step (the one-step law), held to its law
+                x = self.adapter.spread_paths(
+                    batch, xs[k - start].astype(np.float64), factors[:, k : k + 1],
+                    bound=k > 0, ahead=k + 1,
+                )
+                x = x * scale + loc + offsets[:, k : k + 1]
+                if carried is not None:  # each path's innovation: its draw's noise (units)
+                    innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
+                    x = x + carried.step(innovation)
+                h = k - shift  # (B,) the step of each series' forecast this is
+                for i in np.flatnonzero((h >= 0) & (h < horizon)):
+                    ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
+                done = k - int(shift.max(initial=0))  # every series has its step `done`
+                if done >= 0:
+                    yield done, ready.pop(done)
 
     def _alphas(
         self, states: Sequence[SeriesState], levels: list[float], horizon: int

@@ -39,7 +39,7 @@ RUN_COST = 8192
 
 
 class Rollout:
-    """Forecast paths of a batch of series; `step` moves them in place and returns X_t."""
+    """Forecast paths of a batch of series; `run` moves them in place and returns their X_t."""
 
     def __init__(self, w: RolloutWeights, particles: FilterState, ancestors: Tensor) -> None:
         """Paths drawn from the particles (B, P, ...) of model/filtering/compact.materialize:
@@ -57,9 +57,9 @@ class Rollout:
         x_last = particles.x_prev[:, :1].transpose(1, 2).numpy()  # (B, F, 1)
         self.x_prev = np.repeat(x_last, n, axis=2)  # (B, F, N) X_{t-1}
         self.count = 0  # steps taken: slot j holds lag (j + count) mod L + 1
-        # X_t (B, F, N) and its q, k, v noise, absorbed when the next step starts: the last
-        # step's are never needed (a horizon-1 forecast then takes no windows at all)
-        self.pending: tuple[np.ndarray, Tensor] | None = None
+        # the q, k, v noise (B, N, 3D) of the last X_t (x_prev), absorbed when the next step
+        # starts: the last step's is never needed (a horizon-1 forecast takes no windows at all)
+        self.pending: np.ndarray | None = None
         self.held = particles.valid.cpu().numpy().copy()  # (B, L) which slots hold a lag
         self.mean_coef = particles.mean_coef  # (B, J + 1, O) or None
         self.targets: np.ndarray | None = None  # (B, L, O, T) the targets of the window
@@ -70,93 +70,111 @@ class Rollout:
             self.lags = LagSlots(particles.season.cpu().numpy(), n_lag)
 
     @torch.inference_mode()
-    def step(
+    def run(
         self,
         eps_z: Tensor,
         eps_x: Tensor,
-        eps_qkv: Tensor | None,
-        covariates: Tensor | None = None,
-        mean_coef: Tensor | None = None,
-    ) -> Tensor:
-        """One step of every path: eps_z (B, N, D), eps_x (B, N, O), eps_qkv (B, N, 3, D) or
-        None at the forecast's last step (X_t is not absorbed: no step follows), covariates
-        (B, F - O) the known inputs, mean_coef (B, J + 1, O) the correction of the mean at
-        this step (None: the last one). Returns X_t (B, N, O)."""
-        if mean_coef is not None:
-            self.mean_coef = mean_coef
-        if self.pending is not None:
-            self._absorb(*self.pending)
-            self.pending = None
-        mu = self._attend()  # (B, D, M)
-        if self.pick is not None:
-            mu = self.pick.take(mu)  # (B, D, N) each path its particle's
-        b, _, n = mu.shape
-        x_t = np.empty((b, self.w.n_targets, n), np.float32)  # (B, O, N), section 3.3
-        rollout_kernels.readout(
-            self.w.kernel, mu.numpy(), _array(eps_z), self.x_prev, self._lags(),
-            self._mean_coef(b), _array(eps_x), x_t,
-        )
-        if eps_qkv is not None:
-            x_in = x_t
-            if covariates is not None:  # (B, F - O, N) the known inputs of every path
-                cov = covariates.to(torch.float32).numpy()[:, :, None]
-                known = np.broadcast_to(cov, (*cov.shape[:2], n))
-                x_in = np.concatenate([x_t, known], axis=1)
-            self.pending = (x_in, eps_qkv)
-        return torch.from_numpy(x_t).transpose(1, 2)
+        eps_qkv: Tensor,
+        covariates: Tensor | None,
+        mean_coef: Tensor | None,
+        ends: bool,
+    ) -> np.ndarray:
+        """S steps of every path: eps_z (S, B, N, D), eps_x (S, B, N, O), eps_qkv (S, B, N, 3,
+        D) (the last step's not read where the forecast `ends` with these steps: no step
+        follows), covariates (S, B, F - O) the known inputs, mean_coef (S, B, J + 1, O) the
+        correction of the mean at each step (None: the one the paths started with). Returns
+        X (S, B, N, O)."""
+        s, b, n, _ = eps_x.shape
+        o, d = self.w.n_targets, eps_z.shape[-1]
+        out = np.empty((s, b, o, n), np.float32)
+        coef = self._mean_coefs(s, b, mean_coef)
+        cov = np.zeros((s, b, 0), np.float32) if covariates is None else _array(covariates)
+        qkv = _array(eps_qkv).reshape(s, b, n, 3 * d)
+        done = 0
+        if self.pick is not None:  # the first step: from the particles
+            out[0] = self._first_step(_array(eps_z[0]), _array(eps_x[0]), coef[0])
+            self._own_windows(n)
+            self.x_prev = np.concatenate([out[0], _known(cov[0], n)], axis=1)
+            self.pending = qkv[0]
+            done = 1
+        if done < s:
+            assert self.pending is not None
+            ring = (self.query.numpy(), self.keys.numpy(), self.values.numpy(), self.held,
+                    self.targets if self.targets is not None else _placeholder(),
+                    np.empty((self.w.window + 3, n), np.float32))
+            rollout_kernels.steps(
+                self.w.kernel, ring, self._lag_tables(), self.count, self.x_prev,
+                (self.pending, qkv[done : s - 1], _array(eps_z[done:]), _array(eps_x[done:])),
+                cov[done:], coef[done:], out[done:],
+            )
+            self.count += s - done
+        self.pending = None if ends else qkv[s - 1].copy()
+        return out.transpose(0, 1, 3, 2)
 
-    def _attend(self) -> Tensor:
-        """Eq. (3): the mean mu(t) (B, D, M) of every path's attention over its ring."""
-        b, hd, r, n_lag, m = self.keys.shape
-        mu = torch.empty(b, hd * r, m)
-        turn = self.count % n_lag
+    def _first_step(self, eps_z: np.ndarray, eps_x: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """X_t (B, O, N) of the first step: the paths attend over their particles' windows
+        and each takes its particle's mean."""
+        b, hd, r, n_lag, p = self.keys.shape
+        mu = torch.empty(b, hd * r, p)
         rollout_kernels.attend(
             self.keys.numpy(), self.values.numpy(), self.query.numpy(),
-            self.w.lag_keys[turn], self.w.lag_values[turn], self.held,
-            np.empty((n_lag + 3, m), np.float32), mu.numpy(),
+            self.w.lag_keys[0], self.w.lag_values[0], self.held,
+            np.empty((n_lag + 3, p), np.float32), mu.numpy(),
         )
-        return mu
+        assert self.pick is not None
+        mu = self.pick.take(mu)  # (B, D, N) each path its particle's
+        x_t = np.empty((b, self.w.n_targets, mu.shape[-1]), np.float32)
+        lags = rollout_kernels.no_lags()
+        if self.targets is not None:
+            lags = (self.targets, *self.lags.at(0, self.held))
+        rollout_kernels.readout(
+            self.w.kernel, mu.numpy(), eps_z, self.x_prev, lags, coef, eps_x, x_t
+        )
+        return x_t
 
-    def _lags(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The window's targets (B, L, O, T), the slots of the lags l = 2, L, m, 2 m and of lag
-        1 (B, J + 1), and which of the lags are held (B, J) (SMCTransformer.lag_terms); a
-        placeholder without lag inputs."""
+    def _own_windows(self, n: int) -> None:
+        """The paths take their particles' windows (and targets), the query a row per path."""
+        assert self.pick is not None
+        self.keys = self.pick.take(self.keys)
+        self.values = self.pick.take(self.values)
+        self.pick = None
+        if self.targets is not None:
+            self.targets = np.repeat(self.targets, n, axis=3)
+        b, hd, r, _, _ = self.keys.shape
+        self.query = torch.empty(b, hd, r, n, dtype=self.keys.dtype)
+
+    def _lag_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The lag keys and values of the ring's rotations, each series' lag indices and the
+        lags its window can hold (placeholders without lag inputs)."""
+        w = self.w
         if self.targets is None:
-            return rollout_kernels.no_lags()
-        return (self.targets, *self.lags.at(self.count, self.held))
+            index = np.zeros((1, N_LAG_TERMS + 1), np.int64)
+            return w.lag_keys, w.lag_values, index, np.zeros((1, N_LAG_TERMS), np.bool_)
+        return w.lag_keys, w.lag_values, self.lags.lag_index, self.lags.within
 
-    def _mean_coef(self, b: int) -> np.ndarray:
-        """The series' correction of the mean (B, J + 1, O): zeros where there is none."""
+    def _mean_coefs(self, s: int, b: int, mean_coef: Tensor | None) -> np.ndarray:
+        """The series' correction of the mean at each step (S, B, J + 1, O): the one the paths
+        started with where none is given, zeros where there is none."""
+        if mean_coef is not None:
+            return _array(mean_coef)
+        shape = (s, b, N_LAG_TERMS + 1, self.w.n_targets)
         if self.mean_coef is None:
-            return np.zeros((b, N_LAG_TERMS + 1, self.w.n_targets), np.float32)
-        return _array(self.mean_coef)
-
-    def _absorb(self, x_in: np.ndarray, eps_qkv: Tensor) -> None:
-        """X_t (B, F, N) gives every path q(t), k(t), v(t), eq. (3.1): k(t) and v(t) enter the
-        slot of lag L, which leaves; q(t) is the next step's query."""
-        if self.pick is not None:  # the paths take their particles' windows
-            self.keys = self.pick.take(self.keys)
-            self.values = self.pick.take(self.values)
-            self.pick = None
-            if self.targets is not None:  # each path's own
-                self.targets = np.repeat(self.targets, x_in.shape[-1], axis=3)
-        b, hd, r, n_lag, n = self.keys.shape
-        if self.query.shape[-1] != n:
-            self.query = torch.empty(b, hd, r, n, dtype=self.keys.dtype)
-        slot = n_lag - 1 - self.count % n_lag
-        rollout_kernels.absorb(
-            self.w.kernel, x_in, _array(eps_qkv.reshape(b, n, 3 * hd * r)), slot,
-            self.query.numpy(), self.keys.numpy(), self.values.numpy(),
-            rollout_kernels.no_lags()[0] if self.targets is None else self.targets,
-        )
-        self.held[:, slot] = True
-        self.x_prev = x_in
-        self.count += 1
+            return np.zeros(shape, np.float32)
+        return np.ascontiguousarray(np.broadcast_to(_array(self.mean_coef), shape))
 
 
 def _array(x: Tensor) -> np.ndarray:
     """x as the kernels take it: a C-contiguous float32 array (itself, as a rule)."""
     return x.to(torch.float32).contiguous().numpy()
+
+
+def _known(cov: np.ndarray, n: int) -> np.ndarray:
+    """The known inputs (B, F - O) of every path, (B, F - O, N)."""
+    return np.broadcast_to(cov[:, :, None], (*cov.shape, n))
+
+
+def _placeholder() -> np.ndarray:
+    return rollout_kernels.no_lags()[0]
 
 
 class LagSlots:

@@ -433,6 +433,73 @@ def absorb(
                 targets[b, slot, o, :] = x_in[b, o]
 
 
+@_kernel
+def steps(
+    w: KernelWeights,
+    ring: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    lag_tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    count: int,
+    x_in: np.ndarray,
+    noise: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    cov: np.ndarray,
+    mean_coef: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """S steps of every path, each absorbing the values drawn before it (eq. (3.1)), then
+    attending (eq. (3)) and drawing X_t (section 3.3) into out (S, B, O, M). ring: query
+    (B, Hd, R, M), keys (B, Hd, R, L, M), values (B, Hd, L, R, M), held (B, L), targets
+    (B, L, O, M) (a placeholder without lag inputs), and a (L + 3, M) buffer; lag_tables:
+    the rotations' lag keys (L, Hd, L, R + 1) and values (L, Hd, R, L), each series' lag
+    indices (B, J + 1) and which lags its window can hold (B, J) (rollout.LagSlots);
+    `count` the steps absorbed so far; x_in (B, F, M) the values drawn last (in: those the
+    first step absorbs; out: the last step's); noise: eps_qkv of the first absorption
+    (B, M, 3D), then of the others (S - 1, B, M, 3D), eps_z (S, B, M, D), eps_x (S, B, M, O);
+    cov (S, B, F - O) the known inputs beside each step's X_t; mean_coef (S, B, J + 1, O).
+    The ring, held and targets are updated in place."""
+    query, keys, values, held, targets, scores = ring
+    lag_keys, lag_values, lag_index, within = lag_tables
+    first_noise, eps_qkv, eps_z, eps_x = noise
+    n_batch, n_out, n_paths = out.shape[1], out.shape[2], out.shape[3]
+    n_lag, n_terms = keys.shape[3], within.shape[1]
+    mu = np.empty((n_batch, keys.shape[1] * keys.shape[2], n_paths), np.float32)
+    slots = np.zeros((lag_index.shape[0], n_terms + 1), np.int64)
+    keep = np.zeros((lag_index.shape[0], n_terms), np.bool_)
+    for s in range(out.shape[0]):
+        slot = n_lag - 1 - count % n_lag
+        absorb(w, x_in, first_noise if s == 0 else eps_qkv[s - 1], slot, query, keys, values,
+               targets)
+        held[:, slot] = True
+        count += 1
+        turn = count % n_lag
+        attend(keys, values, query, lag_keys[turn], lag_values[turn], held, scores, mu)
+        if w.flags[3]:
+            _lag_slots(lag_index, within, held, count, slots, keep)
+        readout(w, mu, eps_z[s], x_in, (targets, slots, keep), mean_coef[s], eps_x[s], out[s])
+        x_in[:, :n_out] = out[s]
+        for b in range(n_batch):
+            for c in range(cov.shape[2]):
+                x_in[b, n_out + c, :] = cov[s, b, c]
+
+
+@_inline
+def _lag_slots(
+    lag_index: np.ndarray,
+    within: np.ndarray,
+    held: np.ndarray,
+    count: int,
+    slots: np.ndarray,
+    keep: np.ndarray,
+) -> None:
+    """The slots of the lags and of lag 1 after `count` steps (B, J + 1) into slots, which of
+    the lags are held (B, J) into keep (rollout.LagSlots.at)."""
+    n_lag = held.shape[1]
+    for b in range(lag_index.shape[0]):
+        for j in range(lag_index.shape[1]):
+            slots[b, j] = (lag_index[b, j] - count) % n_lag
+        for j in range(within.shape[1]):
+            keep[b, j] = held[b, slots[b, j]] and within[b, j]
+
+
 def warm(w: KernelWeights) -> None:
     """Compile the kernels (or load them from numba's cache) for the arrays the rollout
     passes, on arrays of one path."""
