@@ -37,9 +37,9 @@ from model.artifacts.graphs import (
 from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
-from model.runtime import rollout_kernels
 from model.runtime.inputs import InputError
 from model.runtime.rollout import Rollout
+from model.runtime.rollout_kernels import warm
 from model.runtime.rollout_weights import RolloutWeights
 
 
@@ -103,21 +103,6 @@ class Backend(Protocol):
         whose q, k, v no step reads (the paths need not move on)."""
         ...
 
-    def forecast_block(
-        self,
-        paths: Any,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[Any, np.ndarray]:
-        """S steps of the paths, as S `forecast_step`s: eps_z (S, B, N, D), eps_x (S, B, N,
-        O), eps_qkv (S, B, N, 3, D) (the last step's unread where the forecast `ends` with
-        them), covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N, O)."""
-        ...
-
 
 class TorchBackend:
     """Eager PyTorch on cpu or cuda. On the cpu, forecast paths move by the rollout kernel
@@ -135,7 +120,7 @@ class TorchBackend:
         serves = device == "cpu" and model.cfg.obs == "gaussian"
         self.rollout = RolloutWeights.of(self.model) if serves else None
         if self.rollout is not None:  # compiled (or read from numba's cache) before a forecast
-            rollout_kernels.warm(self.rollout.kernel)
+            warm(self.rollout.kernel)
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)
@@ -182,26 +167,6 @@ class TorchBackend:
         return Rollout(self.rollout, paths.particles, paths.ancestors)
 
     @torch.inference_mode()
-    def forecast_block(
-        self,
-        paths: FilterState | LazyPaths | Rollout,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
-        if not isinstance(paths, Rollout):
-            return stepwise(
-                self.forecast_step, paths, eps_z, eps_x, eps_qkv, covariates, mean_coef, ends
-            )
-        coef = torch.from_numpy(np.ascontiguousarray(mean_coef, np.float32))
-        return paths, paths.run(
-            eps_z, eps_x, eps_qkv, covariates, coef if self.corrects_mean else None, ends
-        )
-
-    @torch.inference_mode()
     def forecast_step(
         self,
         paths: FilterState | LazyPaths | Rollout,
@@ -244,28 +209,6 @@ class TorchBackend:
             window, query, x_prev, valid, paths.logw, held, paths.season, paths.mean_coef
         )
         return after, x_t.cpu().numpy()
-
-
-def stepwise(
-    step: Any,
-    paths: Any,
-    eps_z: Tensor,
-    eps_x: Tensor,
-    eps_qkv: Tensor,
-    covariates: Tensor | None,
-    mean_coef: np.ndarray,
-    ends: bool,
-) -> tuple[Any, np.ndarray]:
-    """Backend.forecast_block by a backend's forecast_step `step`, one step at a time."""
-    out = []
-    for k in range(len(eps_z)):
-        last = ends and k + 1 == len(eps_z)
-        cov = None if covariates is None else covariates[k]
-        paths, x_t = step(
-            paths, eps_z[k], eps_x[k], None if last else eps_qkv[k], cov, mean_coef[k]
-        )
-        out.append(x_t)
-    return paths, np.stack(out)
 
 
 class OnnxBackend:
@@ -365,20 +308,6 @@ class OnnxBackend:
                 assert paths.mean_coef is not None
                 held.append(paths.mean_coef)
         return [t.numpy() for t in held]
-
-    def forecast_block(
-        self,
-        paths: list[np.ndarray],
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[list[np.ndarray], np.ndarray]:
-        return stepwise(
-            self.forecast_step, paths, eps_z, eps_x, eps_qkv, covariates, mean_coef, ends
-        )
 
     def forecast_step(
         self,

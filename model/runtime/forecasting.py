@@ -36,6 +36,7 @@ from model.runtime.inputs import (
     check_states,
 )
 from model.runtime.predictive import SampleSummary, summarize_samples
+from model.runtime.rollout import Rollout
 from model.runtime.scaling import check_future_scale
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
@@ -83,6 +84,42 @@ def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
     out = np.zeros((b, total, c), cov.dtype)
     for i in range(b):
         out[i, shift[i] : shift[i] + horizon] = cov[i]
+    return out
+
+
+def _block(
+    engine: Backend,
+    paths: Any,
+    noise: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    covariates: torch.Tensor | None,
+    mean_coef: np.ndarray,
+    ends: bool,
+) -> tuple[Any, np.ndarray]:
+    """S steps of the paths: the torch backend's rollout on the cpu in one call
+    (model/runtime/rollout.py), other paths by S `forecast_step`s. noise: eps_z (S, B, N, D),
+    eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D) (the last step's unread where the forecast
+    `ends` with these steps); covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N,
+    O)."""
+    eps_z, eps_x, eps_qkv = noise
+    if isinstance(paths, Rollout):
+        coef = torch.from_numpy(mean_coef) if engine.corrects_mean else None
+        return paths, paths.run(eps_z, eps_x, eps_qkv, covariates, coef, ends)
+    out = []
+    for k in range(len(eps_z)):
+        last = ends and k + 1 == len(eps_z)
+        cov = None if covariates is None else covariates[k]
+        paths, x_t = engine.forecast_step(
+            paths, eps_z[k], eps_x[k], None if last else eps_qkv[k], cov, mean_coef[k]
+        )
+        out.append(x_t)
+    return paths, np.stack(out)
+
+
+def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
+    """n uniforms (B, N) from each series' generator (the draws of the paths' particles)."""
+    out = torch.empty(len(gens), n)
+    for g, row in zip(gens, out, strict=True):
+        torch.rand(n, generator=g, out=row)
     return out
 
 
@@ -245,18 +282,11 @@ class ForecastMixin:
         shift = batch.pending  # (B,)
         total = horizon + int(shift.max(initial=0))
 
-        def draw(*shape: int, uniform: bool = False) -> torch.Tensor:
-            fn = torch.rand if uniform else torch.randn
-            out = torch.empty(len(gens), *shape)  # each series' draws written in its row
-            for g, row in zip(gens, out, strict=True):
-                fn(*shape, generator=g, out=row)
-            return out
-
         valid = np.arange(self.window)[None, :] < batch.t[:, None]
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
         base = self.layout.base_rows(batch.seed, steps, self.table_rows)
         paths = self.engine.start_paths(
-            base, batch.x_hist, valid, batch.lineage, batch.logw, draw(n, uniform=True),
+            base, batch.x_hist, valid, batch.lineage, batch.logw, _uniforms(gens, n),
             batch.season, self.adapter.mean_coef(batch),
         )
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
@@ -278,9 +308,7 @@ class ForecastMixin:
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            paths, xs = self.engine.forecast_block(
-                paths, z, eps, e_qkv, cov_k, means, ends=stop == total
-            )
+            paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
             for k in range(start, stop):
                 # (B, N, O) scaled; after the first step (the one-step law), held to its law
                 x = self.adapter.spread_paths(

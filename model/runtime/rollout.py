@@ -3,8 +3,10 @@ model/filtering/filter.forecast_step moves them (section 3.3), by kernels laid o
 
 The paths hold the numbers of a FilterState of N paths, laid out otherwise:
   - columns are paths: every per-path array has the paths on its last axis, so that each
-    step's three compiled loops (model/runtime/rollout_kernels.py: the attention, the readout
-    and the absorption of the values drawn) run over all paths along contiguous rows;
+    step's three compiled loops (the attention, model/runtime/rollout_attention.py; the
+    readout, rollout_readout.py; the absorption of the values drawn, rollout_kernels.py) run
+    over all paths along contiguous rows, and the steps after the first run in one compiled
+    call (rollout_kernels.steps);
   - the key/value window is a ring buffer: a step writes k(t), v(t) into one slot, the one
     lag L leaves, instead of shifting the window. After c steps slot j holds lag
     (j + c) mod L + 1; the relative-lag embeddings and the mask of the lags not held yet are
@@ -30,7 +32,9 @@ from torch import Tensor
 
 from model.filtering.filter import FilterState
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime import rollout_kernels
+from model.runtime.rollout_attention import attend
+from model.runtime.rollout_kernels import no_lags, steps
+from model.runtime.rollout_readout import readout
 from model.runtime.rollout_weights import RolloutWeights
 
 # a run's copy (one indexed assignment) costs about what gathering this many numbers costs
@@ -102,7 +106,7 @@ class Rollout:
             ring = (self.query.numpy(), self.keys.numpy(), self.values.numpy(), self.held,
                     self.targets if self.targets is not None else _placeholder(),
                     np.empty((self.w.window + 3, n), np.float32))
-            rollout_kernels.steps(
+            steps(
                 self.w.kernel, ring, self._lag_tables(), self.count, self.x_prev,
                 (self.pending, qkv[done : s - 1], _array(eps_z[done:]), _array(eps_x[done:])),
                 cov[done:], coef[done:], out[done:],
@@ -116,7 +120,7 @@ class Rollout:
         and each takes its particle's mean."""
         b, hd, r, n_lag, p = self.keys.shape
         mu = torch.empty(b, hd * r, p)
-        rollout_kernels.attend(
+        attend(
             self.keys.numpy(), self.values.numpy(), self.query.numpy(),
             self.w.lag_keys[0], self.w.lag_values[0], self.held,
             np.empty((n_lag + 3, p), np.float32), mu.numpy(),
@@ -124,10 +128,10 @@ class Rollout:
         assert self.pick is not None
         mu = self.pick.take(mu)  # (B, D, N) each path its particle's
         x_t = np.empty((b, self.w.n_targets, mu.shape[-1]), np.float32)
-        lags = rollout_kernels.no_lags()
+        lags = no_lags()
         if self.targets is not None:
             lags = (self.targets, *self.lags.at(0, self.held))
-        rollout_kernels.readout(
+        readout(
             self.w.kernel, mu.numpy(), eps_z, self.x_prev, lags, coef, eps_x, x_t
         )
         return x_t
@@ -174,7 +178,7 @@ def _known(cov: np.ndarray, n: int) -> np.ndarray:
 
 
 def _placeholder() -> np.ndarray:
-    return rollout_kernels.no_lags()[0]
+    return no_lags()[0]
 
 
 class LagSlots:

@@ -1,13 +1,15 @@
-"""The compiled kernels of the rollout (model/runtime/rollout_kernels.py) on cases with a known
-answer; tests/model/runtime/test_rollout.py checks them inside the rollout against the
-forecast graph for every option of the model."""
+"""The compiled kernels of the rollout (model/runtime/rollout_attention.py, rollout_readout.py,
+rollout_kernels.py) on cases with a known answer; tests/model/runtime/test_rollout.py checks
+them inside the rollout against the forecast graph for every option of the model."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS
+from model.runtime import rollout_attention as attention
 from model.runtime import rollout_kernels as kernels
+from model.runtime import rollout_readout as readout
 
 RNG = np.random.default_rng(0)
 B, HD, R, L, M = 2, 2, 3, 5, 7
@@ -20,7 +22,7 @@ def _normal(*shape: int) -> np.ndarray:
 def _attend(query: np.ndarray, held: np.ndarray, lag_keys: np.ndarray) -> tuple[np.ndarray, ...]:
     keys, values, lag_values = _normal(B, HD, R, L, M), _normal(B, HD, L, R, M), _normal(HD, R, L)
     out = np.empty((B, HD * R, M), np.float32)
-    kernels.attend(
+    attention.attend(
         keys, values, query, lag_keys, lag_values, held, np.empty((L + 3, M), np.float32), out
     )
     return out.reshape(B, HD, R, M), values, lag_values
@@ -52,11 +54,11 @@ def test_a_dominant_lag_bias_picks_its_slot() -> None:
     )
 
 
-def _weights(d: int, f: int, o: int, flags: list[bool], first: int) -> kernels.KernelWeights:
+def _weights(d: int, f: int, o: int, flags: list[bool], first: int) -> readout.KernelWeights:
     """Random weights of a model without residual and head (zeros there)."""
     z = np.zeros
     n_reads = first + (N_LAG_TERMS * o if flags[3] else 0)
-    return kernels.KernelWeights(
+    return readout.KernelWeights(
         qkv_w=_normal(3 * d, f), qkv_b=_normal(3 * d), qkv_sd=np.abs(_normal(3 * d)),
         z_sd=np.abs(_normal(d)), embed_w=z((d, f), np.float32), embed_b=z(d, np.float32),
         norm_w=z(d, np.float32), norm_b=z(d, np.float32), reads_w=_normal(n_reads, d),
@@ -68,7 +70,7 @@ def _weights(d: int, f: int, o: int, flags: list[bool], first: int) -> kernels.K
 
 
 def _readout(
-    w: kernels.KernelWeights,
+    w: readout.KernelWeights,
     lags: tuple[np.ndarray, np.ndarray, np.ndarray],
     mean_coef: np.ndarray,
     f: int,
@@ -79,7 +81,7 @@ def _readout(
     mu, eps_z, x_prev = _normal(B, d, M), _normal(B, M, d), _normal(B, f, M)
     eps_x = _normal(B, M, o)  # as drawn: paths, then their noise
     out = np.empty((B, o, M), np.float32)
-    kernels.readout(w, mu, eps_z, x_prev, lags, mean_coef, eps_x, out)
+    readout.readout(w, mu, eps_z, x_prev, lags, mean_coef, eps_x, out)
     eps_z, eps_x = eps_z.transpose(0, 2, 1), eps_x.transpose(0, 2, 1)
     latent = mu.astype(np.float64) + w.z_sd[:, None] * eps_z
     want = (
@@ -147,9 +149,9 @@ def test_the_softmax_exponentials_are_exp_to_float32_precision() -> None:
     the range it stays at exp(-87) (a weight of 1e-38, not 0, for scores 87 below the top)."""
     x = np.concatenate([-np.linspace(0.0, 87.0, 100_001), -np.log(2.0) * (np.arange(125) + 0.5)])
     got = x.astype(np.float32)
-    kernels._exp_of(got, np.zeros_like(got), np.empty_like(got))
+    attention._exp_of(got, np.zeros_like(got), np.empty_like(got))
     want = np.exp(x.astype(np.float32).astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=4e-7, atol=0)
     low = np.array([-100.0, -1e30], np.float32)
-    kernels._exp_of(low, np.zeros_like(low), np.empty_like(low))
+    attention._exp_of(low, np.zeros_like(low), np.empty_like(low))
     np.testing.assert_allclose(low, np.exp(-87.0), rtol=4e-7)

@@ -1,0 +1,130 @@
+"""The attention of the forecast rollout (model/runtime/rollout.py), eq. (3) for every path at
+once, compiled (model/runtime/jit.py): the scores of each path's query against the keys of
+its ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
+softmax over the window, and the mean mu(t) = pi . (v + E^v). Each key and value is read
+once, and the scores of one head, a window of every path's (L, M), stay in cache between the
+three phases; the loops run over the paths innermost, along contiguous rows, which the
+compiler vectorizes.
+
+Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from model.runtime.jit import inline, kernel
+
+
+@kernel
+def attend(
+    keys: np.ndarray,
+    values: np.ndarray,
+    query: np.ndarray,
+    lag_keys: np.ndarray,
+    lag_values: np.ndarray,
+    held: np.ndarray,
+    scores: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """mu(t) of eq. (3) into out (B, D, M). keys (B, Hd, R, L, M), values (B, Hd, L, R, M),
+    query (B, Hd, R, M) (divided by sqrt(R)), lag_keys (Hd, L, R + 1)
+    the embeddings E^k (/ sqrt(R) by the query) then the lag bias, lag_values (Hd, R, L), both
+    in the ring's rotation, held (B, L) the slots that hold a lag (the others get no weight),
+    scores (L + 3, M) a buffer."""
+    n_batch, n_heads, width, n_lag, n_paths = keys.shape
+    for b in range(n_batch):
+        for h in range(n_heads):
+            pi = scores[:n_lag]
+            _scores(keys[b, h], query[b, h], lag_keys[h], held[b], pi)
+            _softmax(pi, held[b], scores[n_lag:])
+            for r in range(width):
+                row = out[b, h * width + r]
+                for m in range(n_paths):
+                    row[m] = 0.0
+                for j in range(n_lag):
+                    if not held[b, j]:
+                        continue
+                    v, w, e = values[b, h, j, r], pi[j], lag_values[h, r, j]
+                    for m in range(n_paths):
+                        row[m] += w[m] * (v[m] + e)
+
+
+@inline
+def _scores(
+    keys: np.ndarray, query: np.ndarray, lag_keys: np.ndarray, held: np.ndarray, out: np.ndarray
+) -> None:
+    """q(t-1) . (k(t-s) + E^k_s) + b_s over the slots (L, M) of one head: keys (R, L, M),
+    query (R, M), lag_keys (L, R + 1); -inf at the slots that hold no lag."""
+    width, n_lag, n_paths = keys.shape
+    for j in range(n_lag):
+        s = out[j]
+        if not held[j]:
+            for m in range(n_paths):
+                s[m] = -np.inf
+            continue
+        bias = lag_keys[j, width]
+        for m in range(n_paths):
+            s[m] = bias
+        for r in range(width):
+            k, q, e = keys[r, j], query[r], lag_keys[j, r]
+            for m in range(n_paths):
+                s[m] += (k[m] + e) * q[m]
+
+
+@inline
+def _softmax(scores: np.ndarray, held: np.ndarray, work: np.ndarray) -> None:
+    """The softmax over the held slots (axis 0) of scores (L, M), in place (0 at the others);
+    work (3, M) a buffer."""
+    n_lag, n_paths = scores.shape
+    top, total, bits = work[0], work[1], work[2]
+    for m in range(n_paths):
+        top[m], total[m] = -np.inf, 0.0
+    for j in range(n_lag):
+        s = scores[j]
+        for m in range(n_paths):
+            top[m] = max(top[m], s[m])
+    for j in range(n_lag):
+        s = scores[j]
+        if not held[j]:
+            s[:] = 0.0
+            continue
+        _exp_of(s, top, bits)
+        for m in range(n_paths):
+            total[m] += s[m]
+    for m in range(n_paths):
+        top[m] = 1.0 / total[m]
+    for j in range(n_lag):
+        s = scores[j]
+        for m in range(n_paths):
+            s[m] *= top[m]
+
+
+# exp(x) for x in [EXP_MIN, 0] as 2^n p(r): n = round(x / ln 2), r = x - n ln 2 (ln 2 split
+# in two, as Cody and Waite do, so that n ln 2 is exact to float32), p the Taylor polynomial
+# of degree 6 (relative error under 4e-8 for |r| <= ln 2 / 2) and 2^n built from its bits.
+# The element-by-element calls of libm's expf (what math.exp compiles to) do not vectorize and
+# cost the attention most of its time.
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI, _LN2_LO = np.float32(0.693145751953125), np.float32(1.4286068203094173e-06)
+_EXP_MIN = np.float32(-87.0)  # 2^n stays a normal float32
+_C = [np.float32(1.0 / math.factorial(k)) for k in range(7)]
+_C2, _C3, _C4, _C5, _C6 = _C[2], _C[3], _C[4], _C[5], _C[6]
+
+
+@inline
+def _exp_of(x: np.ndarray, top: np.ndarray, bits: np.ndarray) -> None:
+    """x (M,) := exp(x - top) in place (x - top <= 0); bits (M,) a float32 buffer."""
+    n_paths = x.shape[0]
+    powers = bits.view(np.int32)
+    for m in range(n_paths):
+        y = max(x[m] - top[m], _EXP_MIN)
+        n = math.floor(y * _LOG2E + np.float32(0.5))
+        r = (y - n * _LN2_HI) - n * _LN2_LO
+        x[m] = np.float32(1.0) + r * (np.float32(1.0) + r * (_C2 + r * (_C3 + r * (
+            _C4 + r * (_C5 + r * _C6)))))
+        powers[m] = (np.int32(n) + 127) << 23
+    for m in range(n_paths):
+        x[m] *= bits[m]
