@@ -111,26 +111,29 @@ class Adapter:
         return trend_model.PathTrend(batch.trend, n)
 
     def spread_paths(
-        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, bound: bool, ahead: int = 1
+        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, ahead: np.ndarray
     ) -> np.ndarray:
-        """Paths x (B, N, O) (scaled units) of one step, scaled about their mean by each
-        series' spread factor `factor` (B, 1, O) where that correction is on, moved towards the
-        series' level as its one-step law is (`reverted`), then, where `bound` and the bound is
-        on, their spread held to each series' marginal law (model/series/marginal.py)."""
-        centre = x.mean(axis=1, keepdims=True)  # kept by the scaling, moved with the paths
+        """Paths x (S, B, N, O) (scaled units) of S steps, `ahead` (S,) steps after each
+        series' last value, scaled about their mean by each series' spread factor `factor`
+        (S, B, 1, O) where that correction is on, moved towards the series' level as its
+        one-step law is (`reverted`), then, after the first step and where the bound is on,
+        their spread held to each series' marginal law (model/series/marginal.py)."""
+        centre = x.mean(axis=-2, keepdims=True)  # kept by the scaling, moved with the paths
         if self.adapt.spread:
             x = centre + factor * (x - centre)
         if self.adapt.revert:  # moved towards the series' level, as its one-step law is
-            d, r = self._reversion(batch, centre[:, 0], ahead)
-            shift = (r * d)[:, None]
+            d, r = self._reversion(batch, centre[..., 0, :], ahead[:, None, None])
+            shift = (r * d)[..., None, :]
             x, centre = x + shift, centre + shift
-        if not (bound and self.adapt.bound):
+        later = ahead > 1  # (S,) the steps held to the marginal law
+        if not (later.any() and self.adapt.bound):
             return x
         o = self.target_dim
         bound_sd = marginal.spread_bound(
-            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[:, 0]
+            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[..., 0, :]
         )
-        return marginal.bounded(x, bound_sd, centre)
+        held = marginal.bounded(x, bound_sd, centre)
+        return np.where(later[:, None, None, None], held, x)
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them

@@ -115,6 +115,11 @@ def _block(
     return paths, np.stack(out)
 
 
+def _steps_of(a: np.ndarray, at: slice) -> np.ndarray:
+    """Steps `at` of a per-series array (B, H, O) as (S, B, 1, O), beside paths (S, B, N, O)."""
+    return a[:, at].swapaxes(0, 1)[:, :, None]
+
+
 def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
     """n uniforms (B, N) from each series' generator (the draws of the paths' particles)."""
     out = torch.empty(len(gens), n)
@@ -309,13 +314,14 @@ class ForecastMixin:
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
             paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
+            # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
+            at = slice(start, stop)
+            xs = self.adapter.spread_paths(
+                batch, xs.astype(np.float64), _steps_of(factors, at), np.arange(start, stop) + 1
+            )
+            xs = xs * scale + loc + _steps_of(offsets, at)
             for k in range(start, stop):
-                # (B, N, O) scaled; after the first step (the one-step law), held to its law
-                x = self.adapter.spread_paths(
-                    batch, xs[k - start].astype(np.float64), factors[:, k : k + 1],
-                    bound=k > 0, ahead=k + 1,
-                )
-                x = x * scale + loc + offsets[:, k : k + 1]
+                x = xs[k - start]
                 if carried is not None:  # each path's innovation: its draw's noise (units)
                     innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
                     x = x + carried.step(innovation)

@@ -68,7 +68,14 @@ def _scores(
         bias = lag_keys[j, width]
         for m in range(n_paths):
             s[m] = bias
-        for r in range(width):
+        r = 0
+        while r + 2 <= width:  # two rows of the head a pass: s is read and written half as often
+            k0, q0, e0 = keys[r, j], query[r], lag_keys[j, r]
+            k1, q1, e1 = keys[r + 1, j], query[r + 1], lag_keys[j, r + 1]
+            for m in range(n_paths):
+                s[m] += (k0[m] + e0) * q0[m] + (k1[m] + e1) * q1[m]
+            r += 2
+        if r < width:
             k, q, e = keys[r, j], query[r], lag_keys[j, r]
             for m in range(n_paths):
                 s[m] += (k[m] + e) * q[m]

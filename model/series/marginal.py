@@ -143,7 +143,8 @@ def reversion(
     """The shift d (B, O) from a law's centre (B, O) `ahead` (B,) steps after each series' last
     value to its anchor, in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and
     the weight r (B, O) it is issued with: the probability of the reverting model from its log
-    odds; d and r are 0 where a series' moments weigh under MIN_WEIGHT values."""
+    odds; d and r are 0 where a series' moments weigh under MIN_WEIGHT values. With centres
+    (S, B, O) of S steps, `ahead` (S, 1, 1): d (S, B, O)."""
     held = stats[..., WEIGHT] >= MIN_WEIGHT
     d = np.where(held, (anchor(stats, ahead) - loc) / scale - centre, 0.0)
     return d, np.where(held, expit(stats[..., ODDS]), 0.0)
@@ -163,10 +164,12 @@ def persistence(stats: np.ndarray) -> np.ndarray:
 
 def anchor(stats: np.ndarray, ahead: np.ndarray | int = 1) -> np.ndarray:
     """The point (B, O), series units, that the reverting model centres its law at `ahead`
-    (B,) steps after the series' last value: a_h = b + phi^h (y_last - b), b = l + p (m - l)."""
+    (B,) steps after the series' last value: a_h = b + phi^h (y_last - b), b = l + p (m - l);
+    `ahead` (S, 1, 1) gives the anchors (S, B, O) of S steps."""
     level = stats[..., LEVEL]
     base = level + mean_weight(stats) * (stats[..., MEAN] - level)
-    h = np.asarray(ahead).reshape((-1, 1)) if np.ndim(ahead) else ahead
+    h = np.asarray(ahead)
+    h = h[:, None] if h.ndim == 1 else h
     return base + persistence(stats) ** h * (stats[..., LAST] - base)
 
 
@@ -197,22 +200,23 @@ def spread_bound(
 
 
 def bounded(x: np.ndarray, bound: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
-    """Paths x (B, N, O) scaled about their mean `centre` (B, 1, O) (default: computed) so that
-    their spread is at most `bound` (B, O), a standard deviation: the spread of the paths is
+    """Paths x (..., N, O) scaled about their mean `centre` (..., 1, O) (default: computed) so
+    that their spread is at most `bound` (..., O), a standard deviation: the spread of the paths is
     read from their 10-90 % range as a Gaussian's (range / RANGE_SD), which the paths' few far
     tails do not swell. Paths within the bound are returned as they are."""
-    centre = x.mean(axis=1, keepdims=True) if centre is None else centre
+    centre = x.mean(axis=-2, keepdims=True) if centre is None else centre
     sd = (quantile(x, 0.9) - quantile(x, 0.1)) / RANGE_SD
-    ratio = bound[:, None, :] / np.maximum(sd, 1e-300)
+    ratio = bound[..., None, :] / np.maximum(sd, 1e-300)
     return np.where(ratio < 1.0, centre + ratio * (x - centre), x)
 
 
 def quantile(x: np.ndarray, q: float) -> np.ndarray:
-    """The q-quantile over axis 1 of x (B, N, O), (B, 1, O), as np.quantile's default (linear)
-    method has it, from a partial sort of the two order statistics it reads."""
-    if x.shape[1] == 1:
+    """The q-quantile over the paths (axis -2) of x (..., N, O), (..., 1, O), as np.quantile's
+    default (linear) method has it, from a partial sort of the two order statistics it reads."""
+    n = x.shape[-2]
+    if n == 1:
         return x.copy()
-    at = q * (x.shape[1] - 1)
-    i = min(int(at), x.shape[1] - 2)
-    pair = np.partition(x, (i, i + 1), axis=1)[:, i : i + 2]
-    return pair[:, :1] + (at - i) * (pair[:, 1:] - pair[:, :1])
+    at = q * (n - 1)
+    i = min(int(at), n - 2)
+    pair = np.partition(x, (i, i + 1), axis=-2)[..., i : i + 2, :]
+    return pair[..., :1, :] + (at - i) * (pair[..., 1:, :] - pair[..., :1, :])
