@@ -97,10 +97,12 @@ class Rollout:
         done = 0
         if self.pick is not None:  # the first step: from the particles
             out[0] = self._first_step(_array(eps_z[0]), _array(eps_x[0]), coef[0])
+            done = 1
+            if s == 1 and ends:  # a one-step forecast: no windows taken
+                return out.transpose(0, 1, 3, 2)
             self._own_windows(n)
             self.x_prev = np.concatenate([out[0], _known(cov[0], n)], axis=1)
             self.pending = qkv[0]
-            done = 1
         if done < s:
             assert self.pending is not None
             ring = (self.query.numpy(), self.keys.numpy(), self.values.numpy(), self.held,
