@@ -5,9 +5,10 @@ tensors of a model/filtering/filter.CompactState, flattened as the exported grap
 keep forecast paths in their own tensor type between steps. The filter update is
 model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
-model/filtering/filter.forecast_step: on the cpu, the torch backend runs it as the rollout
-kernel of model/runtime/rollout.py (the same samples to float32 rounding, a ring buffer of
-keys and values with the paths as columns), elsewhere as the forecast graph.
+model/filtering/filter.forecast_step: on the cpu, the torch backend's `start_paths` returns the
+rollout of model/runtime/rollout.py (the same samples to float32 rounding, a ring buffer of
+keys and values with the paths as columns), which the forecast moves a block of steps at a
+time (model/runtime/forecasting.py); elsewhere `forecast_step` runs the forecast graph.
 
 Paths are drawn from P particles (model/filtering/paths.py): the torch backend keeps them as
 particles plus ancestors (`LazyPaths`, or the kernel's `Rollout`) through the first step, the
@@ -169,26 +170,18 @@ class TorchBackend:
     @torch.inference_mode()
     def forecast_step(
         self,
-        paths: FilterState | LazyPaths | Rollout,
+        paths: FilterState | LazyPaths,
         eps_z: Tensor,
         eps_x: Tensor,
         eps_qkv: Tensor | None,
         covariates: Tensor | None,
         mean_coef: np.ndarray | None = None,
-    ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
+    ) -> tuple[FilterState | LazyPaths, np.ndarray]:
         cov = None if covariates is None else self._t(covariates)
         eps_z, eps_x = self._t(eps_z), self._t(eps_x)
         coef = None
         if mean_coef is not None and self.corrects_mean:
             coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
-        if isinstance(paths, Rollout):  # a block of one step
-            qkv = _last_qkv(eps_qkv, eps_z, self._t)
-            one_cov = None if cov is None else cov[None]
-            one_coef = None if coef is None else coef[None]
-            xs = paths.run(
-                eps_z[None], eps_x[None], qkv[None], one_cov, one_coef, ends=eps_qkv is None
-            )
-            return paths, xs[0]
         eps_qkv = _last_qkv(eps_qkv, eps_z, self._t)
         if coef is not None:
             if isinstance(paths, LazyPaths):
