@@ -56,11 +56,13 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
             for phi, beta, b, _ in state.trend
         ] if adapt.trend else [],
         marginal=[
-            {"mean": float(m), "sd": round(float(np.sqrt(v)), 6), "values": round(float(w), 3),
-             "level": float(lev), "last": float(last),
-             "reverting": round(float(expit(o)), 6) if adapt.revert else 0.0,
-             "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6)}
-            for (w, m, v, o, lev, last, *_), p, phi in zip(
+            {"mean": float(law[marginal.MEAN]), "sd": round(float(np.sqrt(law[marginal.VAR])), 6),
+             "values": round(float(law[marginal.WEIGHT]), 3), "level": float(law[marginal.LEVEL]),
+             "last": float(law[marginal.LAST]),
+             "reverting": round(float(expit(law[marginal.ODDS])), 6) if adapt.revert else 0.0,
+             "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6),
+             "level_alpha": round(float(law[marginal.ALPHA]), 6)}
+            for law, p, phi in zip(
                 state.marginal, marginal.mean_weight(state.marginal),
                 marginal.persistence(state.marginal), strict=True
             )

@@ -56,19 +56,27 @@ class Adapter:
 
     def decompose(
         self, rows: Sequence[np.ndarray], season: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray], np.ndarray]:
         """Each history's seasonal profile (B, M, O) (zeros where the profile is off or the
         series has no season), its damped trend after its last value (B, O, 4)
         (model/series/trend.py; zeros where the trend is off or it has none), the histories
-        (T_i, F) without either (copies), and the trend's sum at each of their values (T_i, O)."""
+        (T_i, F) without either (copies), the trend's sum at each of their values (T_i, O),
+        and the alpha of each series' level (B, O), fitted with its trend, that bounds the
+        growth of its paths' spread (0: none, where the bound is off or the history is too
+        short to fit)."""
         profile, plain = self._deseasonalise(rows, season)
         trend = np.zeros((len(plain), self.target_dim, trend_model.N_FIELDS))
         sums = [np.zeros((len(r), self.target_dim)) for r in plain]
-        if self.adapt.trend:
+        alpha = np.zeros((len(plain), self.target_dim))
+        if self.adapt.trend or self.adapt.bound:
             for i, r in enumerate(plain):
-                trend[i], sums[i] = trend_model.fit(r[:, : self.target_dim])
-                r[:, : self.target_dim] -= sums[i]
-        return profile, trend, plain, sums
+                fitted = trend_model.fit(r[:, : self.target_dim])
+                if self.adapt.trend:
+                    trend[i], sums[i] = fitted.packed, fitted.sums
+                    r[:, : self.target_dim] -= sums[i]
+                if self.adapt.bound:
+                    alpha[i] = fitted.alpha
+        return profile, trend, plain, sums, alpha
 
     def _deseasonalise(
         self, rows: Sequence[np.ndarray], season: np.ndarray
@@ -111,13 +119,20 @@ class Adapter:
         return trend_model.PathTrend(batch.trend, n)
 
     def spread_paths(
-        self, batch: StateBatch, x: np.ndarray, factor: np.ndarray, ahead: np.ndarray
-    ) -> np.ndarray:
+        self,
+        batch: StateBatch,
+        x: np.ndarray,
+        factor: np.ndarray,
+        ahead: np.ndarray,
+        first: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Paths x (S, B, N, O) (scaled units) of S steps, `ahead` (S,) steps after each
         series' last value, scaled about their mean by each series' spread factor `factor`
         (S, B, 1, O) where that correction is on, moved towards the series' level as its
         one-step law is (`reverted`), then, after the first step and where the bound is on,
-        their spread held to each series' marginal law (model/series/marginal.py)."""
+        their spread held to each series' marginal law and to its level's growth from the
+        first step's spread `first` (B, O) (model/series/marginal.py). Returns the paths and
+        `first` (taken from these paths where they hold the first step)."""
         centre = x.mean(axis=-2, keepdims=True)  # kept by the scaling, moved with the paths
         if self.adapt.spread:
             x = centre + factor * (x - centre)
@@ -125,15 +140,21 @@ class Adapter:
             d, r = self._reversion(batch, centre[..., 0, :], ahead[:, None, None])
             shift = (r * d)[..., None, :]
             x, centre = x + shift, centre + shift
+        if not self.adapt.bound:
+            return x, first
+        if ahead[0] == 1:
+            first = marginal.spread(x[0])
         later = ahead > 1  # (S,) the steps held to the marginal law
-        if not (later.any() and self.adapt.bound):
-            return x
+        if not later.any():
+            return x, first
         o = self.target_dim
         bound_sd = marginal.spread_bound(
             batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[..., 0, :]
         )
+        if first is not None:
+            bound_sd = np.minimum(bound_sd, marginal.growth_bound(batch.marginal, first, ahead))
         held = marginal.bounded(x, bound_sd, centre)
-        return np.where(later[:, None, None, None], held, x)
+        return np.where(later[:, None, None, None], held, x), first
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them

@@ -306,6 +306,7 @@ class ForecastMixin:
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         block = max(1, NOISE_FLOATS // (len(gens) * n * (4 * d + o)))  # steps drawn at once
+        first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
             z, eps, e_qkv = _draws(gens, range(start, stop), total, n, d, o)
@@ -316,8 +317,9 @@ class ForecastMixin:
             paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
-            xs = self.adapter.spread_paths(
-                batch, xs.astype(np.float64), _steps_of(factors, at), np.arange(start, stop) + 1
+            xs, first = self.adapter.spread_paths(
+                batch, xs.astype(np.float64), _steps_of(factors, at), np.arange(start, stop) + 1,
+                first,
             )
             xs = xs * scale + loc + _steps_of(offsets, at)
             for k in range(start, stop):

@@ -202,26 +202,27 @@ class Runtime(ForecastMixin):
         # history without them, and its forecasts move through them
         pending = [min(gaps.trailing_missing(r), gaps.MAX_PENDING, len(r) - 1) for r in rows]
         rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
-        batch, start, (trend, sums) = self._start(rows, seeds, season)
+        batch, start, (trend, sums, alpha) = self._start(rows, seeds, season)
         # the history's trend is the fit's (model/series/trend.py), taken out of each step
         steps = [r[s0 + 1 :].copy() for r, s0 in zip(rows, start, strict=True)]
         for step, c, s0 in zip(steps, sums, start, strict=True):
             step[:, : self.target_dim] -= c[s0 + 1 :]
         self._advance(batch, steps, levels=check_levels(levels))
         batch.pending[:], batch.trend[:] = pending, trend
+        batch.marginal[..., marginal.ALPHA] = alpha  # the growth of its paths' spread
         return [batch.state(i, self.model_id) for i in range(len(rows))]
 
     def _start(
         self, rows: list[np.ndarray], seeds: Sequence[int] | None, season: np.ndarray
-    ) -> tuple[StateBatch, list[int], tuple[np.ndarray, list[np.ndarray]]]:
+    ) -> tuple[StateBatch, list[int], tuple[np.ndarray, list[np.ndarray], np.ndarray]]:
         """The states of the series of histories `rows` (T_i, F) before they are filtered, the
-        row index of the last input each window holds then (0: the first; see `create`), and
-        their trends (B, O, 4) with the trend's sum at each row (T_i, O): the seasonal profile,
-        the scaling and the seed of the whole history, that window, the prior of every
-        correction (the trend is set once the history is filtered)."""
+        row index of the last input each window holds then (0: the first; see `create`), their
+        trends (B, O, 4), the trend's sum at each row (T_i, O) and their levels' alphas (B, O):
+        the seasonal profile, scaling and seed of the whole history, that window, the prior of
+        every correction (trend and alpha are set once the history is filtered)."""
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
         # each series' seasonal profile and trend (Adapter.decompose), its history without them
-        profile, trend, plain, sums = self.adapter.decompose(rows, season)
+        profile, trend, plain, sums, alpha = self.adapter.decompose(rows, season)
         scaling = [
             layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
             for p, r in zip(plain, rows, strict=True)
@@ -270,7 +271,7 @@ class Runtime(ForecastMixin):
             scaled = scale_values(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
             batch.observed[i, : len(window)] = np.isfinite(window)
-        return batch, start, (trend, sums)
+        return batch, start, (trend, sums, alpha)
 
     def update(
         self,

@@ -23,6 +23,7 @@ import numpy as np
 
 from model.series import state_format
 from model.series.adaptation import PRIOR_WEIGHT, mean_prior
+from model.series.marginal import N_FIELDS as MARGINAL_FIELDS
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -85,10 +86,10 @@ class SeriesState:
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
     trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
-    # the series' own law (model/series/marginal.py): (O, 9) float64 weight, mean, variance,
-    # log odds of reverting, level, last value, log odds of the mean in the anchor and the sums
-    # of the persistence per target (O = 0: none yet)
-    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, 9)))
+    # the series' own law (model/series/marginal.py): (O, 10) float64 weight, mean, variance,
+    # log odds of reverting, level, last value, log odds of the mean in the anchor, the sums
+    # of the persistence and the level's alpha per target (O = 0: none yet)
+    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, MARGINAL_FIELDS)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/forecasting.py), the next observation filters them first
     pending: int = 0
@@ -148,7 +149,7 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
-        for name, width in (("trend", 4), ("marginal", 9)):
+        for name, width in (("trend", 4), ("marginal", MARGINAL_FIELDS)):
             value = getattr(self, name)
             if value.size == 0:
                 object.__setattr__(self, name, _frozen(np.zeros((0, width)), np.float64))
@@ -250,7 +251,7 @@ class StateBatch:
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
-    marginal: np.ndarray  # (B, O, 9) float64 as SeriesState's (0: none yet)
+    marginal: np.ndarray  # (B, O, 10) float64 as SeriesState's (0: none yet)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -299,7 +300,8 @@ class StateBatch:
                 [s.trend if s.trend.size else np.zeros((n_targets, 4)) for s in states]
             ),
             marginal=np.stack(
-                [s.marginal if s.marginal.size else np.zeros((n_targets, 9)) for s in states]
+                [s.marginal if s.marginal.size else np.zeros((n_targets, MARGINAL_FIELDS))
+                 for s in states]
             ),
         )
 
@@ -353,7 +355,9 @@ class StateBatch:
             ),
             pending=int(self.pending[i]),
             trend=self.trend[i] if self.trend[i, :, 0].any() else np.zeros((0, 4)),
-            marginal=self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, 9)),
+            marginal=(
+                self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, MARGINAL_FIELDS))
+            ),
         )
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
+from typing import NamedTuple
 
 import numpy as np
 
@@ -109,27 +110,38 @@ class PathTrend:
         return self.total
 
 
-def fit(history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The damped trend of one history (T, O) (NaN: missing), fitted on its last FIT_VALUES:
-    its packed trend (O, N_FIELDS) after its last value, and the trend's sum c (T, O) at each
-    of its values (0 before those fitted, and for a target without a trend)."""
+class Fitted(NamedTuple):
+    """A history's fit (T, O): its packed trend (O, N_FIELDS) after its last value, the
+    trend's sum c (T, O) at each value (0 before those fitted, and for a target without a
+    trend), and the alpha (O,) of the level of the form kept (0: too few values to fit)."""
+
+    packed: np.ndarray
+    sums: np.ndarray
+    alpha: np.ndarray
+
+
+def fit(history: np.ndarray) -> Fitted:
+    """The damped trend of one history (T, O) (NaN: missing), fitted on its last FIT_VALUES,
+    and the alpha of the level of the form kept (with its trend, or without one)."""
     y = np.asarray(history, np.float64)
     packed = np.zeros((y.shape[1], N_FIELDS))
     sums = np.zeros(y.shape)
+    alpha = np.zeros(y.shape[1])
     head = max(0, len(y) - FIT_VALUES)
     for j in range(y.shape[1]):
-        found = _fit_one(y[head:, j])
+        found, alpha[j] = _fit_one(y[head:, j])
         if found is not None:
             packed[j], sums[head:, j] = found
-    return packed, sums
+    return Fitted(packed, sums, alpha)
 
 
-def _fit_one(y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float]:
     """The packed trend (N_FIELDS,) after y (T,) and c at each value (T,), or None where the
-    trend does not lower the BIC (or fewer than 3 START values are observed)."""
+    trend does not lower the BIC (or fewer than 3 START values are observed); and the alpha of
+    the level of the form kept (0 with too few values)."""
     seen = np.flatnonzero(np.isfinite(y))
     if len(seen) < 3 * START:
-        return None
+        return None, 0.0
     z = y[seen[0] :]
     grid = np.array(
         [(a, a * s, p) for a, s, p in product(ALPHAS, BETA_SHARES, PHIS)]
@@ -140,17 +152,18 @@ def _fit_one(y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     n = float(np.isfinite(z[1:]).sum())
     bic = n * np.log(np.maximum(sse, 1e-300) / n) + np.log(n) * np.where(trended, 5, 2)
     best = int(np.argmin(bic))
-    if not trended[best]:
-        return None
     flat = int(np.flatnonzero(~trended)[np.argmin(bic[~trended])])
+    if not trended[best]:
+        return None, float(grid[flat, 0])
     starts = [(grid[g], l0[g], b0[g]) for g in (best, flat)]
     if _ahead_sse(z, *starts[0]) >= _ahead_sse(z, *starts[1]):
-        return None  # a slope that helps one step ahead and not over the steps after
+        # a slope that helps one step ahead and not over the steps after
+        return None, float(grid[flat, 0])
     _, slope, sums = _run(z, grid[best : best + 1], b0[best : best + 1], level=l0[best])
     out = np.zeros(len(y))
     out[seen[0] :] = sums[:, 0]
-    _, beta, phi = grid[best]
-    return np.array([phi, beta, slope[0], out[-1]]), out
+    alpha, beta, phi = grid[best]
+    return (np.array([phi, beta, slope[0], out[-1]]), out), float(alpha)
 
 
 def _fit_starts(y: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -266,8 +266,10 @@ class SeriesAdaptation(BaseModel):
         "its values without season and trend, in the series' units, over `values` values' "
         "worth of weight (they count from 20), their smoothed `level`, the `last` value, "
         "`mean_weight` p and `persistence` phi of the point its law reverts to h steps ahead "
-        "(b + phi^h (last - b), b = level + p (mean - level)), and `reverting`, the weight its "
-        "law is moved towards that point with; empty: none yet",
+        "(b + phi^h (last - b), b = level + p (mean - level)), `reverting`, the weight its "
+        "law is moved towards that point with, and `level_alpha`, the alpha of its level "
+        "fitted on its history, by which a forecast's spread grows (sqrt(1 + (h - 1) "
+        "alpha^2) times the first step's, for alpha 0.2 to 0.8; 0: not fitted); empty: none yet",
     )
 
 

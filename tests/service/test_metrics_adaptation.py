@@ -83,6 +83,7 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     import numpy as np
 
     from model.series import marginal
+    from model.series.trend import fit
 
     values = (11.0 + np.random.default_rng(0).standard_normal(60)).tolist()
     assert client.put("/v1/series/s1", json={"values": values}).status_code == 201
@@ -99,6 +100,9 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     # white noise: its deviations from the level do not persist
     assert law["persistence"] == pytest.approx(marginal.persistence(stats)[0, 0], abs=1e-6)
     assert law["persistence"] < 0.3 and 0.0 < law["mean_weight"] < 1.0
+    # its level's alpha, fitted on its history as the trend's fit does (white noise: a slow one)
+    assert law["level_alpha"] == pytest.approx(fit(np.array(values)[:, None]).alpha[0])
+    assert law["level_alpha"] <= 0.2
     assert observe(client, 60, 11.0).status_code == 200
     (after,) = _adaptation(client)["marginal"]
     assert after["values"] == pytest.approx(marginal.FORGET * law["values"] + 1.0, abs=2e-3)

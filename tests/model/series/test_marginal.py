@@ -157,7 +157,8 @@ def test_a_random_walk_keeps_its_spread(walk_model: Path) -> None:
 
 
 def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
-    """Written as format 9 and read back whole; a state of format 8 (five fields: no last
+    """Written as format 10 and read back whole; a state of format 9 (nine fields: no alpha)
+    reads with alpha 0 (no bound on its paths' growth); one of format 8 (five fields: no last
     value) reads with the level as its last value at even odds; one of format 7 (no moments)
     reads with none, forecasts without the bound and gathers them from its next values."""
     import dataclasses
@@ -172,17 +173,23 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
     rt = Runtime.load(walk_model, backend="torch", adapt=ON)
     (state,) = rt.create([LEVEL + np.random.default_rng(4).standard_normal((100, 1))])
     blob = state.to_bytes()
-    assert struct.unpack_from("<H", blob, 4)[0] == 9
+    k = marginal.N_FIELDS
+    assert struct.unpack_from("<H", blob, 4)[0] == 10 and k == 10
     assert SeriesState.from_bytes(blob) == state
     law = state.marginal
-    five = older(blob, 8, 1 + 8 * 9, struct.pack("<B", 1) + law[:, :5].astype("<f8").tobytes())
+    assert law[0, marginal.ALPHA] > 0  # fitted on the history
+    nine = older(blob, 9, 1 + 8 * k, struct.pack("<B", 1) + law[:, :9].astype("<f8").tobytes())
+    no_alpha = law.copy()
+    no_alpha[:, marginal.ALPHA] = 0.0
+    assert SeriesState.from_bytes(nine) == dataclasses.replace(state, marginal=no_alpha)
+    five = older(blob, 8, 1 + 8 * k, struct.pack("<B", 1) + law[:, :5].astype("<f8").tobytes())
     eight = law.copy()
     eight[:, marginal.LAST] = law[:, marginal.LEVEL]
     eight[:, marginal.MEAN_ODDS :] = 0.0
     assert SeriesState.from_bytes(five) == dataclasses.replace(state, marginal=eight)
-    old = older(blob, 7, 1 + 8 * 9)
+    old = older(blob, 7, 1 + 8 * k)
     read = SeriesState.from_bytes(old)
-    assert read == dataclasses.replace(state, marginal=np.zeros((0, 9)))
+    assert read == dataclasses.replace(state, marginal=np.zeros((0, k)))
     assert read.to_bytes() == old
     ((new, _),) = rt.update([read], [np.full((1, 1), LEVEL)], [0.8])
     assert new.marginal[0, 0] == 1.0 and new.marginal[0, 1] == pytest.approx(LEVEL)
