@@ -10,12 +10,12 @@ an F-test of the phase means (one-way analysis of variance) or, where the histor
 seasons, of its first harmonic (a smooth season spends its variance on few harmonics), at a
 4 % level shared by the periods and tests (Bonferroni), on the series less its quadratic trend
 where it is stationary about the season, on its differences where it wanders like a random
-walk; of periods too near to tell apart by a few seasons' phases (48 and 52), the one of
-least BIC.
+walk; of periods too near to tell apart by a few seasons' phases (48 and 52), the one whose
+first harmonic fits best.
 
 Measured by bench/bench_seasons.py (seeded generated series, signal and noise of unit standard
 deviation, three seasons): false seasons on white noise and random walks at 4.4 % or under
-(1,000 series a length); sines of 12, 24, 48, 52 and 168 found in 98 % or more, random
+(1,000 series a length); sines of 12, 24, 48, 52 and 168 found in 97 % or more, random
 profiles of 24 in 94 % (a test at the shared level told the period finds 95 %) and longer ones
 in 98 % or more. Short seasons need more of them: three seasons of 4, 7 or 12 are too few
 values for any test at that level, even one told the period (its power: 0.49, 0.73 and 0.92
@@ -45,7 +45,7 @@ STATIONARY = 2.0  # a series whose m-step differences vary more than this times 
 # ones wanders (a random walk: m times); one that varies less is stationary about its season
 MAX_VALUES = 4000  # the most recent values a detection reads
 HARMONICS = 1  # the harmonics of a period its harmonic test fits
-NEAR = 0.2  # periods within this share of each other are told apart by their BIC
+NEAR = 0.2  # periods within this share of each other are told apart by their first harmonic
 
 
 def season_of_freq(freq: str) -> int:
@@ -100,7 +100,8 @@ def detect_season(
     candidates m <= max_season that the history holds twice, those whose phase means or first
     harmonics differ from none at the level LEVEL / (tests made) (`_phase_test`,
     `_harmonic_test`, module docstring), the one whose phases explain the most of the series
-    (adjusted R^2, the larger of the two; of periods within NEAR of it, the one of least BIC),
+    (adjusted R^2, the larger of the two; of periods within NEAR of it, the one whose first
+    harmonic fits best),
     or the shortest divisor of it that explains nearly as much (24, not 168, for a daily
     cycle in hourly data; `_repeats`). The
     trend taken out is quadratic: a linear one leaves an accelerating series' curvature,
@@ -116,7 +117,7 @@ def detect_season(
     steps = np.r_[np.nan, np.diff(y)]
     one = _mean_square(steps)
     found: dict[int, float] = {}
-    bic: dict[int, tuple[int, float]] = {}  # the residuals' kind (fitted) and the BIC
+    kind: dict[int, int] = {}  # the residuals each period was tested on (their fitted)
     for m in tested:
         wanders = _mean_square(y[m:] - y[:-m]) > STATIONARY * one
         r, fitted = (steps, 0) if wanders else (plain, 2)
@@ -129,14 +130,19 @@ def detect_season(
         p = min(t[0] for t in tests)
         if p < LEVEL / (len(tests) * len(tested)):
             found[m] = max(t[1] for t in tests)
-            bic[m] = fitted, min(t[2] for t in tests)
+            kind[m] = fitted
     if not found:
         return 0
     best = max(found, key=lambda m: found[m])
-    # periods too near for a few seasons' phases to tell apart (48 and 52): the fewer
-    # parameters, by the BIC (a sine of 48 is a harmonic, not 52 phase means)
-    near = [m for m in found if abs(m / best - 1.0) <= NEAR and bic[m][0] == bic[best][0]]
-    best = min(near, key=lambda m: bic[m][1])
+    # periods too near for a few seasons' phases to tell apart (48 and 52, whose phase means
+    # fit a sine of either about as well): the one whose first harmonic fits best (the same
+    # parameters: the least BIC is the least residual), whether or not the history holds
+    # three of its seasons
+    near = [m for m in found
+            if max(m, best) / min(m, best) - 1.0 <= NEAR and kind[m] == kind[best]]
+    if len(near) > 1:
+        r = steps if kind[best] == 0 else plain
+        best = min(near, key=lambda m: _harmonic_test(r, m, kind[best])[2])
     return min(m for m, r in found.items() if _repeats(best, m) and r >= NEAR_BEST * found[best])
 
 

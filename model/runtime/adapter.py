@@ -74,8 +74,8 @@ class Adapter:
                 if self.adapt.trend:
                     trend[i], sums[i] = fitted.packed, fitted.sums
                     r[:, : self.target_dim] -= sums[i]
-                if self.adapt.bound:
-                    alpha[i] = fitted.alpha
+                if self.adapt.bound:  # the level the paths carry: with the trend, if kept
+                    alpha[i] = fitted.alpha if self.adapt.trend else fitted.flat
         return profile, trend, plain, sums, alpha
 
     def _deseasonalise(

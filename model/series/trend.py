@@ -52,6 +52,7 @@ FIT_VALUES = 512  # the most recent values a fit reads
 START = 4  # a fit needs 3 START observed values
 CHECK_STEPS = 24  # a trend kept must also forecast better over these many steps ahead
 CLIP = 3.0  # an online step's error counts up to this many standard deviations
+ALPHA_VALUES = 50  # observed values a level's alpha is kept from (Fitted; fewer: 0, none)
 N_FIELDS = 4  # phi, beta, b, c per target
 
 
@@ -113,11 +114,13 @@ class PathTrend:
 class Fitted(NamedTuple):
     """A history's fit (T, O): its packed trend (O, N_FIELDS) after its last value, the
     trend's sum c (T, O) at each value (0 before those fitted, and for a target without a
-    trend), and the alpha (O,) of the level of the form kept (0: too few values to fit)."""
+    trend), the alpha (O,) of the level of the form kept and that of the form without a trend
+    (`flat`; both 0 below ALPHA_VALUES observed values)."""
 
     packed: np.ndarray
     sums: np.ndarray
     alpha: np.ndarray
+    flat: np.ndarray
 
 
 def fit(history: np.ndarray) -> Fitted:
@@ -126,22 +129,24 @@ def fit(history: np.ndarray) -> Fitted:
     y = np.asarray(history, np.float64)
     packed = np.zeros((y.shape[1], N_FIELDS))
     sums = np.zeros(y.shape)
-    alpha = np.zeros(y.shape[1])
+    alpha, flat = np.zeros(y.shape[1]), np.zeros(y.shape[1])
     head = max(0, len(y) - FIT_VALUES)
     for j in range(y.shape[1]):
-        found, alpha[j] = _fit_one(y[head:, j])
+        found, alpha[j], flat[j] = _fit_one(y[head:, j])
         if found is not None:
             packed[j], sums[head:, j] = found
-    return Fitted(packed, sums, alpha)
+    few = np.isfinite(y[head:]).sum(axis=0) < ALPHA_VALUES
+    return Fitted(packed, sums, np.where(few, 0.0, alpha), np.where(few, 0.0, flat))
 
 
-def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float]:
+def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float]:
     """The packed trend (N_FIELDS,) after y (T,) and c at each value (T,), or None where the
-    trend does not lower the BIC (or fewer than 3 START values are observed); and the alpha of
-    the level of the form kept (0 with too few values)."""
+    trend does not lower the BIC (or fewer than 3 START values are observed); and the alphas
+    of the level of the form kept and of the best form without a trend (0 with too few
+    values)."""
     seen = np.flatnonzero(np.isfinite(y))
     if len(seen) < 3 * START:
-        return None, 0.0
+        return None, 0.0, 0.0
     z = y[seen[0] :]
     grid = np.array(
         [(a, a * s, p) for a, s, p in product(ALPHAS, BETA_SHARES, PHIS)]
@@ -154,16 +159,16 @@ def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float
     best = int(np.argmin(bic))
     flat = int(np.flatnonzero(~trended)[np.argmin(bic[~trended])])
     if not trended[best]:
-        return None, float(grid[flat, 0])
+        return None, float(grid[flat, 0]), float(grid[flat, 0])
     starts = [(grid[g], l0[g], b0[g]) for g in (best, flat)]
     if _ahead_sse(z, *starts[0]) >= _ahead_sse(z, *starts[1]):
         # a slope that helps one step ahead and not over the steps after
-        return None, float(grid[flat, 0])
+        return None, float(grid[flat, 0]), float(grid[flat, 0])
     _, slope, sums = _run(z, grid[best : best + 1], b0[best : best + 1], level=l0[best])
     out = np.zeros(len(y))
     out[seen[0] :] = sums[:, 0]
     alpha, beta, phi = grid[best]
-    return (np.array([phi, beta, slope[0], out[-1]]), out), float(alpha)
+    return (np.array([phi, beta, slope[0], out[-1]]), out), float(alpha), float(grid[flat, 0])
 
 
 def _fit_starts(y: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from model.runtime.runtime import Runtime
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from model.series.state import SeriesState
-from model.series.trend import fit
+from model.series.trend import ALPHA_VALUES, fit
 from tests.model.conftest import naive_lag_model
 
 ON = AdaptConfig(mean=False, trend=False, revert=False)  # the bounds alone
@@ -55,6 +55,32 @@ def test_the_levels_alpha_is_fitted_on_the_history() -> None:
     assert np.mean(fitted == ALPHA) >= 0.7 and ((fitted >= 0.3) & (fitted <= 0.7)).all()
     noise = np.random.default_rng(0).standard_normal((400, 1))
     assert fit(noise).alpha[0] <= 0.1 and fit(np.cumsum(noise, 0)).alpha[0] >= 0.9
+
+
+def _damped(seed: int, n: int = 400) -> np.ndarray:
+    """ETS(A,Ad,N) of alpha 0.5, beta 0.1, phi 0.95 about 50."""
+    e = np.random.default_rng(seed).standard_normal(n)
+    y, level, slope = np.empty(n), 50.0, 0.0
+    for t in range(n):
+        y[t] = level + 0.95 * slope + e[t]
+        level, slope = level + 0.95 * slope + 0.5 * e[t], 0.95 * slope + 0.1 * e[t]
+    return y
+
+
+def test_the_alpha_kept_is_that_of_the_level_the_paths_carry(walk_model: Path) -> None:
+    """A damped trend's history: the fit keeps its trend, and the alpha of that form's level
+    differs from the best form's without a trend (the trend's growth is then in the level).
+    A runtime that carries the trend keeps the former, one with the trend off the latter; a
+    history of fewer than ALPHA_VALUES observed values keeps none (0)."""
+    y = _damped(0)[:, None]
+    fitted = fit(y)
+    assert fitted.packed[0, 0] > 0 and fitted.alpha[0] != fitted.flat[0]
+    for trend, expected in ((True, fitted.alpha[0]), (False, fitted.flat[0])):
+        rt = Runtime.load(walk_model, backend="torch", adapt=AdaptConfig(mean=False, trend=trend))
+        (state,) = rt.create([y])
+        assert state.marginal[0, marginal.ALPHA] == expected
+    short = np.cumsum(np.random.default_rng(1).standard_normal((ALPHA_VALUES - 1, 1)), 0)
+    assert fit(short).alpha[0] == fit(short).flat[0] == 0.0
 
 
 def test_a_walk_model_on_a_local_level_spreads_as_its_alpha_says(walk_model: Path) -> None:

@@ -25,7 +25,7 @@ def test_a_line_is_found_and_noise_or_a_walk_is_not() -> None:
     t = np.arange(300.0)
     for seed in range(3):
         y = 0.5 * t + np.random.default_rng(seed).normal(size=300)
-        packed, sums, _ = fit(y[:, None])
+        packed, sums, *_ = fit(y[:, None])
         phi, _, slope, total = packed[0]
         assert phi >= 0.95 and abs(slope - 0.5) < 0.1, packed
         assert sums.shape == (300, 1) and sums[0, 0] == 0.0 and total == sums[-1, 0]
