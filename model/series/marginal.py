@@ -239,7 +239,8 @@ def bounded(x: np.ndarray, bound: np.ndarray, centre: np.ndarray | None = None) 
     tails do not swell. Paths within the bound are returned as they are."""
     centre = x.mean(axis=-2, keepdims=True) if centre is None else centre
     ratio = bound[..., None, :] / np.maximum(spread(x)[..., None, :], 1e-300)
-    return np.where(ratio < 1.0, centre + ratio * (x - centre), x)
+    with np.errstate(invalid="ignore"):  # inf x 0 where paths of no spread are not held
+        return np.where(ratio < 1.0, centre + ratio * (x - centre), x)
 
 
 def quantile(x: np.ndarray, q: float) -> np.ndarray:
