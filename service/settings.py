@@ -105,7 +105,8 @@ class Settings(BaseSettings):
     )
     adapt_bound: bool = Field(
         default=True,
-        description="bound a forecast's spread over many steps by each series' own marginal law",
+        description="bound a forecast's spread over many steps by each series' own marginal law "
+        "and by its level's growth",
     )
     adapt_revert: bool = Field(
         default=True,
