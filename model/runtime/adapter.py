@@ -142,19 +142,20 @@ class Adapter:
             x, centre = x + shift, centre + shift
         if not self.adapt.bound:
             return x, first
-        if ahead[0] == 1:
+        i = int(ahead[0] == 1)  # the steps from i on are held; the first is the one-step law
+        if i:
             first = marginal.spread(x[0])
-        later = ahead > 1  # (S,) the steps held to the marginal law
-        if not later.any():
+        if i == len(ahead):
             return x, first
         o = self.target_dim
         bound_sd = marginal.spread_bound(
-            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[..., 0, :]
+            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[i:, ..., 0, :]
         )
         if first is not None:
-            bound_sd = np.minimum(bound_sd, marginal.growth_bound(batch.marginal, first, ahead))
-        held = marginal.bounded(x, bound_sd, centre)
-        return np.where(later[:, None, None, None], held, x), first
+            growth = marginal.growth_bound(batch.marginal, first, ahead[i:])
+            bound_sd = np.minimum(bound_sd, growth)
+        held = marginal.bounded(x[i:], bound_sd, centre[i:])
+        return (np.concatenate([x[:i], held]) if i else held), first
 
     def mean_coef(self, batch: StateBatch) -> np.ndarray:
         """The coefficients of each series' correction of the mean as the model takes them
