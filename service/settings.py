@@ -110,8 +110,8 @@ class Settings(BaseSettings):
     )
     adapt_revert: bool = Field(
         default=True,
-        description="move each series' law towards an AR(1) about its own level by the odds of "
-        "a reverting model",
+        description="move each series' law towards an AR(1) about its own level or mean by the "
+        "odds of a reverting model",
     )
     adapt_forget: float = Field(
         default=0.9, gt=0.0, lt=1.0,

@@ -16,21 +16,23 @@ twice over; on one whose level holds for long (a season and white noise) the slo
 less still; on one that wanders (a share price, a rate) the last value is what ETS(A,N,N) with
 alpha near 1 and a random walk forecast, and no level is. Each series forecasts from the anchor
 
-    a_h = b + phi^h (y_last - b),   b = l + p (m - l),
+    a_h = A_l + p (A_m - A_l),   A_l = l + phi_l^h (y_last - l),   A_m = m + phi_m^h (y_last - m),
 
-h steps ahead: an AR(1) about its weighted level b, with p = expit(g) the weight of the mean
-against the level (g their log odds) and phi its persistence, the least-squares coefficient of
-the value's deviation from the level on the last value's, y_t - l_{t-1} on y_{t-1} - l_{t-1},
-weighted as the moments are (within [0, 1]: about 1 for a random walk, whose last value the
-anchor then is at every step; 0 for white noise, whose level or mean it is; between for a
-persistent series, the anchor returning to its level as an AR(1) does). Each series keeps the
+h steps ahead: the AR(1) forecasts about its level and about its mean weighted by p = expit(g),
+the weight of the mean's against the level's (g their log odds), with phi_l and phi_m its
+persistence about each, the least-squares coefficient of the value's deviation on the last
+value's (y_t - l_{t-1} on y_{t-1} - l_{t-1}, and the same about m), weighted as the moments are
+(within [0, 1]: about 1 for a random walk, whose last value the anchor then is at every step;
+0 for white noise, whose level or mean it is; between for a persistent series, the anchor
+returning to its level or mean as an AR(1) does). The level follows a stationary AR(1)'s
+deviations, so an anchor about the level alone kept them over many steps. Each series keeps the
 log odds o that its values follow that reverting model, the law issued centred at the anchor,
 rather than the model's, and issues the model's law moved towards the anchor by the weight
 r = expit(o): with mu the model's mean and d = a_1 - mu, the law is moved by r d (`reversion`).
 After each value y, with f the law issued and c its mean,
 
     o_t = lam o_{t-1} + clip(log f(y - (1 - r) d) - log f(y + r d), +-MAX_EVIDENCE),
-    g_t = lam g_{t-1} + clip(log f(y - (m - c)) - log f(y - (l - c)), +-MAX_EVIDENCE),
+    g_t = lam g_{t-1} + clip(log f(y - (A_m - c)) - log f(y - (A_l - c)), +-MAX_EVIDENCE),
 
 the log density of the value under the law issued moved to each model's mean (lam the
 forgetting of the odds, adaptation.ODDS_FORGET, so the odds turn when the series does). A
@@ -83,7 +85,8 @@ The weighted moments (West 1979), with W the weight of the values seen:
     v_t = (1 - a) (v_{t-1} + a (y_t - m_{t-1})^2),
     l_t = l_{t-1} + max(a, 1 - LEVEL_FORGET) (y_t - l_{t-1}),   y_last = y_t,
     S_xy = FORGET S_xy + (y_t - l_{t-1}) (y_{t-1} - l_{t-1}),
-    S_xx = FORGET S_xx + (y_{t-1} - l_{t-1})^2;
+    S_xx = FORGET S_xx + (y_{t-1} - l_{t-1})^2,
+    and the same sums about the mean, y_t - m_{t-1} on y_{t-1} - m_{t-1};
 
 a missing value leaves them (and the odds). They are kept in series units (float64), so a
 change of the series' scaling does not touch them.
@@ -105,9 +108,10 @@ MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
 # per target: the weight W, the mean m, the variance v, the log odds o of reverting, the level l,
 # the last value seen, the log odds g of the mean against the level, the weighted sums S_xy,
 # S_xx of the persistence's regression, and the alpha of its level, fitted
-# with its trend on its history (model/series/trend.py; 0: none)
-N_FIELDS = 10
-WEIGHT, MEAN, VAR, ODDS, LEVEL, LAST, MEAN_ODDS, SXY, SXX, ALPHA = range(N_FIELDS)
+# with its trend on its history (model/series/trend.py; 0: none), and the weighted sums of the
+# persistence's regression about the mean
+N_FIELDS = 12
+WEIGHT, MEAN, VAR, ODDS, LEVEL, LAST, MEAN_ODDS, SXY, SXX, ALPHA, SXY_M, SXX_M = range(N_FIELDS)
 LEVEL_FORGET = 0.7  # the level's: simple exponential smoothing's alpha 0.3
 GROWING = (0.2, 0.8)  # the alphas whose growth bounds a forecast's spread
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
@@ -144,6 +148,10 @@ def update(
     had = (weight > 0) & (observed if fresh is None else fresh)[:, None]
     moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, stats[..., SXY])
     moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, stats[..., SXX])
+    # and about the mean: y_t - m_{t-1} on y_last - m_{t-1}
+    x, e = last - mean, delta
+    moved[..., SXY_M] = np.where(had, FORGET * stats[..., SXY_M] + e * x, stats[..., SXY_M])
+    moved[..., SXX_M] = np.where(had, FORGET * stats[..., SXX_M] + x**2, stats[..., SXX_M])
     moved[..., WEIGHT], moved[..., MEAN], moved[..., VAR] = new_weight, new_mean, new_var
     moved[..., LEVEL], moved[..., LAST] = new_level, np.where(seen, values, last)
     return np.where(seen[..., None], moved, stats)
@@ -171,34 +179,44 @@ def mean_weight(stats: np.ndarray) -> np.ndarray:
     return np.asarray(expit(stats[..., MEAN_ODDS]))
 
 
-def persistence(stats: np.ndarray) -> np.ndarray:
-    """The persistence phi (B, O) of the value's deviation from its level: S_xy / S_xx within
-    [0, 1] (0 before two values)."""
-    sxx = stats[..., SXX]
-    return np.clip(np.where(sxx > 0, stats[..., SXY] / np.where(sxx > 0, sxx, 1.0), 0.0), 0, 1)
+def persistence(stats: np.ndarray, about: int = LEVEL) -> np.ndarray:
+    """The persistence phi (B, O) of the value's deviation from its level (`about` LEVEL) or
+    its mean (MEAN): S_xy / S_xx within [0, 1] (0 before two values)."""
+    sxy, sxx = (stats[..., SXY], stats[..., SXX]) if about == LEVEL else (
+        stats[..., SXY_M], stats[..., SXX_M])
+    return np.clip(np.where(sxx > 0, sxy / np.where(sxx > 0, sxx, 1.0), 0.0), 0, 1)
+
+
+def ar_anchor(stats: np.ndarray, about: int, ahead: np.ndarray | int = 1) -> np.ndarray:
+    """The AR(1) forecast (B, O), series units, about the level (`about` LEVEL) or the mean
+    (MEAN) `ahead` (B,) steps after the series' last value: c + phi_c^h (y_last - c);
+    `ahead` (S, 1, 1) gives the (S, B, O) of S steps."""
+    h = np.asarray(ahead)
+    h = h[:, None] if h.ndim == 1 else h
+    base = stats[..., about]
+    return base + persistence(stats, about) ** h * (stats[..., LAST] - base)
 
 
 def anchor(stats: np.ndarray, ahead: np.ndarray | int = 1) -> np.ndarray:
     """The point (B, O), series units, that the reverting model centres its law at `ahead`
-    (B,) steps after the series' last value: a_h = b + phi^h (y_last - b), b = l + p (m - l);
-    `ahead` (S, 1, 1) gives the anchors (S, B, O) of S steps."""
-    level = stats[..., LEVEL]
-    base = level + mean_weight(stats) * (stats[..., MEAN] - level)
-    h = np.asarray(ahead)
-    h = h[:, None] if h.ndim == 1 else h
-    return base + persistence(stats) ** h * (stats[..., LAST] - base)
+    (B,) steps after the series' last value: a_h = A_l + p (A_m - A_l), the AR(1) forecasts
+    about the level and about the mean weighted by p; `ahead` (S, 1, 1) gives the anchors
+    (S, B, O) of S steps."""
+    level = ar_anchor(stats, LEVEL, ahead)
+    return level + mean_weight(stats) * (ar_anchor(stats, MEAN, ahead) - level)
 
 
 def mean_evidence(
     stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, law: Law, y: np.ndarray
 ) -> np.ndarray:
     """The log ratio (B, O) of the density of y (B, O), scaled units, under the law issued
-    moved to the series' mean and under it moved to its level (before their update by y),
-    within +-MAX_EVIDENCE: the evidence of g."""
+    moved to the AR(1) forecast about the series' mean and under it moved to that about its
+    level, one step ahead (before their update by y), within +-MAX_EVIDENCE: the evidence of
+    g."""
     centre = law.moments()[0]
 
-    def moved_to(field: int) -> np.ndarray:
-        return law.log_marginal(y - ((stats[..., field] - loc) / scale - centre))
+    def moved_to(about: int) -> np.ndarray:
+        return law.log_marginal(y - ((ar_anchor(stats, about) - loc) / scale - centre))
 
     return odds_evidence(moved_to(MEAN), moved_to(LEVEL))
 

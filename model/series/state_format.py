@@ -1,7 +1,7 @@
 """The bytes of a series state (model/series/state.py): the binary format, and the older versions
 still read.
 
-Binary format, version 10, little-endian:
+Binary format, version 11, little-endian:
     magic b"SMCS" | version u16 | index width u16 (1, 2 or 4 bytes) | model_id 32 bytes (raw
     sha256) | seed u64 | t u64 | P u32 | L u16 | F u16 | loc F x f64 | scale F x f64 |
     x_hist n x F x f32 (n = min(t, L) valid lags) | observed ceil(n F / 8) bytes (bit k of
@@ -11,7 +11,7 @@ Binary format, version 10, little-endian:
     cover_alpha K x f32 | season u16 | O u8 | J u8 | mean_coef O x J f32 | mean_cov
     O x J (J + 1) / 2 f32 (the upper triangle of each J x J covariance, row by row) |
     mean_noise O x f32 | M u16 | O u8 | profile M x O f32 | O u8 | trend O x 4 f64 |
-    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 10 f64 | crc32 u32 of all
+    pending u16 | O u8 | mean_odds O x f32 | O u8 | marginal O x 12 f64 | crc32 u32 of all
     that precedes.
 The block after logw is the series' online adaptation (model/series/adaptation.py): the variance
 multipliers of its predictive law (O = 0: none yet, the law as trained) with their weight, and the
@@ -25,16 +25,18 @@ model/series/trend.py), and `pending` counts the missing observations after the 
 the series follows the model with its correction of the mean (O = 0: even odds); `marginal` the
 weight, mean and variance of its values without season and trend, the log odds of reverting,
 its level, its last value, the log odds of the mean against the level, the sums of its
-persistence and its level's alpha (model/series/marginal.py; O = 0: none yet). A state
-without that law is written as version 7, which is version 10 without it, one without it or
+persistence about its level, its level's alpha and the sums of its persistence about its mean
+(model/series/marginal.py; O = 0: none yet). A state
+without that law is written as version 7, which is version 11 without it, one without it or
 odds as version 6, which is version 7 without the odds, and one without those, trend or
 pending steps as version 5, which is version 6 without those: their bytes are those of the
 code before, which reads them.
 Versions 1 (no observed mask: every valid lag counts as observed), 2 (no adaptation), 3 (no
 season), 4 (no mean correction, no profile), 5 (no trend, no pending steps), 6 (no odds: even
 odds), 7 (no moments: none yet), 8 (O x 5 moments: read with the level as the last value,
-even odds of the mean against the level and no persistence yet) and 9 (O x 9: no alpha, read
-as 0, no bound on the growth of a forecast's spread) are read.
+even odds of the mean against the level and no persistence yet), 9 (O x 9: no alpha, read
+as 0, no bound on the growth of a forecast's spread) and 10 (O x 10: the persistence about
+the mean read as that about the level) are read.
 Shapes: P particles, L window, F input features, O targets, K monitored levels, J mean terms,
 M phases of the season.
 """
@@ -54,9 +56,9 @@ if TYPE_CHECKING:
     from model.series.state import SeriesState
 
 MAGIC = b"SMCS"
-VERSION = 10  # the version written for a state with moments (else 7, 6 or 5: `encode`)
-READS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)  # the versions read
-_MOMENTS = {8: 5, 9: 9, 10: marginal.N_FIELDS}  # the moments' fields per target, by version
+VERSION = 11  # the version written for a state with moments (else 7, 6 or 5: `encode`)
+READS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)  # the versions read
+_MOMENTS = {8: 5, 9: 9, 10: 10, 11: marginal.N_FIELDS}  # the moments' fields per target, by version
 _HEAD = struct.Struct("<4sHH32sQQIHH")
 _INDEX: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
@@ -345,7 +347,10 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         law = np.frombuffer(data, "<f8", k * o, at + 1).reshape(o, k)
         if version == 8:  # the level as the last value, even odds of the mean, no persistence
             law = np.concatenate([law, law[:, marginal.LEVEL :], np.zeros((o, 3))], axis=1)
-        out["marginal"] = np.concatenate([law, np.zeros((o, marginal.N_FIELDS - law.shape[1]))], 1)
+        law = np.concatenate([law, np.zeros((o, marginal.N_FIELDS - law.shape[1]))], 1)
+        if version <= 10:  # the persistence about the mean: as that about the level
+            law[:, [marginal.SXY_M, marginal.SXX_M]] = law[:, [marginal.SXY, marginal.SXX]]
+        out["marginal"] = law
     return out
 
 

@@ -135,7 +135,9 @@ def test_a_large_level_does_not_swamp_the_variation(default: Runtime, offset: fl
     """An AR(1) with unit noise moved to a level of 1e3, 1e6 or 1e9 is forecast as at level 0:
     the same one-step interval (its window's spread of about 1 had been taken for float32
     rounding of the level, and the series scaled by 1 % of it: intervals 460 times too
-    wide), within 1.3 times the true width 2 z_0.9 of N(0, 1)."""
+    wide), within 1.3 times the true width 2 z_0.9 of N(0, 1) and above 0.6 of it (one
+    forecast's width follows the spread correction's last ten or so errors: 0.65 to 1.13 of the
+    true width over seeds 0 to 5 of this series)."""
     rng = np.random.default_rng(0)
     e = rng.standard_normal(400)
     x = np.zeros(400)
@@ -149,4 +151,4 @@ def test_a_large_level_does_not_swamp_the_variation(default: Runtime, offset: fl
         widths.append(_width(f))
         assert abs(float(f.median[0, 0]) - level - x[-1] * 0.6) < 1.0
     assert abs(widths[1] / widths[0] - 1) < 1e-3, widths
-    assert 0.8 < widths[1] / (2 * Z80) < 1.3, widths
+    assert 0.6 < widths[1] / (2 * Z80) < 1.3, widths

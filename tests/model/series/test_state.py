@@ -39,7 +39,7 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     # season, mean correction (none: a model without lag inputs), seasonal profile (none),
     # trend (none) and pending steps, odds (none), weighted moments (O = 1), crc
     assert len(blob) == (
-        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 80 + 4
+        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 96 + 4
     )
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
@@ -57,7 +57,7 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
     assert len(states[0].to_bytes()) == (
-        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 80 + 4
+        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 96 + 4
     )
 
 

@@ -47,7 +47,7 @@ def test_the_first_level_and_slope_are_those_of_least_squares() -> None:
     y = 3.0 + 0.2 * np.arange(60.0) + rng.normal(size=60)
     y[10] = np.nan
     grid = np.array([[0.3, 0.03, 0.9], [0.5, 0.05, 1.0], [0.2, 0.0, 0.0]])
-    l0, b0, sse = _fit_starts(y, grid)
+    l0, b0, sse, sse_ar = _fit_starts(y, grid)
     assert b0[2] == 0.0
     for g in range(len(grid)):
         def cost(level: float, slope: float, g: int = g) -> float:
@@ -55,6 +55,11 @@ def test_the_first_level_and_slope_are_those_of_least_squares() -> None:
             return float((errors**2).sum())
 
         assert cost(l0[g], b0[g]) == pytest.approx(sse[g], rel=1e-9)
+        # with AR(1) errors: the squares of e_t - rho e_{t-1}, rho = sum e_t e_{t-1} / e_{t-1}^2
+        e = _run(y, grid[g : g + 1], np.array([b0[g]]), level=l0[g])[0][:, 0]
+        rho = np.clip(np.dot(e[1:], e[:-1]) / np.dot(e[:-1], e[:-1]), 0.0, 0.95)
+        assert sse_ar[g] == pytest.approx(e[0] ** 2 + np.sum((e[1:] - rho * e[:-1]) ** 2))
+        assert sse_ar[g] <= sse[g]
         for dl, db in ((0.1, 0.0), (-0.1, 0.0), (0.0, 0.02), (0.0, -0.02), (0.1, -0.02)):
             if grid[g, 2] == 0.0 and db:
                 continue
@@ -70,6 +75,28 @@ def test_a_weak_line_is_found() -> None:
         y = 50.0 + 0.05 * np.arange(320.0) + np.random.default_rng(seed).normal(size=320)
         packed = fit(y[:, None])[0][0]
         found += packed[0] > 0 and abs(packed[2] - 0.05) < 0.02
+    assert found >= 18, found
+
+
+def test_a_line_under_persistent_noise_is_found() -> None:
+    """A level, a line and AR(1) noise of coefficient 0.5 (sd 4 % of the level; the line rises
+    0.1-0.7 % a month, 168 months): a local level that follows the noise (alpha 0.5-0.7) erred
+    less one step ahead than the line with white errors and took the place of the trend in 7
+    of 8 histories (those rising 0.3 % or more); with the errors' persistence in the fit and a
+    fixed slope in its grid the line is kept, its level moving little (alpha <= 0.1) and its
+    slope within 0.05 % of the level a month of the true one (4 standard errors of a line's
+    slope fitted under that noise), in at least 18 of 20 seeded histories."""
+    rng = np.random.default_rng(1)
+    t = np.arange(168.0)
+    found = 0
+    for _ in range(20):
+        level, rise = rng.uniform(50, 500), rng.uniform(0.001, 0.007)
+        noise = np.zeros(len(t))
+        for i in range(1, len(t)):
+            noise[i] = 0.5 * noise[i - 1] + rng.normal(0.0, 0.04 * level)
+        fitted = fit((level * (1.0 + rise * t) + noise)[:, None])
+        phi, _, slope, _ = fitted.packed[0]
+        found += bool(phi > 0 and fitted.alpha[0] <= 0.1 and abs(slope / level - rise) < 5e-4)
     assert found >= 18, found
 
 
