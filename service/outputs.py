@@ -61,10 +61,12 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
              "last": float(law[marginal.LAST]),
              "reverting": round(float(expit(law[marginal.ODDS])), 6) if adapt.revert else 0.0,
              "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6),
+             "mean_persistence": round(float(phi_m), 6),
              "level_alpha": round(float(law[marginal.ALPHA]), 6)}
-            for law, p, phi in zip(
+            for law, p, phi, phi_m in zip(
                 state.marginal, marginal.mean_weight(state.marginal),
-                marginal.persistence(state.marginal), strict=True
+                marginal.persistence(state.marginal),
+                marginal.persistence(state.marginal, marginal.MEAN), strict=True
             )
         ] if adapt.bound or adapt.revert else [],
     )

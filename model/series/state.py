@@ -86,9 +86,10 @@ class SeriesState:
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
     trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
-    # the series' own law (model/series/marginal.py): (O, 10) float64 weight, mean, variance,
+    # the series' own law (model/series/marginal.py): (O, 12) float64 weight, mean, variance,
     # log odds of reverting, level, last value, log odds of the mean in the anchor, the sums
-    # of the persistence and the level's alpha per target (O = 0: none yet)
+    # of the persistence about the level, the level's alpha and the sums of the persistence
+    # about the mean per target (O = 0: none yet)
     marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, MARGINAL_FIELDS)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/forecasting.py), the next observation filters them first

@@ -137,7 +137,7 @@ def _odds(state: SeriesState) -> bytes:
 
 
 def _moments(state: SeriesState) -> bytes:
-    """The series' own law of version 10."""
+    """The series' own law of version 11."""
     return struct.pack("<B", len(state.marginal)) + state.marginal.astype("<f8").tobytes()
 
 

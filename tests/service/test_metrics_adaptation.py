@@ -78,8 +78,8 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     """A series shows its own law: the weighted mean and sd of its values after the first (the
     first fills the window the filter starts from), the values they count (white noise: no
     season, no trend), their smoothed level and last value, the weight of reverting and of the
-    mean in its anchor, from their odds, and the persistence of its deviations from the level;
-    an observation adds one value."""
+    mean in its anchor, from their odds, and the persistence of its deviations from the level
+    and from the mean; an observation adds one value."""
     import numpy as np
 
     from model.series import marginal
@@ -100,6 +100,10 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     # white noise: its deviations from the level do not persist
     assert law["persistence"] == pytest.approx(marginal.persistence(stats)[0, 0], abs=1e-6)
     assert law["persistence"] < 0.3 and 0.0 < law["mean_weight"] < 1.0
+    # and from its mean
+    phi_m = marginal.persistence(stats, marginal.MEAN)[0, 0]
+    assert law["mean_persistence"] == pytest.approx(phi_m, abs=1e-6)
+    assert law["mean_persistence"] < 0.3
     # its level's alpha, fitted on its history as the trend's fit does (white noise: a slow one)
     assert law["level_alpha"] == pytest.approx(fit(np.array(values)[:, None]).alpha[0])
     assert law["level_alpha"] <= 0.2
