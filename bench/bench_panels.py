@@ -102,7 +102,9 @@ def one_panel(name: str, data_dir: Path, out: Path) -> str:
     kept = re.search(r"^served CRPS.*: kept (.*)$", log, re.M)
     verdicts = [model[2] <= 0.9, model[3] <= 1.0, model[2] <= 1.02 * default[2],
                 0.72 <= model[5] <= 0.88]
-    return (f"| {name} | {train_s:.0f} | {kept.group(1) if kept else '-'} | {model[0]:.3f} | "
+    which = "-" if kept is None else (
+        kept.group(1) if kept.group(1) == "the trained model" else "the default model")
+    return (f"| {name} | {train_s:.0f} | {which} | {model[0]:.3f} | "
             f"{model[2]:.3f} | {model[3]:.3f} | {model[2] / default[2]:.3f} | {model[5]:.3f} | "
             f"{'PASS' if all(verdicts) else 'FAIL'} |")
 
