@@ -177,8 +177,9 @@ def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float
         + [(a, 0.0, 0.0) for a in ALPHAS]  # no trend
     )  # (G, 3)
     trended = grid[:, 2] > 0
+    line = trended & (grid[:, 1] == 0.0)  # a fixed slope
     # parameters: alpha and l_0; beta, phi and b_0 with a trend, b_0 alone with a fixed slope
-    k = np.where(trended, np.where(grid[:, 1] > 0, 5, 3), 2)
+    k = np.where(line, 3, np.where(trended, 5, 2))
     l0, b0, sse, sse_ar = _fit_starts(z, grid)
     n = float(np.isfinite(z[1:]).sum())
 
@@ -193,12 +194,10 @@ def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float
     # kept, the one that forecasts best 1 to CHECK_STEPS steps ahead, where it beats the form
     # without (a slope that helps one step ahead and not over the steps after is not kept)
     forms = [flat] + sorted(g for g in found if trended[g])  # ties: no trend
-    ahead = [_ahead_sse(z, grid[g], l0[g], b0[g]) for g in forms]
-    best = forms[int(np.argmin(ahead))]
-    line = trended & (grid[:, 1] == 0.0)  # a fixed slope
+    ahead = {g: _ahead_sse(z, grid[g], l0[g], b0[g]) for g in forms}
+    best = min(forms, key=ahead.__getitem__)
     if line[best] and not _holds(z, grid, best, [g for g in forms if not line[g]]):
-        forms = [g for g in forms if not line[g]]
-        best = forms[int(np.argmin([_ahead_sse(z, grid[g], l0[g], b0[g]) for g in forms]))]
+        best = min((g for g in forms if not line[g]), key=ahead.__getitem__)
     if best == flat:
         return None, float(grid[flat, 0]), float(grid[flat, 0])
     _, slope, sums = _run(z, grid[best : best + 1], b0[best : best + 1], level=l0[best])
@@ -232,15 +231,15 @@ def _fit_starts(
     safe = np.where(trended, det, 1.0)
     l0 = np.where(trended, (lb * eb - bb * el) / safe, -el / np.maximum(ll, 1e-300))
     b0 = np.where(trended, (lb * el - ll * eb) / safe, 0.0)
-    # at the minimum |e_0 + D theta|^2 = |e_0|^2 + theta . D'e_0; and with the errors' own
-    # persistence: the squares of e_t - rho e_{t-1}, rho their lag-1 regression over the pairs
-    # of observed values (an error after a missing one counts as it is)
+    # the errors at the minimum; and with their own persistence: the squares of
+    # e_t - rho e_{t-1}, rho their lag-1 regression over the pairs of observed values (an error
+    # after a missing one counts as it is)
     e = e0 + l0 * dl + b0 * db
     pair = (np.isfinite(y[2:]) & np.isfinite(y[1:-1]))[:, None]
     lagged = np.where(pair, e[:-1], 0.0)
     rho = np.clip((e[1:] * lagged).sum(0) / np.maximum((lagged**2).sum(0), 1e-300), 0, RHO_MAX)
     sse_ar = e[0] ** 2 + ((e[1:] - rho * lagged) ** 2).sum(0)
-    return l0, b0, (e0 * e0).sum(0) + l0 * el + b0 * eb, sse_ar
+    return l0, b0, (e * e).sum(0), sse_ar
 
 
 def _holds(z: np.ndarray, grid: np.ndarray, line: int, others: list[int]) -> bool:
