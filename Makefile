@@ -47,8 +47,8 @@ GPU_MINUTES ?= 8
 model-gpu:
 	$(SMCT) train --dataset corpus --seq-len 40 --history 16 \
 		--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
-		--particles 10 --epochs 200 --minutes $(GPU_MINUTES) --batch-size 256 --schedule cosine \
-		--lr 0.005 --patience 0 --seed 0 --device cuda --out runs/gpu --no-progress --no-evaluate
+		--particles 10 --epochs 200 --minutes $(GPU_MINUTES) --batch-size 1024 --schedule cosine \
+		--lr 0.01 --patience 0 --seed 0 --device cuda --out runs/gpu --no-progress --no-evaluate
 	$(SMCT) export --checkpoint runs/gpu --out artifacts/gpu --scaling per-series --force
 
 ## on a lent GPU machine: the cuda tests, the GPU benchmarks and model-gpu (bench/gpu_checks.sh)

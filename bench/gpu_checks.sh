@@ -7,14 +7,22 @@
 #   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]
 #
 # Where the project is not installed (the device machine's own python3 holds torch), the
-# packages it lacks come from wheels in .whl/ (see docs/performance.md).
+# packages it lacks come from .whl/, which bash bench/gpu_wheels.sh fills (docs/performance.md).
 set -u
 out=${1:?usage: bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]}
 minutes=${2:-8}
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-}:$PWD
 if [ -d .whl ]; then
+  # pure-python wheels; the compiled packages unpacked per python (site-cpXY.tar.xz), with
+  # llvmlite's library, the same for every python, packed once
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
+    --target /tmp/site .whl/*.whl
+  abi=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  if [ -f ".whl/site-$abi.tar.xz" ]; then
+    tar -xJf ".whl/site-$abi.tar.xz" -C /tmp/site
+    xz -dc .whl/libllvmlite.so.xz > /tmp/site/llvmlite/binding/libllvmlite.so
+  fi
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$out/gpu.txt"
