@@ -1,7 +1,7 @@
 """The panel protocol: the README's own-data command on three panels, then `smct backtest` of
 the model it gives beside the default model, ETS, ARIMA and the seasonal naive.
 
-    python bench/bench_panels.py [--data-dir ../shared/data] [--out panels/]
+    python bench/bench_panels.py [--data-dir ../shared/data] [--out panels/] [--origins 40]
 
 Panels (long CSVs written to --out):
 - covid: deaths a day of the US counties with at least 100 deaths, from each one's first
@@ -12,7 +12,10 @@ Panels (long CSVs written to --out):
 
 Each panel: `smct train --dataset PANEL.csv --seq-len 48 --out ...` on one thread (the
 README's command: the default model fine-tuned within its time budget, kept only where it
-serves better), `smct export`, then `smct backtest` with both artifacts. Printed beside the
+serves better), `smct export`, then `smct backtest` with both artifacts, its multistep forecasts
+from 40 origins a series (with backtest's 10, a ratio to ARIMA's CRPS on the air sensors moves
+by 0.03-0.04 from one draw of origins to another, more than the margins judged; with 40, by
+0.02). Printed beside the
 targets: the trained model's multistep CRPS at most 0.9 of ETS's and 1.0 of ARIMA's (geometric
 means over series), never above 1.02 of the default model's, pooled one-step PICP80 in
 [0.72, 0.88].
@@ -81,7 +84,7 @@ def summary_row(report: str, method: str) -> list[float]:
             for c in (c.strip() for c in line.strip("|").split("|")[1:])]
 
 
-def one_panel(name: str, data_dir: Path, out: Path) -> str:
+def one_panel(name: str, data_dir: Path, out: Path, origins: int) -> str:
     writer, horizon = PANELS[name]
     table = out / f"{name}.csv"
     if writer is None:
@@ -95,8 +98,8 @@ def one_panel(name: str, data_dir: Path, out: Path) -> str:
     run(["export", "--checkpoint", str(out / f"{name}-run"), "--out", str(out / name),
          "--force"])
     run(["backtest", "--dataset", str(table), "--artifact", "artifacts/default", "--artifact",
-         str(out / name), "--horizon", str(horizon), "--out", str(out / f"{name}-backtest"),
-         "--threads", "1"])
+         str(out / name), "--horizon", str(horizon), "--origins", str(origins),
+         "--out", str(out / f"{name}-backtest"), "--threads", "1"])
     report = (out / f"{name}-backtest" / "report.md").read_text()
     model, default = summary_row(report, name), summary_row(report, "default")
     kept = re.search(r"^served CRPS.*: kept (.*)$", log, re.M)
@@ -114,13 +117,14 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, default=Path("panels"))
     parser.add_argument("--panels", default="covid,air,monthly")
+    parser.add_argument("--origins", type=int, default=40, help="multistep origins a series")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print("| panel | train s | kept | one-step /ETS | multistep /ETS (<= 0.9) | /ARIMA (<= 1.0) "
           "| /default (<= 1.02) | PICP80 [0.72, 0.88] | |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.panels.split(","):
-        print(one_panel(name, args.data_dir, args.out), flush=True)
+        print(one_panel(name, args.data_dir, args.out, args.origins), flush=True)
 
 
 if __name__ == "__main__":
