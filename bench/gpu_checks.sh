@@ -2,7 +2,8 @@
 # The checks of a lent GPU machine in one run, each one's output saved in OUT_DIR as it ends:
 # the cuda tests (runtime, service and training on the GPU against the CPU), the rollout on
 # the GPU (bench/bench_rollout.py --device cuda), and the GPU training recipe (make model-gpu)
-# within TRAIN_MINUTES, its checkpoint packed as gpu_checkpoint.tgz.
+# within TRAIN_MINUTES, its checkpoint packed as gpu_checkpoint.tgz: five files in all (a device
+# run brings back 8 files at most; pack anything added into one archive).
 #
 #   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]
 #
