@@ -6,23 +6,22 @@
 #
 #   bash bench/gpu_wheels.sh        # then: run ... carry [".whl"]
 set -euo pipefail
-shopt -s extglob
-pins=$(sed -n 's/^ *"\(pydantic\|scoringrules\|numba\|fastapi\|uvicorn\|redis\|typer\)==\([^"]*\)",*$/\1==\2/p' \
-  pyproject.toml)
+pin() { sed -n "s/^ *\"\($1\)==\([^\"]*\)\",*\$/\1==\2/p" pyproject.toml; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 get() { pip download -q --only-binary=:all: --no-deps -d "$@" 2>&1 | grep -v '^WARNING' || true; }
 rm -rf .whl && mkdir .whl
-# shellcheck disable=SC2086
-get .whl --python-version 3.12 --platform any ${pins//numba==*([^ ])/} starlette pydantic-settings python-dotenv \
-  typing-inspection annotated-types annotated-doc sse-starlette opentelemetry-api \
-  prometheus-client typing-extensions importlib-metadata zipp click h11 anyio sniffio idna \
-  rich shellingham markdown-it-py mdurl pygments tqdm
+pinned='pydantic\|pydantic-settings\|scoringrules\|fastapi\|uvicorn\|redis\|typer\|sse-starlette'
+# shellcheck disable=SC2046
+get .whl --python-version 3.12 --platform any $(pin "$pinned\|prometheus-client\|tqdm") \
+  starlette python-dotenv typing-inspection annotated-types annotated-doc opentelemetry-api \
+  typing-extensions importlib-metadata zipp click h11 anyio sniffio idna rich shellingham \
+  markdown-it-py mdurl pygments
 core=$(unzip -p .whl/pydantic-2*.whl '*/METADATA' | sed -n 's/^Requires-Dist: pydantic-core==/pydantic-core==/p')
 for v in 3.10 3.11 3.12 3.13; do
   tag=cp${v/./}
   plat=(--python-version "$v" --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64)
-  get "$work/$tag" "${plat[@]}" "$core" "$(grep -o 'numba==[^ ]*' <<<"$pins")"
+  get "$work/$tag" "${plat[@]}" "$core" "$(pin numba)"
   llvm=$(unzip -p "$work/$tag"/numba-*.whl '*/METADATA' \
     | sed -n 's/^Requires-Dist: llvmlite *\([<>=][^;]*\).*/llvmlite\1/p' | tr -d ' ')
   get "$work/$tag" "${plat[@]}" "$llvm"
