@@ -31,10 +31,12 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
+from model.runtime.forecasting import _draws, seed_key
 from model.runtime.predictive import samples_for
 from model.runtime.runtime import Runtime
 
@@ -87,7 +89,7 @@ def main() -> None:
           f"({floor_flops * 1e3:.2f} ms): floor {floor * 1e3:.2f} ms")
     draws = noise_time(PATHS, STEPS, cfg.d_model, cfg.d_out, args.repeat)
     count = normals(PATHS, STEPS, cfg.d_model, cfg.d_out)
-    print(f"its noise alone: {count / 1e6:.2f} M normals (torch.randn) {draws * 1e3:.2f} ms = "
+    print(f"its noise alone: {count / 1e6:.2f} M normals {draws * 1e3:.2f} ms = "
           f"{draws / floor:.1f} x the floor")
     print(f"{'backend':>11} {'median ms':>10} {'min ms':>8} {'/ floor':>8} {'target':>7}")
     for backend, rt in rts.items():
@@ -122,17 +124,9 @@ def normals(n: int, steps: int, d: int, o: int) -> int:
 
 def noise_time(n: int, steps: int, d: int, o: int, repeat: int) -> float:
     """Seconds (the least of `repeat`) to draw a forecast's noise as the forecast draws it
-    (model/runtime/forecasting.py): each step (n, d), (n, o), then (n, 3, d) normals but for
-    the last, from one generator."""
-    gen = torch.Generator().manual_seed(0)
-
-    def draw() -> None:
-        for k in range(steps):
-            torch.randn(n, d, generator=gen), torch.randn(n, o, generator=gen)
-            if k + 1 < steps:
-                torch.randn(n, 3, d, generator=gen)
-
-    return timed(draw, repeat)[1]
+    (model/runtime/forecasting._draws: counter-based streams, model/runtime/normals.py)."""
+    keys = np.array([seed_key("bench")], np.uint64)
+    return timed(partial(_draws, keys, range(steps), steps, n, d, o), repeat)[1]
 
 
 def runtimes(artifact: Path) -> dict[str, Runtime]:

@@ -51,6 +51,7 @@ def backtest(
 
     from model.artifacts.artifact import ArtifactError
     from model.runtime.runtime import InputError, Runtime
+    from service.settings import Settings
     from training.quality import backtest as bt
     from training.quality.figures import fan_charts
     from training.quality.suite import SuiteConfig
@@ -60,7 +61,8 @@ def backtest(
     paths = artifact or [Path("artifacts/default")]
     cfg = SuiteConfig(eval_frac=eval_frac, origins=origins, samples=samples)
     try:
-        models = {name: Runtime.load(p, backend="torch", device="cpu")
+        adapt = Settings().adaptation  # the per-series layer as the service would serve it
+        models = {name: Runtime.load(p, backend="torch", device="cpu", adapt=adapt)
                   for name, p in _named(paths).items()}
         table = bt.table_series(dataset, cfg, horizon=horizon, season_length=season_length,
                                 id_col=id_col, time_col=time_col, value_col=value_col)

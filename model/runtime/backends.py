@@ -38,6 +38,7 @@ from model.artifacts.graphs import (
 from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
+from model.runtime import normals
 from model.runtime.inputs import InputError
 from model.runtime.rollout import Rollout
 from model.runtime.rollout_kernels import warm
@@ -122,6 +123,7 @@ class TorchBackend:
         self.rollout = RolloutWeights.of(self.model) if serves else None
         if self.rollout is not None:  # compiled (or read from numba's cache) before a forecast
             warm(self.rollout.kernel)
+        normals.warm()  # the forecast noise's kernel, likewise
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)
@@ -226,6 +228,7 @@ class OnnxBackend:
         self.device = device
         self.model = model.cpu().eval()
         self.noise = noise.cpu()
+        normals.warm()  # the forecast noise's kernel, compiled before a forecast
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

@@ -26,6 +26,7 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
+from model.runtime import normals
 from model.runtime.adapter import Adapter
 from model.runtime.backends import Backend
 from model.runtime.inputs import (
@@ -129,21 +130,32 @@ def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
 
 
 def _draws(
-    gens: list[torch.Generator], steps: range, total: int, n: int, d: int, o: int
+    keys: np.ndarray, steps: range, total: int, n: int, d: int, o: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The noise of `steps` of a forecast of `total` steps, each series from its generator:
-    eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv (S, B, N, 3, D), drawn step by step in
-    this order, but for the q, k, v of the forecast's last step, which no step reads (left
-    undrawn: the draws before are those of any longer horizon)."""
-    s, b = len(steps), len(gens)
-    z, eps, qkv = torch.empty(s, b, n, d), torch.empty(s, b, n, o), torch.empty(s, b, n, 3, d)
-    for j, k in enumerate(steps):
-        for i, g in enumerate(gens):
-            torch.randn(n, d, generator=g, out=z[j, i])
-            torch.randn(n, o, generator=g, out=eps[j, i])
-            if k + 1 < total:
-                torch.randn(n, 3, d, generator=g, out=qkv[j, i])
-    return z, eps, qkv
+    """The noise of `steps` of a forecast of `total` steps, each series from the streams of its
+    key (B,) (model/runtime/normals.py): eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv
+    (S, B, N, 3, D), but for the q, k, v of the forecast's last step, which no step reads
+    (zeros). Each step's numbers are its own, whatever the steps drawn with it."""
+    s, b = len(steps), len(keys)
+    z, eps = np.empty((s, b, n * d), np.float32), np.empty((s, b, n * o), np.float32)
+    qkv = np.zeros((s, b, n * 3 * d), np.float32)
+    normals.draw(keys, np.asarray(steps, np.int64), total, z, eps, qkv)
+    return (
+        torch.from_numpy(z).view(s, b, n, d),
+        torch.from_numpy(eps).view(s, b, n, o),
+        torch.from_numpy(qkv).view(s, b, n, 3, d),
+    )
+
+
+def _streams(
+    states: Sequence[SeriesState], seed: int | None
+) -> tuple[list[torch.Generator], np.ndarray]:
+    """Each series' generator of its paths' particles and the key (B,) of its paths' noise,
+    from the series' seed, the step it is at and the request's seed."""
+    gens = [torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.seq))
+            for s in states]
+    keys = np.array([seed_key("forecast noise", seed, s.seed, s.seq) for s in states], np.uint64)
+    return gens, keys
 
 
 def seed_key(*parts: Any) -> int:
@@ -278,10 +290,7 @@ class ForecastMixin:
         if not states:
             return
         batch = StateBatch.of(states, self.target_dim, self.n_mean)
-        gens = [
-            torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.seq))
-            for s in states
-        ]
+        gens, keys = _streams(states, seed)
         cfg = self.artifact.config
         n, d, o = n_samples, cfg.d_model, self.target_dim
         shift = batch.pending  # (B,)
@@ -309,7 +318,7 @@ class ForecastMixin:
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
-            z, eps, e_qkv = _draws(gens, range(start, stop), total, n, d, o)
+            z, eps, e_qkv = _draws(keys, range(start, stop), total, n, d, o)
             cov_k = None if cov is None else torch.from_numpy(
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )

@@ -33,13 +33,9 @@ from torch import Tensor
 from model.filtering.filter import FilterState
 from model.network.smc_transformer import N_LAG_TERMS
 from model.runtime.rollout_attention import attend
-from model.runtime.rollout_kernels import no_lags, steps
+from model.runtime.rollout_kernels import no_lags, steps, take
 from model.runtime.rollout_readout import readout
 from model.runtime.rollout_weights import RolloutWeights
-
-# a run's copy (one indexed assignment) costs about what gathering this many numbers costs
-# (about 30 us against 2 to 4 ns on one core): more runs than numbers / RUN_COST, one gather
-RUN_COST = 8192
 
 
 class Rollout:
@@ -202,44 +198,17 @@ class LagSlots:
         return slots, held[self.rows, slots[:, :N_LAG_TERMS]] & self.within
 
 
-def _runs(row: np.ndarray) -> list[tuple[int, int, int]]:
-    """(particle, first path, end) of each run of a sorted row of ancestors (N,)."""
-    ends = np.flatnonzero(np.diff(row, append=-1)) + 1
-    starts = np.r_[0, ends[:-1]]
-    return [(int(row[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
-
-
 class Picks:
-    """The particle each path descends from, ancestors (B, N): drawn by systematic resampling,
-    they are sorted, so that each particle's paths are a run of columns, filled by one copy
-    where the runs are few and long (one gather otherwise: the same numbers either way)."""
+    """The particle each path descends from, ancestors (B, N): each path's columns copied from
+    its particle's by one compiled gather (rollout_kernels.take)."""
 
     def __init__(self, ancestors: Tensor) -> None:
         self.ancestors = ancestors
-        self._anc = ancestors.cpu().numpy()
-        steps = np.diff(self._anc, axis=1)
-        self._sorted = bool((steps >= 0).all())
-        self.n_runs = int(np.count_nonzero(steps)) + len(self._anc)  # of all rows
-        self._runs: list[list[tuple[int, int, int]]] | None = None
-
-    @property
-    def runs(self) -> list[list[tuple[int, int, int]]] | None:
-        """Per row, its runs (particle, first path, end); None when the rows are not sorted."""
-        if self._sorted and self._runs is None:
-            self._runs = [_runs(row) for row in self._anc]
-        return self._runs
+        self._anc = np.ascontiguousarray(ancestors.cpu().numpy(), dtype=np.int64)
 
     def take(self, x: Tensor) -> Tensor:
         """x (B, ..., P) at each path's particle -> (B, ..., N) (copies: the same numbers)."""
-        b, n = self.ancestors.shape
-        size = math.prod(x.shape[:-1]) * n  # of the result
-        if not self._sorted or self.n_runs * RUN_COST > size:
-            idx = self.ancestors.view(b, *(1,) * (x.dim() - 2), n)
-            return x.gather(-1, idx.expand(*x.shape[:-1], n))
-        runs = self.runs
-        assert runs is not None
-        out = x.new_empty(*x.shape[:-1], n)
-        for i, row in enumerate(runs):
-            for p, first, end in row:
-                out[i, ..., first:end] = x[i, ..., p : p + 1]
+        b, n = self._anc.shape
+        out = torch.empty(*x.shape[:-1], n, dtype=torch.float32)
+        take(_array(x).reshape(b, -1, x.shape[-1]), self._anc, out.numpy().reshape(b, -1, n))
         return out

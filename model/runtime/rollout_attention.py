@@ -35,21 +35,54 @@ def attend(
     in the ring's rotation, held (B, L) the slots that hold a lag (the others get no weight),
     scores (L + 3, M) a buffer."""
     n_batch, n_heads, width, n_lag, n_paths = keys.shape
+    slots = np.empty(n_lag, np.int64)
     for b in range(n_batch):
+        n_held = 0
+        for j in range(n_lag):
+            if held[b, j]:
+                slots[n_held] = j
+                n_held += 1
         for h in range(n_heads):
             pi = scores[:n_lag]
             _scores(keys[b, h], query[b, h], lag_keys[h], held[b], pi)
             _softmax(pi, held[b], scores[n_lag:])
-            for r in range(width):
-                row = out[b, h * width + r]
-                for m in range(n_paths):
-                    row[m] = 0.0
-                for j in range(n_lag):
-                    if not held[b, j]:
-                        continue
-                    v, w, e = values[b, h, j, r], pi[j], lag_values[h, r, j]
-                    for m in range(n_paths):
-                        row[m] += w[m] * (v[m] + e)
+            _weighted(values[b, h], pi, lag_values[h], slots[:n_held], scores[n_lag],
+                      out[b, h * width : (h + 1) * width])
+
+
+@inline
+def _weighted(
+    values: np.ndarray, pi: np.ndarray, lag_values: np.ndarray, slots: np.ndarray,
+    scale: np.ndarray, out: np.ndarray,
+) -> None:
+    """One head's mu(t), scale sum_j pi_j (v_j + E^v_j) over the held slots, into out (R, M):
+    values (L, R, M), pi (L, M) the softmax's numerators, lag_values (R, L), scale (M,) the
+    inverse of their sum. Four slots a pass over the head's rows, so that each row is read
+    and written a quarter as often and the four slots' weights stay in cache."""
+    width, n_paths = out.shape
+    out[:, :] = 0.0
+    i = 0
+    while i + 4 <= slots.shape[0]:
+        j0, j1, j2, j3 = slots[i], slots[i + 1], slots[i + 2], slots[i + 3]
+        w0, w1, w2, w3 = pi[j0], pi[j1], pi[j2], pi[j3]
+        for r in range(width):
+            row, e = out[r], lag_values[r]
+            v0, v1, v2, v3 = values[j0, r], values[j1, r], values[j2, r], values[j3, r]
+            e0, e1, e2, e3 = e[j0], e[j1], e[j2], e[j3]
+            for m in range(n_paths):
+                row[m] += (w0[m] * (v0[m] + e0) + w1[m] * (v1[m] + e1)) + (
+                    w2[m] * (v2[m] + e2) + w3[m] * (v3[m] + e3))
+        i += 4
+    for j in slots[i:]:
+        w = pi[j]
+        for r in range(width):
+            row, v, e = out[r], values[j, r], lag_values[r, j]
+            for m in range(n_paths):
+                row[m] += w[m] * (v[m] + e)
+    for r in range(width):
+        row = out[r]
+        for m in range(n_paths):
+            row[m] *= scale[m]
 
 
 @inline
@@ -69,22 +102,27 @@ def _scores(
         for m in range(n_paths):
             s[m] = bias
         r = 0
-        while r + 2 <= width:  # two rows of the head a pass: s is read and written half as often
+        while r + 4 <= width:  # four rows of the head a pass: s read and written a quarter as often
             k0, q0, e0 = keys[r, j], query[r], lag_keys[j, r]
             k1, q1, e1 = keys[r + 1, j], query[r + 1], lag_keys[j, r + 1]
+            k2, q2, e2 = keys[r + 2, j], query[r + 2], lag_keys[j, r + 2]
+            k3, q3, e3 = keys[r + 3, j], query[r + 3], lag_keys[j, r + 3]
             for m in range(n_paths):
-                s[m] += (k0[m] + e0) * q0[m] + (k1[m] + e1) * q1[m]
-            r += 2
-        if r < width:
+                s[m] += ((k0[m] + e0) * q0[m] + (k1[m] + e1) * q1[m]) + (
+                    (k2[m] + e2) * q2[m] + (k3[m] + e3) * q3[m])
+            r += 4
+        while r < width:
             k, q, e = keys[r, j], query[r], lag_keys[j, r]
             for m in range(n_paths):
                 s[m] += (k[m] + e) * q[m]
+            r += 1
 
 
 @inline
 def _softmax(scores: np.ndarray, held: np.ndarray, work: np.ndarray) -> None:
-    """The softmax over the held slots (axis 0) of scores (L, M), in place (0 at the others);
-    work (3, M) a buffer."""
+    """The softmax's numerators over the held slots (axis 0) of scores (L, M), in place (0 at
+    the others), the inverse of their sum into work[0]; work (3, M) a buffer. (The division
+    is left to the weighted values: R rows of them against L of scores.)"""
     n_lag, n_paths = scores.shape
     top, total, bits = work[0], work[1], work[2]
     for m in range(n_paths):
@@ -98,15 +136,9 @@ def _softmax(scores: np.ndarray, held: np.ndarray, work: np.ndarray) -> None:
         if not held[j]:
             s[:] = 0.0
             continue
-        _exp_of(s, top, bits)
-        for m in range(n_paths):
-            total[m] += s[m]
+        exp_of(s, top, bits, total)
     for m in range(n_paths):
         top[m] = 1.0 / total[m]
-    for j in range(n_lag):
-        s = scores[j]
-        for m in range(n_paths):
-            s[m] *= top[m]
 
 
 # exp(x) for x in [EXP_MIN, 0] as 2^n p(r): n = round(x / ln 2), r = x - n ln 2 (ln 2 split
@@ -122,16 +154,20 @@ _C2, _C3, _C4, _C5, _C6 = _C[2], _C[3], _C[4], _C[5], _C[6]
 
 
 @inline
-def _exp_of(x: np.ndarray, top: np.ndarray, bits: np.ndarray) -> None:
-    """x (M,) := exp(x - top) in place (x - top <= 0); bits (M,) a float32 buffer."""
+def exp_of(x: np.ndarray, top: np.ndarray, bits: np.ndarray, total: np.ndarray) -> None:
+    """x (M,) := exp(x - top) in place (x - top <= 0), added to total (M,); bits (M,) a
+    float32 buffer. n = round(y / ln 2) as the truncation of y / ln 2 - 1/2 (y <= 0), which
+    vectorizes where floor does not."""
     n_paths = x.shape[0]
     powers = bits.view(np.int32)
     for m in range(n_paths):
         y = max(x[m] - top[m], _EXP_MIN)
-        n = math.floor(y * _LOG2E + np.float32(0.5))
-        r = (y - n * _LN2_HI) - n * _LN2_LO
+        n = np.int32(y * _LOG2E - np.float32(0.5))
+        nf = np.float32(n)
+        r = (y - nf * _LN2_HI) - nf * _LN2_LO
         x[m] = np.float32(1.0) + r * (np.float32(1.0) + r * (_C2 + r * (_C3 + r * (
             _C4 + r * (_C5 + r * _C6)))))
-        powers[m] = (np.int32(n) + 127) << 23
+        powers[m] = (n + 127) << 23
     for m in range(n_paths):
         x[m] *= bits[m]
+        total[m] += x[m]

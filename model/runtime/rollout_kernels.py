@@ -1,7 +1,8 @@
 """The compiled steps of the forecast rollout (model/runtime/rollout.py): `absorb`, eq. (3.1),
 q(t), k(t), v(t) of every path from X_t written into the query and the ring's slot of lag L
 (which leaves) with X_t's targets; `steps`, the loop of a forecast's steps after its first
-(absorb, attend, read out), in one call (model/runtime/jit.py).
+(absorb, attend, read out), in one call (model/runtime/jit.py); `take`, the paths' columns
+from their particles'.
 
 Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R, F inputs, O targets,
 J lag terms.
@@ -103,6 +104,17 @@ def steps(
                 x_in[b, n_out + c, :] = cov[s, b, c]
 
 
+@kernel
+def take(x: np.ndarray, ancestors: np.ndarray, out: np.ndarray) -> None:
+    """out[b, k, i] = x[b, k, ancestors[b, i]]: x (B, K, P), ancestors (B, N), out (B, K, N)."""
+    for b in range(x.shape[0]):
+        row = ancestors[b]
+        for k in range(x.shape[1]):
+            src, dst = x[b, k], out[b, k]
+            for i in range(row.shape[0]):
+                dst[i] = src[row[i]]
+
+
 @inline
 def _lag_slots(
     lag_index: np.ndarray,
@@ -137,6 +149,7 @@ def warm(w: KernelWeights) -> None:
     )
     absorb(w, _f32(1, f, 1), _f32(1, 1, 3 * d), 0, _f32(1, 1, d, 1), keys, values,
            _f32(1, 2, o, 1))
+    take(_f32(1, 1, 1), np.zeros((1, 1), np.int64), _f32(1, 1, 1))
 
 
 def no_lags() -> tuple[np.ndarray, np.ndarray, np.ndarray]:

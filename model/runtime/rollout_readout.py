@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from model.runtime.jit import inline, kernel
+from model.runtime.rollout_attention import exp_of
 
 
 class KernelWeights(NamedTuple):
@@ -67,6 +68,7 @@ def readout(
     read = np.empty((w.reads_w.shape[0], n_paths), np.float32)
     resid = np.empty((d, n_paths), np.float32)
     stats = np.empty((2, n_paths), np.float32)
+    work = np.empty((4, n_paths), np.float32)
     for b in range(n_batch):
         _latent(w, mu[b], eps_z[b], x_prev[b], r, stats)
         _linear(w.reads_w, w.reads_b, r, read)
@@ -77,7 +79,7 @@ def readout(
             for o in range(n_out):
                 means[o, :] = read[o]
         for o in range(n_out):
-            _mean_and_draw(w, b, o, read, x_prev, lags, mean_coef, eps_x, means[o])
+            _mean_and_draw(w, b, o, read, x_prev, lags, mean_coef, eps_x, means[o], work)
 
 
 @inline
@@ -151,9 +153,11 @@ def _mean_and_draw(
     mean_coef: np.ndarray,
     eps_x: np.ndarray,
     mean: np.ndarray,
+    work: np.ndarray,
 ) -> None:
     """Target o of series b: the skip and the lag terms added to the head's mean (M,), then
-    the draw X_t = mean + sd eps (the path's own sd with obs_scale), in place."""
+    the draw X_t = mean + sd eps (the path's own sd with obs_scale), in place; work (4, M) a
+    buffer."""
     n_paths, n_out = mean.shape[0], eps_x.shape[2]
     if w.flags[2]:  # skip
         a, xo = w.skip[o], x_prev[b, o]
@@ -163,12 +167,29 @@ def _mean_and_draw(
         _lag_terms(w, b, o, read, lags, mean_coef, mean)
     sd, eo = w.obs_sd[o], eps_x[b, :, o]
     if w.flags[4]:  # obs_scale: sd e^{3 tanh(a / 3)}, the rows' division by 3 in reads_w
-        s = read[read.shape[0] - n_out + o]
+        scales = work[0]
+        _scales(read[read.shape[0] - n_out + o], w.bound, work)
+        c = sd * math.exp(w.bound)
         for m in range(n_paths):
-            mean[m] += math.exp(math.tanh(s[m]) * w.bound) * sd * eo[m]
+            mean[m] += c * scales[m] * eo[m]
     else:
         for m in range(n_paths):
             mean[m] += sd * eo[m]
+
+
+@inline
+def _scales(s: np.ndarray, bound: float, work: np.ndarray) -> None:
+    """exp(bound tanh(s) - bound) (M,) into work[0]; work (4, M) a buffer. Both exponentials
+    of arguments <= 0 by rollout_attention.exp_of (vectorized): tanh(s) = sign(s) (1 - e) /
+    (1 + e), e = exp(-2 |s|), whose absolute error (what the exponent feels) is float32's."""
+    e, zero, total, bits = work[0], work[1], work[2], work[3]
+    for m in range(s.shape[0]):
+        e[m], zero[m] = np.float32(-2.0) * abs(s[m]), 0.0
+    exp_of(e, zero, bits, total)
+    for m in range(s.shape[0]):
+        t = (np.float32(1.0) - e[m]) / (np.float32(1.0) + e[m])
+        e[m] = bound * (t if s[m] >= 0 else -t) - bound
+    exp_of(e, zero, bits, total)
 
 
 @inline

@@ -90,6 +90,32 @@ def test_a_table_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "missing columns" in res.output, res.output
 
 
+def test_backtest_serves_the_per_series_layer_the_service_settings_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SMCT_ADAPT_* (service/settings.py) reach the runtimes a backtest measures, as they reach
+    the service's; a value that is no setting is a clear error, not a traceback."""
+    from model.artifacts.artifact import ArtifactError
+
+    seen = []
+
+    def load(path: Path, **kwargs: object) -> Runtime:
+        seen.append(kwargs["adapt"])
+        raise ArtifactError("stop here")
+
+    monkeypatch.setattr(Runtime, "load", load)
+    monkeypatch.setenv("SMCT_ADAPT_SPREAD", "false")
+    monkeypatch.setenv("SMCT_ADAPT_TREND", "false")
+    _table(tmp_path / "t.csv")
+    args = ["backtest", "--dataset", str(tmp_path / "t.csv"), "--out", str(tmp_path / "bt")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "stop here" in res.output, res.output
+    assert not seen[0].spread and not seen[0].trend and seen[0].coverage
+    monkeypatch.setenv("SMCT_ADAPT_SPREAD", "sometimes")
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "adapt_spread" in res.output, res.output
+
+
 @pytest.mark.skipif(not (DATA / "covid").is_dir(), reason="needs ../shared/data")
 def test_the_covid_panel_scores_as_smct_quality_scores_it(tmp_path: Path) -> None:
     """The counties of `smct quality`'s covid series, written as a user's long table: the same

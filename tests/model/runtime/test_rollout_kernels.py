@@ -146,12 +146,15 @@ def test_the_values_drawn_enter_the_query_and_the_ring_slot() -> None:
 def test_the_softmax_exponentials_are_exp_to_float32_precision() -> None:
     """exp(x - top) as 2^n p(r) over the range the softmax meets, [-87, 0], and at its ends
     and the points where n steps: within 4e-7 of exp relative (two float32 roundings); below
-    the range it stays at exp(-87) (a weight of 1e-38, not 0, for scores 87 below the top)."""
+    the range it stays at exp(-87) (a weight of 1e-38, not 0, for scores 87 below the top).
+    Each is added to the running totals it is given."""
     x = np.concatenate([-np.linspace(0.0, 87.0, 100_001), -np.log(2.0) * (np.arange(125) + 0.5)])
     got = x.astype(np.float32)
-    attention._exp_of(got, np.zeros_like(got), np.empty_like(got))
+    total = np.full_like(got, 2.0)
+    attention.exp_of(got, np.zeros_like(got), np.empty_like(got), total)
     want = np.exp(x.astype(np.float32).astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=4e-7, atol=0)
+    np.testing.assert_array_equal(total, np.float32(2.0) + got)
     low = np.array([-100.0, -1e30], np.float32)
-    attention._exp_of(low, np.zeros_like(low), np.empty_like(low))
+    attention.exp_of(low, np.zeros_like(low), np.empty_like(low), np.zeros_like(low))
     np.testing.assert_allclose(low, np.exp(-87.0), rtol=4e-7)
