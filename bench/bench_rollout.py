@@ -36,7 +36,7 @@ import torch
 from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from model.runtime.forecasting import _draws, seed_key
+from model.runtime.forecasting import draw_noise, seed_key
 from model.runtime.predictive import samples_for
 from model.runtime.runtime import Runtime
 
@@ -124,9 +124,9 @@ def normals(n: int, steps: int, d: int, o: int) -> int:
 
 def noise_time(n: int, steps: int, d: int, o: int, repeat: int) -> float:
     """Seconds (the least of `repeat`) to draw a forecast's noise as the forecast draws it
-    (model/runtime/forecasting._draws: counter-based streams, model/runtime/normals.py)."""
+    (model/runtime/forecasting.draw_noise: counter-based streams, model/runtime/normals.py)."""
     keys = np.array([seed_key("bench")], np.uint64)
-    return timed(partial(_draws, keys, range(steps), steps, n, d, o), repeat)[1]
+    return timed(partial(draw_noise, keys, range(steps), steps, n, d, o), repeat)[1]
 
 
 def runtimes(artifact: Path) -> dict[str, Runtime]:

@@ -129,7 +129,7 @@ def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
     return out
 
 
-def _draws(
+def draw_noise(
     keys: np.ndarray, steps: range, total: int, n: int, d: int, o: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The noise of `steps` of a forecast of `total` steps, each series from the streams of its
@@ -318,7 +318,7 @@ class ForecastMixin:
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
-            z, eps, e_qkv = _draws(keys, range(start, stop), total, n, d, o)
+            z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
             cov_k = None if cov is None else torch.from_numpy(
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )

@@ -203,12 +203,11 @@ class Picks:
     its particle's by one compiled gather (rollout_kernels.take)."""
 
     def __init__(self, ancestors: Tensor) -> None:
-        self.ancestors = ancestors
-        self._anc = np.ascontiguousarray(ancestors.cpu().numpy(), dtype=np.int64)
+        self.ancestors = np.ascontiguousarray(ancestors.cpu().numpy(), dtype=np.int64)
 
     def take(self, x: Tensor) -> Tensor:
         """x (B, ..., P) at each path's particle -> (B, ..., N) (copies: the same numbers)."""
-        b, n = self._anc.shape
+        b, n = self.ancestors.shape
         out = torch.empty(*x.shape[:-1], n, dtype=torch.float32)
-        take(_array(x).reshape(b, -1, x.shape[-1]), self._anc, out.numpy().reshape(b, -1, n))
+        take(_array(x).reshape(b, -1, x.shape[-1]), self.ancestors, out.numpy().reshape(b, -1, n))
         return out

@@ -12,7 +12,7 @@ from scipy import stats
 from scipy.special import ndtri
 
 from model.runtime import normals
-from model.runtime.forecasting import _draws
+from model.runtime.forecasting import draw_noise
 
 # Random123's known-answer vectors for Philox4x32-10 (its tests/kat_vectors): counter, key, out
 KAT = [
@@ -65,16 +65,16 @@ def test_a_stream_is_standard_normal_and_streams_are_uncorrelated() -> None:
 
 
 def test_a_forecast_step_draws_the_same_noise_whatever_is_drawn_with_it() -> None:
-    """_draws: the noise of (series, step) is a function of the series' key and the step
+    """draw_noise: the noise of (series, step) is a function of the series' key and the step
     alone (blocks of steps, the batch, the horizon beyond), and the last step's q, k, v, never
     read, are left zero."""
     keys = np.array([11, 12], np.uint64)
     n, d, o = 50, 4, 1
-    whole = _draws(keys, range(0, 4), 4, n, d, o)
-    parts = [_draws(keys, range(0, 2), 4, n, d, o), _draws(keys, range(2, 4), 4, n, d, o)]
+    whole = draw_noise(keys, range(0, 4), 4, n, d, o)
+    parts = [draw_noise(keys, range(0, 2), 4, n, d, o), draw_noise(keys, range(2, 4), 4, n, d, o)]
     for a, b in zip(whole, zip(*parts, strict=True), strict=True):
         assert torch.equal(a, torch.cat(b))
-    alone = _draws(keys[1:], range(0, 4), 6, n, d, o)
+    alone = draw_noise(keys[1:], range(0, 4), 6, n, d, o)
     for a, b in zip(whole, alone, strict=True):
         assert torch.equal(a[:3, 1:], b[:3])
     assert not torch.equal(whole[0][:, 0], alone[0][:, 0])
