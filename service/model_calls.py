@@ -228,5 +228,5 @@ class ModelCalls:
     def _new_state(self, state: SeriesState) -> NewState:
         return NewState(
             state.to_bytes(), state.seq, float(state.ess), state.n_particles,
-            adaptation_of(state, self._filter.adapt).model_dump(), state.season,
+            adaptation_of(state, self._filter.adapt), state.season,
         )

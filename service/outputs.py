@@ -6,6 +6,7 @@ Shapes: O targets, H horizon, N samples.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -19,57 +20,74 @@ from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfi
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
 from service.schemas.forecasts import Interval, SeriesForecast
-from service.schemas.series import ObservationResult, PointInterval, SeriesAdaptation
+from service.schemas.series import ObservationResult, PointInterval
 from service.settings import level_label
 
 
-def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> SeriesAdaptation:
-    """What a series' adaptation says (model/series/adaptation.py), as the API shows it."""
+def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> dict[str, Any]:
+    """What a series' adaptation says (model/series/adaptation.py), as the API shows it: the
+    dict of schemas.series.SeriesAdaptation (its fields in order, each value as it validates),
+    built from plain numbers, since every write of a series stores it."""
     mean = adapt.mean and state.mean_coef.size > 0
     levels = {
-        # a monitored level is stored in float32: its label is the shortest that float32 holds
-        level_label(float(str(np.float32(lv) * np.float32(100.0)))): round(
-            100.0 * (1.0 - min(max(float(a), ALPHA_MIN), ALPHA_MAX)), 4
-        )
-        for lv, a in sorted(zip(state.cover_levels, state.cover_alpha, strict=True))
+        _stored_label(lv): round(100.0 * (1.0 - min(max(a, ALPHA_MIN), ALPHA_MAX)), 4)
+        for lv, a in sorted(zip(state.cover_levels.tolist(), state.cover_alpha.tolist(),
+                                strict=True))
     }
-    return SeriesAdaptation(
-        spread=adapt.spread, coverage=adapt.coverage,
-        spread_factor=[round(float(v), 6) for v in state.spread_factor] if adapt.spread else [],
-        issued_levels=levels if adapt.coverage else {},
-        season=adapt.season and state.season > 0,
-        seasonal_profile=[[round(float(v), 6) for v in column] for column in state.profile.T]
+    return {
+        "spread": adapt.spread, "coverage": adapt.coverage,
+        "spread_factor": _rounded(state.spread_factor) if adapt.spread else [],
+        "issued_levels": levels if adapt.coverage else {},
+        "mean": mean,
+        "season": adapt.season and state.season > 0,
+        "seasonal_profile": [_rounded(column) for column in state.profile.T]
         if adapt.season else [],
-        mean=mean,
-        mean_correction=[
-            {term: round(float(c), 6) for term, c in zip(MEAN_TERMS, row, strict=True)}
-            for row in state.mean_coef
+        "mean_correction": [
+            dict(zip(MEAN_TERMS, _rounded(row), strict=True)) for row in state.mean_coef
         ] if mean else [],
-        mean_weight=[
-            round(float(w), 6) for w in mean_weight(
-                state.mean_odds if len(state.mean_odds) else np.zeros(len(state.mean_coef))
-            )
-        ] if mean else [],
-        trend=[
-            {"slope": round(float(b), 6), "damping": round(float(phi), 6),
-             "smoothing": round(float(beta), 6)}
-            for phi, beta, b, _ in state.trend
+        "mean_weight": _rounded(mean_weight(
+            state.mean_odds if len(state.mean_odds) else np.zeros(len(state.mean_coef))
+        )) if mean else [],
+        "trend": [
+            {"slope": round(b, 6), "damping": round(phi, 6), "smoothing": round(beta, 6)}
+            for phi, beta, b, _ in state.trend.tolist()
         ] if adapt.trend else [],
-        marginal=[
-            {"mean": float(law[marginal.MEAN]), "sd": round(float(np.sqrt(law[marginal.VAR])), 6),
-             "values": round(float(law[marginal.WEIGHT]), 3), "level": float(law[marginal.LEVEL]),
-             "last": float(law[marginal.LAST]),
-             "reverting": round(float(expit(law[marginal.ODDS])), 6) if adapt.revert else 0.0,
-             "mean_weight": round(float(p), 6), "persistence": round(float(phi), 6),
-             "mean_persistence": round(float(phi_m), 6),
-             "level_alpha": round(float(law[marginal.ALPHA]), 6)}
-            for law, p, phi, phi_m in zip(
-                state.marginal, marginal.mean_weight(state.marginal),
-                marginal.persistence(state.marginal),
-                marginal.persistence(state.marginal, marginal.MEAN), strict=True
-            )
-        ] if adapt.bound or adapt.revert else [],
-    )
+        "marginal": _marginal(state.marginal, adapt.revert) if adapt.bound or adapt.revert else [],
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _stored_label(level: float) -> str:
+    """The label of a monitored level (a fraction), which a state stores in float32: the
+    shortest percent that float32 holds."""
+    return level_label(float(str(np.float32(level) * np.float32(100.0))))
+
+
+def _marginal(stats: np.ndarray, revert: bool) -> list[dict[str, float]]:
+    """Each target's law (model/series/marginal.py) as SeriesAdaptation.marginal shows it."""
+    laws = stats.tolist()
+    weights = marginal.mean_weight(stats).tolist()
+    phis = [_persistence(law[marginal.SXY], law[marginal.SXX]) for law in laws]
+    phis_m = [_persistence(law[marginal.SXY_M], law[marginal.SXX_M]) for law in laws]
+    reverting = expit(stats[..., marginal.ODDS]).tolist() if revert else [0.0] * len(laws)
+    return [
+        {"mean": law[marginal.MEAN], "sd": round(math.sqrt(law[marginal.VAR]), 6),
+         "values": round(law[marginal.WEIGHT], 3), "level": law[marginal.LEVEL],
+         "last": law[marginal.LAST], "reverting": round(odds, 6),
+         "mean_weight": round(p, 6), "persistence": round(phi, 6),
+         "mean_persistence": round(phi_m, 6), "level_alpha": round(law[marginal.ALPHA], 6)}
+        for law, p, phi, phi_m, odds in zip(laws, weights, phis, phis_m, reverting, strict=True)
+    ]
+
+
+def _persistence(sxy: float, sxx: float) -> float:
+    """marginal.persistence of one law's moments, in plain numbers."""
+    return min(max(sxy / sxx, 0.0), 1.0) if sxx > 0 else 0.0
+
+
+def _rounded(a: np.ndarray) -> list[float]:
+    """The numbers of a 1-d array rounded to 6 decimals."""
+    return [round(v, 6) for v in a.tolist()]
 
 
 def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> SeriesForecast:
@@ -163,8 +181,12 @@ def significant(a: np.ndarray, digits: int) -> np.ndarray:
     the point, rounded, scaled back (each a correctly rounded operation on exact numbers, so
     the nearest float to the decimal). The rare numbers whose scaled value lies within
     float rounding of a tie (where the product may round to the other side), or that need a
-    power of ten beyond the exact ones (1e22), are formatted instead."""
+    power of ten beyond the exact ones (1e22), are formatted instead; so are all the numbers
+    of a small array (a few dozen), where formatting costs less than the array operations."""
     x = np.asarray(a, dtype=np.float64)
+    if x.size <= _FORMATTED:
+        formatted = [float(f"{v:.{digits}g}") for v in x.ravel().tolist()]
+        return np.array(formatted, dtype=np.float64).reshape(x.shape)
     size = np.abs(x)
     usual = np.isfinite(x) & (size > 0.0)
     k = digits - 1 - np.floor(np.log10(np.where(usual, size, 1.0)))  # scale by 10^k
@@ -179,6 +201,7 @@ def significant(a: np.ndarray, digits: int) -> np.ndarray:
     return out
 
 
+_FORMATTED = 40  # arrays of at most this many numbers are formatted (cheaper than 10 array ops)
 _EXACT_POWER = 22  # 10^k is a float64 exactly for |k| <= 22
 _TIE = 1e-9  # far above the float rounding of a scaled value (< 1e-13)
 

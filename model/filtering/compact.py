@@ -114,29 +114,55 @@ def materialize(
     base: Tensor,
     state: CompactState,
     lineage: Tensor | None = None,
+    *,
+    window: bool = True,
 ) -> FilterState:
     """The filter's particles (model/filtering/filter.FilterState) rebuilt from the compact form,
     eq. (3.1), for the particles whose lineages (B, N, L) are given (default: all P of `state`;
     or N paths drawn from them; lineage[:, :, 0] is each one's index at the last step).
-    Returns window (B, N, L, 2, D), query (B, N, D), x_prev (B, N, F) and zero log-weights
-    (B, N)."""
+    Returns window (B, N, L, 2, D) (without `window`: a placeholder of its shape, one number
+    read everywhere, where the windows are built by `rollout_windows`), query (B, N, D),
+    x_prev (B, N, F) and zero log-weights (B, N)."""
     lineage = state.lineage if lineage is None else lineage
     b, n, n_lag = lineage.shape
     p, hd, d = state.logw.shape[1], model.cfg.n_heads, model.cfg.d_model
     r = table.shape[-1]
     x_hist = state.x_hist
-    eps = noise.eps_kv_pairs(table, base[:, 1:], lineage, hd)  # (B, N, Hd, L, 2R)
-    eps_kv = torch.stack([eps[..., :r], eps[..., r:]], dim=2).permute(
-        0, 1, 4, 2, 3, 5
-    )  # (B,N,L,2,Hd,R)
     mean = model.w_qkv(x_hist).view(b, 1, n_lag, 3, d)  # (B, 1, L, 3, D)
     sigma = torch.sqrt(model.sigma_qkv)  # (3, D)
-    window = mean[:, :, :, 1:] + sigma[1:] * eps_kv.reshape(b, n, n_lag, 2, d)
+    kv = x_hist.new_zeros(()).expand(b, n, n_lag, 2, d)
+    if window:
+        eps = noise.eps_kv_pairs(table, base[:, 1:], lineage, hd)  # (B, N, Hd, L, 2R)
+        eps_kv = torch.stack([eps[..., :r], eps[..., r:]], dim=2).permute(
+            0, 1, 4, 2, 3, 5
+        )  # (B,N,L,2,Hd,R)
+        kv = mean[:, :, :, 1:] + sigma[1:] * eps_kv.reshape(b, n, n_lag, 2, d)
     eps_q = noise.eps_q(table, base[:, 1], lineage[:, :, 0], p, hd)  # (B, N, D)
     query = mean[:, :, 0, 0] + sigma[0] * eps_q
     x_prev = x_hist[:, :1].expand(b, n, x_hist.shape[-1])
     logw = torch.zeros(b, n, dtype=x_hist.dtype, device=x_hist.device)
     inputs = x_hist.unsqueeze(1) if model.cfg.lag_inputs else None  # (B, 1, L, F) shared
     return FilterState(
-        window, query, x_prev, state.valid, logw, inputs, state.season, state.mean_coef
+        kv, query, x_prev, state.valid, logw, inputs, state.season, state.mean_coef
     )
+
+
+def rollout_windows(
+    model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState
+) -> tuple[Tensor, Tensor]:
+    """The windows of all P particles of `state`, materialize's, laid out as the forecast
+    rollout keeps them (model/runtime/rollout.py): keys (B, Hd, R, L, P) and values
+    (B, Hd, L, R, P), each written from its noise rows and then its means (the same float32
+    operations as materialize's, so the same numbers)."""
+    b, p, n_lag = state.lineage.shape
+    hd, r = model.cfg.n_heads, table.shape[-1]
+    eps = noise.eps_kv_pairs(table, base[:, 1:], state.lineage, hd)  # (B, P, Hd, L, 2R)
+    mean = model.w_qkv(state.x_hist).view(b, n_lag, 3, hd, r)  # (B, L, 3, Hd, R)
+    sigma = torch.sqrt(model.sigma_qkv).view(3, hd, r)
+    keys = eps.new_empty(b, hd, r, n_lag, p)
+    torch.mul(sigma[1].view(1, hd, r, 1, 1), eps[..., :r].permute(0, 2, 4, 3, 1), out=keys)
+    keys += mean[:, :, 1].permute(0, 2, 3, 1).unsqueeze(-1)
+    values = eps.new_empty(b, hd, n_lag, r, p)
+    torch.mul(sigma[2].view(1, hd, 1, r, 1), eps[..., r:].permute(0, 2, 3, 4, 1), out=values)
+    values += mean[:, :, 2].permute(0, 2, 1, 3).unsqueeze(-1)
+    return keys, values

@@ -35,8 +35,9 @@ from model.artifacts.graphs import (
     forecast_graph,
     forecast_io,
 )
+from model.filtering.compact import materialize, rollout_windows
 from model.filtering.filter import CompactState, FilterState
-from model.filtering.paths import LazyPaths, start_paths
+from model.filtering.paths import LazyPaths, draw_paths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
 from model.runtime import normals
 from model.runtime.inputs import InputError
@@ -164,10 +165,12 @@ class TorchBackend:
         state = CompactState(
             x_h, v, lin, lw, *_lagged(self.model, season, mean_coef, len(x_hist), self._t)
         )
-        paths = LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
         if self.rollout is None:
-            return paths
-        return Rollout(self.rollout, paths.particles, paths.ancestors)
+            return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
+        table, first = self.noise, self._t(base)
+        particles = materialize(self.model, table, first, state, window=False)
+        windows = rollout_windows(self.model, table, first, state)
+        return Rollout(self.rollout, particles, draw_paths(state.logw, self._t(u)), windows)
 
     @torch.inference_mode()
     def forecast_step(

@@ -41,16 +41,20 @@ from model.runtime.rollout_weights import RolloutWeights
 class Rollout:
     """Forecast paths of a batch of series; `run` moves them in place and returns their X_t."""
 
-    def __init__(self, w: RolloutWeights, particles: FilterState, ancestors: Tensor) -> None:
-        """Paths drawn from the particles (B, P, ...) of model/filtering/compact.materialize:
-        path i descends from particle ancestors[:, i] (B, N)."""
-        b, p, n_lag, _, d = particles.window.shape
-        hd, n = w.n_heads, ancestors.shape[1]
-        r = d // hd
+    def __init__(
+        self,
+        w: RolloutWeights,
+        particles: FilterState,
+        ancestors: Tensor,
+        windows: tuple[Tensor, Tensor],
+    ) -> None:
+        """Paths drawn from the particles (B, P, ...) of model/filtering/compact.materialize,
+        their windows as compact.rollout_windows lays them out (keys (B, Hd, R, L, P), values
+        (B, Hd, L, R, P)): path i descends from particle ancestors[:, i] (B, N)."""
+        self.keys, self.values = windows  # (B, Hd, R, L, M), (B, Hd, L, R, M)
+        b, hd, r, n_lag, p = self.keys.shape
+        n = ancestors.shape[1]
         self.w = w
-        kv = particles.window.view(b, p, n_lag, 2, hd, r)
-        self.keys = kv[:, :, :, 0].permute(0, 3, 4, 2, 1).contiguous()  # (B, Hd, R, L, M)
-        self.values = kv[:, :, :, 1].permute(0, 3, 2, 4, 1).contiguous()  # (B, Hd, L, R, M)
         query = (particles.query / math.sqrt(r)).view(b, p, hd, r)
         self.query = query.permute(0, 2, 3, 1).contiguous()  # (B, Hd, R, M)
         self.pick: Picks | None = Picks(ancestors)  # each path's particle, until they part

@@ -32,7 +32,8 @@ def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
     out = np.ascontiguousarray(a, dtype=dtype)
     if out is a and not _immutable(a):
         out = out.copy()
-    out.flags.writeable = False
+    if out.flags.writeable:
+        out.flags.writeable = False
     return out
 
 

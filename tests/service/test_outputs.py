@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 import pytest
 
 from model.runtime.forecasting import Forecast
+from model.series import marginal
+from model.series.adaptation import AdaptConfig
 from service.inputs import ForecastParams
-from service.outputs import series_forecast, significant
+from service.outputs import adaptation_of, series_forecast, significant
+from service.schemas.series import SeriesAdaptation
 
 
 def _formatted(a: np.ndarray, digits: int) -> np.ndarray:
@@ -30,6 +36,9 @@ def test_significant_digits_are_the_formatted_numbers(digits: int) -> None:
     got, want = significant(a, digits), _formatted(a, digits)
     assert np.array_equal(got, want, equal_nan=True)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+    small = np.concatenate([edges, spread[:12], ties[:6]]).reshape(4, 9)  # formatted whole
+    assert np.array_equal(significant(small, digits), _formatted(small, digits), equal_nan=True)
+    assert significant(small, digits).shape == (4, 9)
 
 
 def test_a_forecast_renders_its_bounds_and_errors_by_level() -> None:
@@ -52,3 +61,28 @@ def test_a_forecast_renders_its_bounds_and_errors_by_level() -> None:
     assert out.intervals["80"].lo_se == [[0.012, 0.012]] * h
     assert out.intervals["80"].hi_se == [[0.025, 0.025]] * h
     assert out.intervals["95"].lo_se == [[None, 0.025], [0.025, 0.025], [0.025, 0.025]]
+
+
+@pytest.mark.parametrize("flags", [{}, {"spread": False, "season": False, "trend": False},
+                                   {"bound": False, "revert": False, "mean": False}])
+def test_the_adaptation_report_is_the_schemas_own_dict(
+    runtime: Any, flags: dict[str, bool]
+) -> None:
+    """The report stored with each write is the dict SeriesAdaptation validates to, field for
+    field and in its order, for a series with a season, a trend and every correction learned
+    (and with some of them off)."""
+    rng = np.random.default_rng(3)
+    t = np.arange(150)
+    history = 20 + 0.05 * t + 3 * np.sin(2 * np.pi * t / 12) + rng.standard_normal(150)
+    (state,) = runtime.create([history[:, None]], levels=[0.8, 0.95], seasons=[12])
+    (state, _), = runtime.update([state], [history[-20:, None] + 1.0], [0.8, 0.95])
+    report = adaptation_of(state, replace(AdaptConfig(), **flags))
+    assert list(report) == list(SeriesAdaptation.model_fields)
+    assert SeriesAdaptation(**report).model_dump() == report
+    assert report["season"] == flags.get("season", True) and report["issued_levels"]
+    assert bool(report["seasonal_profile"]) == flags.get("season", True)
+    assert bool(report["marginal"]) == (flags.get("bound", True) or flags.get("revert", True))
+    phis = zip(marginal.persistence(state.marginal).tolist(),
+               marginal.persistence(state.marginal, marginal.MEAN).tolist(), strict=True)
+    want = [(round(phi, 6), round(phi_m, 6)) for phi, phi_m in phis] if report["marginal"] else []
+    assert [(law["persistence"], law["mean_persistence"]) for law in report["marginal"]] == want

@@ -343,3 +343,21 @@ async def test_a_failed_write_is_never_said_to_have_changed_nothing(redis_url: s
         assert not store._unavailable("load", refused).maybe_applied
     finally:
         await store.close()
+
+
+def test_metadata_json_round_trip_and_earlier_writes() -> None:
+    """A series' metadata reads back as written, its adaptation report nested, a number that
+    is not finite included; and metadata the json module wrote before (spaces, Infinity)
+    still reads."""
+    import json
+    from dataclasses import asdict, replace
+
+    report = {"spread": True, "spread_factor": [0.62, 1.5e-05], "issued_levels": {"80": 83.1},
+              "marginal": [{"mean": 1e22, "sd": float("inf"), "level": -0.0}]}
+    m = replace(meta(3), ess=float("nan"), adaptation=report, season_length=7)
+    back = SeriesMeta.from_json(m.to_json())
+    assert back.ess != back.ess and back.adaptation == report
+    assert replace(back, ess=0.0) == replace(m, ess=0.0)
+    earlier = json.dumps(asdict(replace(m, ess=2.5)))  # default separators, Infinity
+    assert SeriesMeta.from_json(earlier) == replace(m, ess=2.5)
+    assert SeriesMeta.from_json(earlier.encode()) == replace(m, ess=2.5)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.filtering.compact import compact_step, materialize
-from model.filtering.filter import CompactState, filter_init, filter_step
+from model.filtering.compact import compact_step, materialize, rollout_windows
+from model.filtering.filter import CompactState, FilterState, filter_init, filter_step
 from model.filtering.noise import NoiseLayout, check_table, make_table, noise_rows, step_noise
 from model.filtering.resampling import get_resampler
 from model.network.config import ModelConfig
@@ -35,6 +35,23 @@ def _model(cfg: ModelConfig) -> SMCTransformer:
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))
     return model
+
+
+def _check_rollout_layout(
+    model: SMCTransformer, noise: torch.Tensor, base: torch.Tensor, state: CompactState,
+    rebuilt: FilterState,
+) -> None:
+    """rollout_windows: materialize's window laid out as keys (B, Hd, R, L, P) and values
+    (B, Hd, L, R, P), bit for bit; materialize without the window: the rest unchanged."""
+    b, p, n_lag, _, d = rebuilt.window.shape
+    hd = model.cfg.n_heads
+    keys, values = rollout_windows(model, noise, base, state)
+    kv = rebuilt.window.view(b, p, n_lag, 2, hd, d // hd)
+    assert torch.equal(keys, kv[:, :, :, 0].permute(0, 3, 4, 2, 1))
+    assert torch.equal(values, kv[:, :, :, 1].permute(0, 3, 2, 4, 1))
+    rest = materialize(model, noise, base, state, window=False)
+    assert rest.window.shape == rebuilt.window.shape
+    assert torch.equal(rest.query, rebuilt.query) and torch.equal(rest.x_prev, rebuilt.x_prev)
 
 
 @pytest.mark.parametrize("threshold", [1.0, 0.5])
@@ -74,6 +91,7 @@ def test_compact_step_equals_filter_step(name: str, threshold: float) -> None:
             lags = compact.valid[:, None, :, None, None]
             torch.testing.assert_close(rebuilt.window * lags, state.window * lags)
             torch.testing.assert_close(rebuilt.query, state.query)
+            _check_rollout_layout(model, noise, base(t), compact, rebuilt)
             state, ref = filter_step(
                 model,
                 state,
