@@ -96,11 +96,13 @@ def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> Seri
     and their errors are each rendered in one array operation over every level."""
     intervals = _by_level(f.intervals, params.fractions)
     errors = _by_level(f.errors, params.fractions)
-    bounds, ses = _rows(intervals), _rows(errors, 2)  # lo, hi of each level in turn
+    # mean, median, then lo, hi of each level in turn
+    mean, median, *bounds = _rows([(f.mean, f.median), *intervals])
+    ses = _rows(errors, 2)
     return SeriesForecast.model_construct(
         id=series_id,
-        mean=_points(f.mean),
-        median=_points(f.median),
+        mean=mean,
+        median=median,
         intervals={
             level_label(level): Interval.model_construct(
                 lo=bounds[2 * j], hi=bounds[2 * j + 1], lo_se=ses[2 * j], hi_se=ses[2 * j + 1]
@@ -140,6 +142,9 @@ def _by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
     """Values of a runtime dict keyed by level fraction, in the order of `fractions`."""
     out = []
     for frac in fractions:
+        if frac in d:  # the runtime's keys are the fractions it was given
+            out.append(d[frac])
+            continue
         key = min(d, key=lambda k: abs(k - frac))
         if abs(key - frac) > 1e-6:
             raise KeyError(f"the runtime gave no interval at level {frac}")
@@ -152,8 +157,8 @@ def _finite(x: float | None) -> float | None:
 
 
 def _rows(pairs: list[tuple[np.ndarray, np.ndarray]], digits: int | None = None) -> list[Any]:
-    """(lo, hi) arrays (H, O) of each level -> [lo_1, hi_1, lo_2, ...] as `_points` renders
-    them, in one operation."""
+    """Pairs of arrays (H, O) (the (lo, hi) of each level) -> [lo_1, hi_1, lo_2, ...] as
+    `_points` renders them, in one operation."""
     return _points(np.stack([a for pair in pairs for a in pair]), digits) if pairs else []
 
 
