@@ -71,13 +71,18 @@ def _marginal(stats: np.ndarray, revert: bool) -> list[dict[str, float]]:
     phis_m = [_persistence(law[marginal.SXY_M], law[marginal.SXX_M]) for law in laws]
     reverting = expit(stats[..., marginal.ODDS]).tolist() if revert else [0.0] * len(laws)
     return [
-        {"mean": law[marginal.MEAN], "sd": round(math.sqrt(law[marginal.VAR]), 6),
+        {"mean": law[marginal.MEAN], "sd": round(_sqrt(law[marginal.VAR]), 6),
          "values": round(law[marginal.WEIGHT], 3), "level": law[marginal.LEVEL],
          "last": law[marginal.LAST], "reverting": round(odds, 6),
          "mean_weight": round(p, 6), "persistence": round(phi, 6),
          "mean_persistence": round(phi_m, 6), "level_alpha": round(law[marginal.ALPHA], 6)}
         for law, p, phi, phi_m, odds in zip(laws, weights, phis, phis_m, reverting, strict=True)
     ]
+
+
+def _sqrt(v: float) -> float:
+    """The square root, NaN below 0 (as numpy's: a variance rounded below 0 raises nothing)."""
+    return math.sqrt(v) if v >= 0 else math.nan
 
 
 def _persistence(sxy: float, sxx: float) -> float:
