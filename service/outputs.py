@@ -67,8 +67,8 @@ def _marginal(stats: np.ndarray, revert: bool) -> list[dict[str, float]]:
     """Each target's law (model/series/marginal.py) as SeriesAdaptation.marginal shows it."""
     laws = stats.tolist()
     weights = marginal.mean_weight(stats).tolist()
-    phis = [_persistence(law[marginal.SXY], law[marginal.SXX]) for law in laws]
-    phis_m = [_persistence(law[marginal.SXY_M], law[marginal.SXX_M]) for law in laws]
+    phis = marginal.persistence(stats).tolist()
+    phis_m = marginal.persistence(stats, marginal.MEAN).tolist()
     reverting = expit(stats[..., marginal.ODDS]).tolist() if revert else [0.0] * len(laws)
     return [
         {"mean": law[marginal.MEAN], "sd": round(_sqrt(law[marginal.VAR]), 6),
@@ -83,11 +83,6 @@ def _marginal(stats: np.ndarray, revert: bool) -> list[dict[str, float]]:
 def _sqrt(v: float) -> float:
     """The square root, NaN below 0 (as numpy's: a variance rounded below 0 raises nothing)."""
     return math.sqrt(v) if v >= 0 else math.nan
-
-
-def _persistence(sxy: float, sxx: float) -> float:
-    """marginal.persistence of one law's moments, in plain numbers."""
-    return min(max(sxy / sxx, 0.0), 1.0) if sxx > 0 else 0.0
 
 
 def _rounded(a: np.ndarray) -> list[float]:

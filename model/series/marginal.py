@@ -184,7 +184,8 @@ def persistence(stats: np.ndarray, about: int = LEVEL) -> np.ndarray:
     its mean (MEAN): S_xy / S_xx within [0, 1] (0 before two values)."""
     sxy, sxx = (stats[..., SXY], stats[..., SXX]) if about == LEVEL else (
         stats[..., SXY_M], stats[..., SXX_M])
-    return np.clip(np.where(sxx > 0, sxy / np.where(sxx > 0, sxx, 1.0), 0.0), 0, 1)
+    ratio = np.divide(sxy, sxx, out=np.zeros(np.shape(sxy)), where=sxx > 0)
+    return np.minimum(np.maximum(ratio, 0.0), 1.0)
 
 
 def ar_anchor(stats: np.ndarray, about: int, ahead: np.ndarray | int = 1) -> np.ndarray:
