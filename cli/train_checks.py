@@ -129,17 +129,20 @@ def apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
             "d_model", "n_heads", "window", "d_ff", "lags", "skip", "lag_inputs", "obs_scale"
         )
         if given(ctx, name) and p[name] != getattr(shape, name)
+        and not (name == "window" and p[name] > shape.window)  # a context grown: grow_window
     ]
     if differ:
         raise typer.BadParameter(
             f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
-            "options out", param_hint="--init",
+            "options out (a --window above the model's grows its context)",
+            param_hint="--init",
         )
     for name in (
         "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs",
         "obs_scale",
     ):
-        p[name] = getattr(shape, name)
+        if not (name == "window" and given(ctx, name)):
+            p[name] = getattr(shape, name)
     try:
         wanted = loader_scaling(init, p["dataset"])
     except ValueError as exc:

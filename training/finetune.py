@@ -9,12 +9,14 @@ by their own history: `window`; a global one on data scaled by one scaler: `glob
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import torch
 
 from model.artifacts.artifact import ArtifactError
 from model.network.config import ModelConfig
-from model.network.smc_transformer import SMCTransformer
+from model.network.smc_transformer import LONG_SLOPE, SMCTransformer
 from model.runtime import manifest
 
 #: the fields a run takes from its init model, and how a user names them
@@ -120,3 +122,47 @@ def check_fits(init: InitModel, run: ModelConfig) -> None:
             "fine-tuning keeps the model's shape, so the data need the same features and "
             "targets, and --d-model, --n-heads, --window, --d-ff must be left out or equal"
         )
+
+
+#: the score bias of the lags a grown context adds (grow_window): each weighs e^-8 of a lag
+#: the model already attended to at score 0, so the grown model forecasts as its init model
+#: until training finds a use for them (Adam's steps do not shrink with the gradient)
+GROWN_LAG_BIAS = -8.0
+
+
+def grow_window(model: SMCTransformer, window: int) -> SMCTransformer:
+    """`model` attending to `window` steps instead of its own (fewer refused): the lags it adds
+    start with zero embeddings and the score bias GROWN_LAG_BIAS, so that the attention stays
+    on the lags it knew; the long slope of `lag_inputs`, X_{t-L} - X_{t-1} with L the window,
+    reads another lag now and restarts from a zero coefficient. Every other weight, and the EM
+    covariances, as they were."""
+    cfg = model.cfg
+    if window < cfg.window:
+        raise ValueError(
+            f"--window {window}: a model attending to {cfg.window} steps cannot be cut to "
+            "fewer; leave --window out, or at least its own"
+        )
+    if window > cfg.window and not cfg.lags:
+        raise ValueError(
+            "--window: only a model with lag embeddings (--lags) can grow its context; "
+            "leave --window out"
+        )
+    grown = SMCTransformer(replace(cfg, window=window)).train(model.training)
+    state = model.state_dict()
+    added = window - cfg.window
+    with torch.no_grad():
+        if cfg.lags:
+            for name in ("lag_key", "lag_value"):
+                state[name] = torch.cat([state[name], state[name].new_zeros(added, cfg.d_model)])
+            bias = state["lag_bias"]
+            state["lag_bias"] = torch.cat(
+                [bias, bias.new_full((cfg.n_heads, added), GROWN_LAG_BIAS)], dim=1
+            )
+        if cfg.lag_inputs and added:
+            rows = slice(LONG_SLOPE * cfg.d_out, (LONG_SLOPE + 1) * cfg.d_out)
+            state["lag_coef.weight"] = state["lag_coef.weight"].clone()
+            state["lag_coef.weight"][rows] = 0.0
+            state["lag_coef.bias"] = state["lag_coef.bias"].clone()
+            state["lag_coef.bias"][rows] = 0.0
+    grown.load_state_dict(state)
+    return grown

@@ -22,7 +22,7 @@ from timeseries.series import SeriesData
 from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
-from training.finetune import check_fits, open_init
+from training.finetune import check_fits, grow_window, open_init
 from training.objective import em_update
 from training.resume import restore, run_state
 from training.threads import default_threads
@@ -42,6 +42,8 @@ def initial_model(cfg: TrainConfig, data: SeriesData) -> SMCTransformer:
     if cfg.init is None:
         return SMCTransformer(shape)
     init = open_init(cfg.init)
+    if shape.window != init.model.cfg.window:  # --window above the model's: its context grown
+        init = replace(init, model=grow_window(init.model, shape.window))
     check_fits(init, shape)
     return init.model.train()
 

@@ -25,6 +25,8 @@ from model.network.config import ModelConfig
 LOG_2PI = math.log(2 * math.pi)
 #: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
 N_LAG_TERMS = 4
+#: the index of the long slope X_{t-L} - X_{t-1} among them (L the window)
+LONG_SLOPE = 1
 #: the terms of a series' own mean correction (model/series/adaptation.py): the lag terms and a
 #: constant
 N_MEAN_TERMS = N_LAG_TERMS + 1
