@@ -120,7 +120,8 @@ def check_fits(init: InitModel, run: ModelConfig) -> None:
         raise ValueError(
             f"--init {init.path}: its model does not fit this run ({'; '.join(differences)}); "
             "fine-tuning keeps the model's shape, so the data need the same features and "
-            "targets, and --d-model, --n-heads, --window, --d-ff must be left out or equal"
+            "targets, and --d-model, --n-heads, --d-ff must be left out or equal (--window "
+            "may be larger: the context grows)"
         )
 
 
