@@ -83,6 +83,14 @@ def train(
             "particle's own scale, read from its state",
         ),
     ] = False,
+    det_context: Annotated[
+        int,
+        typer.Option(
+            min=0, help="K > 0: a deterministic layer under the stochastic one, reading each "
+            "step's last K inputs (a hierarchical model, beyond the paper; needs --lag-inputs); "
+            "with --init it is added to the model, whose window grows by K - 1",
+        ),
+    ] = 0,
     season_length: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option(

@@ -114,6 +114,20 @@ def apply_preset(ctx: typer.Context, p: dict[str, Any]) -> None:
             p[name] = value
 
 
+def _layer_added(ctx: typer.Context, p: dict[str, Any], shape: Any, differ: list[str]) -> bool:
+    """Whether --det-context puts a layer under the --init model, its window grown by K - 1
+    (so that its attention keeps its lags) where --window is not given; a model with a layer
+    already keeps it (a difference added to `differ`)."""
+    if not given(ctx, "det_context") or p["det_context"] == shape.det_context:
+        return False
+    if shape.det_context:
+        differ.append(f"--det-context {p['det_context']} (the model's is {shape.det_context})")
+        return False
+    if not given(ctx, "window"):
+        p["window"] = shape.window + p["det_context"] - 1
+    return True
+
+
 def apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
     """Take the --init model's shape and data scaling; refuse options that contradict them."""
     from training.finetune import describe_scaling, loader_scaling, open_init
@@ -131,6 +145,7 @@ def apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
         if given(ctx, name) and p[name] != getattr(shape, name)
         and not (name == "window" and p[name] > shape.window)  # a context grown: grow_window
     ]
+    keep_window = given(ctx, "window") or _layer_added(ctx, p, shape, differ)
     if differ:
         raise typer.BadParameter(
             f"fine-tuning keeps the shape of {p['init']}: {', '.join(differ)}; leave these "
@@ -141,8 +156,10 @@ def apply_init(ctx: typer.Context, p: dict[str, Any]) -> None:
         "d_model", "n_heads", "window", "d_ff", "head", "cov", "lags", "skip", "lag_inputs",
         "obs_scale",
     ):
-        if not (name == "window" and given(ctx, name)):
+        if not (name == "window" and keep_window):
             p[name] = getattr(shape, name)
+    if not given(ctx, "det_context"):
+        p["det_context"] = shape.det_context
     try:
         wanted = loader_scaling(init, p["dataset"])
     except ValueError as exc:

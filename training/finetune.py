@@ -31,6 +31,7 @@ SHAPE_FIELDS = {
     "skip": "--skip",
     "lag_inputs": "--lag-inputs",
     "obs_scale": "--obs-scale",
+    "det_context": "--det-context",
     "head": "head",
     "cov": "cov",
 }
@@ -171,3 +172,20 @@ def grow_window(model: SMCTransformer, window: int) -> SMCTransformer:
             state["lag_coef.bias"][rows] = 0.0
     grown.load_state_dict(state)
     return grown
+
+
+def add_input_layer(model: SMCTransformer, det_context: int) -> SMCTransformer:
+    """`model` with a deterministic layer under its stochastic one (ModelConfig.det_context),
+    freshly initialised (seeded by the caller) but for its output, zero: the model forecasts as
+    it did, its attention reading the lags 1..L - K + 1 (grow its window by K - 1 first to keep
+    them all). Every weight of `model`, and its EM covariances, as they were."""
+    cfg = model.cfg
+    if cfg.det_context:
+        raise ValueError(
+            f"--det-context: the model has a layer of {cfg.det_context} inputs under its "
+            "attention already; leave --det-context out"
+        )
+    layered = SMCTransformer(replace(cfg, det_context=det_context)).train(model.training)
+    missing, unexpected = layered.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and all(name.startswith("under.") for name in missing)
+    return layered

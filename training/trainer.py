@@ -22,7 +22,7 @@ from timeseries.series import SeriesData
 from training import distributed
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig, learning_rate
-from training.finetune import check_fits, grow_window, open_init
+from training.finetune import add_input_layer, check_fits, grow_window, open_init
 from training.objective import em_update
 from training.resume import restore, run_state
 from training.threads import default_threads
@@ -44,6 +44,8 @@ def initial_model(cfg: TrainConfig, data: SeriesData) -> SMCTransformer:
     init = open_init(cfg.init)
     if shape.window != init.model.cfg.window:  # --window above the model's: its context grown
         init = replace(init, model=grow_window(init.model, shape.window))
+    if shape.det_context and not init.model.cfg.det_context:  # a layer put under it
+        init = replace(init, model=add_input_layer(init.model, shape.det_context))
     check_fits(init, shape)
     return init.model.train()
 

@@ -58,7 +58,7 @@ def attend(
     hd, d = model.cfg.n_heads, model.cfg.d_model
     eps_k, eps_v = noise.eps_kv(table, base[:, 1:], state.lineage, hd)  # (B, P, Hd, L, R) each
     eps_q = noise.eps_q(table, base[:, 1], ancestors, p, hd)  # (B, P, D) the ancestors' q(t-1)
-    means = model.w_qkv(state.x_hist)  # (B, L, 3D): W^q X, W^k X, W^v X of the window's inputs
+    means = model.window_means(state.x_hist, state.valid)  # (B, L, 3D): W^q X, W^k X, W^v X
     std = torch.sqrt(model.sigma_qkv)  # (3, D)
     q = means[:, :1, :d] + std[0] * eps_q  # (B, P, D), eq. (3.1)
     r = d // hd
@@ -70,7 +70,7 @@ def attend(
     scores = (shared.transpose(1, 2) + own) / math.sqrt(r)  # (B, P, Hd, L)
     if model.cfg.lags:
         scores = scores + model.lag_scores(q, n_lag)
-    scores = scores.masked_fill(~state.valid.view(b, 1, 1, n_lag), float("-inf"))
+    scores = scores.masked_fill(~model.attended(state.valid).view(b, 1, 1, n_lag), float("-inf"))
     pi = torch.softmax(scores, dim=-1)  # (B, P, Hd, L), eq. (3)
     mu = (pi.transpose(1, 2) @ mean[:, :, 2]).transpose(1, 2)  # (B, P, Hd, R): pi . W^v X
     noise_v = (pi.unsqueeze(-2) @ eps_v).squeeze(-2)  # (B, P, Hd, R): pi . eps_v
@@ -128,7 +128,7 @@ def materialize(
     p, hd, d = state.logw.shape[1], model.cfg.n_heads, model.cfg.d_model
     r = table.shape[-1]
     x_hist = state.x_hist
-    mean = model.w_qkv(x_hist).view(b, 1, n_lag, 3, d)  # (B, 1, L, 3, D)
+    mean = model.window_means(x_hist, state.valid).view(b, 1, n_lag, 3, d)  # (B, 1, L, 3, D)
     sigma = torch.sqrt(model.sigma_qkv)  # (3, D)
     kv = x_hist.new_zeros(()).expand(b, n, n_lag, 2, d)
     if window:
@@ -157,7 +157,7 @@ def rollout_windows(
     b, p, n_lag = state.lineage.shape
     hd, r = model.cfg.n_heads, table.shape[-1]
     eps = noise.eps_kv_pairs(table, base[:, 1:], state.lineage, hd)  # (B, P, Hd, L, 2R)
-    mean = model.w_qkv(state.x_hist).view(b, n_lag, 3, hd, r)  # (B, L, 3, Hd, R)
+    mean = model.window_means(state.x_hist, state.valid).view(b, n_lag, 3, hd, r)
     sigma = torch.sqrt(model.sigma_qkv).view(3, hd, r)
     keys = eps.new_empty(b, hd, r, n_lag, p)
     torch.mul(sigma[1].view(1, hd, r, 1, 1), eps[..., :r].permute(0, 2, 4, 3, 1), out=keys)

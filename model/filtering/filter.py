@@ -242,7 +242,7 @@ def push(window: Tensor, new: Tensor, dim: int) -> Tensor:
     return torch.cat([new.unsqueeze(dim), older], dim=dim)
 
 
-def _one_more_lag(valid: Tensor) -> Tensor:
+def one_more_lag(valid: Tensor) -> Tensor:
     """valid (B, L) after a step: lag 1 exists, lag s + 1 if lag s did."""
     return push(valid, valid.new_ones(valid.shape[0]), 1)
 
@@ -252,25 +252,32 @@ def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor
     k(t) and v(t) enter the window at lag 1, q(t) is the next step's query."""
     b, p = state.logw.shape
     x_p = x.expand(b, p, x.shape[-1])
-    return enter(state, model.encode(x_p, eps_qkv), x_p)
+    inputs = None if state.inputs is None else push_inputs(state.inputs, x_p)
+    qkv = model.encode(x_p, eps_qkv, inputs, one_more_lag(state.valid))
+    return enter(state, qkv, x_p, inputs)
 
 
-def enter(state: FilterState, qkv: Tensor, x: Tensor) -> FilterState:
+def enter(
+    state: FilterState, qkv: Tensor, x: Tensor, inputs: Tensor | None = None
+) -> FilterState:
     """Absorption of q(t), k(t), v(t) already computed: qkv (B, P, 3, D), x X_t (B, P, F)
-    (an expanded view when every particle has the same X_t)."""
+    (an expanded view when every particle has the same X_t); inputs the input windows X_t
+    has entered, where computed already."""
+    if inputs is None and state.inputs is not None:
+        inputs = push_inputs(state.inputs, x)
     return FilterState(
         window=push(state.window, qkv[:, :, 1:], 2),
         query=qkv[:, :, 0],
         x_prev=x,
-        valid=_one_more_lag(state.valid),
+        valid=one_more_lag(state.valid),
         logw=state.logw,
-        inputs=None if state.inputs is None else _push_inputs(state.inputs, x),
+        inputs=inputs,
         season=state.season,
         mean_coef=state.mean_coef,
     )
 
 
-def _push_inputs(inputs: Tensor, x: Tensor) -> Tensor:
+def push_inputs(inputs: Tensor, x: Tensor) -> Tensor:
     """X_t (B, P, F) enters the input windows (B, 1 or P, L, F) at lag 1; windows shared by
     every particle stay shared while X_t is (a stride-0 view on the particle axis)."""
     if x.stride(1) == 0 or x.shape[1] == 1:
@@ -288,7 +295,7 @@ def absorb_inputs(state: CompactState, x: Tensor, logw: Tensor) -> CompactState:
     own = torch.arange(p, device=logw.device).expand(b, p)  # (B, P)
     return CompactState(
         x_hist=push(state.x_hist, x, 1),
-        valid=_one_more_lag(state.valid),
+        valid=one_more_lag(state.valid),
         lineage=push(state.lineage, own, 2),
         logw=logw,
         season=state.season,
@@ -310,7 +317,6 @@ def filter_init(
     int64 the season lengths of a model with lag_inputs (default: none)."""
     b, d, n_lag = x.shape[0], model.cfg.d_model, model.cfg.window
     x_p = x.unsqueeze(1).expand(b, n_particles, x.shape[-1])  # (B, P, F)
-    qkv = model.encode(x_p, eps_qkv)  # (B, P, 3, D)
     zeros = torch.zeros(b, n_particles, n_lag - 1, 2, d, dtype=x.dtype, device=x.device)
     valid = torch.zeros(b, n_lag, dtype=torch.bool, device=x.device)
     valid[:, 0] = True
@@ -319,6 +325,7 @@ def filter_init(
         inputs = torch.zeros(b, 1, n_lag, x.shape[-1], dtype=x.dtype, device=x.device)
         inputs[:, 0, 0] = x
         season_ = season if season is not None else torch.zeros(b, dtype=torch.long)
+    qkv = model.encode(x_p, eps_qkv, inputs, valid)  # (B, P, 3, D)
     return FilterState(
         window=torch.cat([qkv[:, :, None, 1:], zeros], dim=2),
         query=qkv[:, :, 0],
@@ -387,13 +394,4 @@ def forecast_step(
 
 def expand_paths(state: FilterState, ancestors: Tensor) -> FilterState:
     """Turn P weighted particles into N equally weighted paths: ancestors (B, N)."""
-    return FilterState(
-        window=gather(state.window, ancestors),
-        query=gather(state.query, ancestors),
-        x_prev=gather(state.x_prev, ancestors),
-        valid=state.valid,
-        logw=torch.zeros(ancestors.shape, dtype=state.logw.dtype, device=state.logw.device),
-        inputs=_select_inputs(state.inputs, ancestors),
-        season=state.season,
-        mean_coef=state.mean_coef,
-    )
+    return state.take(ancestors, state.logw.new_zeros(ancestors.shape))

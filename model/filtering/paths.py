@@ -25,6 +25,8 @@ from model.filtering.filter import (
     expand_paths,
     gather,
     mutate,
+    one_more_lag,
+    push_inputs,
 )
 from model.filtering.resampling import get_resampler
 from model.network.smc_transformer import SMCTransformer
@@ -92,5 +94,9 @@ class LazyPaths:
             model, mu, eps_z, self.last_inputs(), parts.lagged(model), parts.mean_coef
         )  # (B, N, O)
         x_t, x_in = draw_next(model, pred, eps_x, covariates)  # (B, N, O), (B, N, F)
-        qkv = model.encode(x_in, eps_qkv)  # (B, N, 3, D), eq. (3.1)
+        inputs = valid = None
+        if model.cfg.det_context:  # the paths' windows after x_in, for the layer under
+            assert parts.inputs is not None
+            inputs, valid = push_inputs(parts.inputs, x_in), one_more_lag(parts.valid)
+        qkv = model.encode(x_in, eps_qkv, inputs, valid)  # (B, N, 3, D), eq. (3.1)
         return replace(self, qkv=qkv, x_prev=x_in), x_t

@@ -40,6 +40,11 @@ class ModelConfig:
         variance is Sigma_obs exp(2 s(r(t))), s linear in the particle's r(t) (bounded to
         +-OBS_SCALE_BOUND), so that the predictive mixture narrows where the particles see a
         smooth stretch and widens where they see a volatile one.
+    det_context: K > 0 puts a deterministic layer under the stochastic one, beyond the paper
+        (a hierarchical SMC Transformer): causal self-attention over each step's last K inputs
+        (model/network/input_layer.py) whose output adds to the means of that step's q, k, v,
+        so that the particle filter runs on the top layer only. The stochastic attention then
+        reads lags 1..L - K + 1, whose K inputs the window holds; 0: none (the paper's).
     """
 
     d_in: int = 1
@@ -58,6 +63,7 @@ class ModelConfig:
     skip: bool = False
     lag_inputs: bool = False
     obs_scale: bool = False
+    det_context: int = 0
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -68,6 +74,18 @@ class ModelConfig:
             raise ValueError("skip, lag_inputs and obs_scale need a gaussian observation model")
         if self.obs == "gaussian" and self.d_out > self.d_in:
             raise ValueError(f"d_out={self.d_out} targets cannot exceed d_in={self.d_in} inputs")
+
+        if self.det_context and not (self.lag_inputs and self.det_context <= self.window):
+            raise ValueError(
+                f"det_context={self.det_context} needs lag_inputs and at most window="
+                f"{self.window} inputs"
+            )
+
+    @property
+    def attended(self) -> int:
+        """How many lags the stochastic attention reads: the window, less the inputs the
+        deterministic layer under it reads before the oldest (det_context)."""
+        return self.window - max(self.det_context - 1, 0)
 
     @property
     def head_dim(self) -> int:

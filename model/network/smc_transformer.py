@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from model.network.config import ModelConfig
+from model.network.input_layer import InputLayer, windows_of
 
 LOG_2PI = math.log(2 * math.pi)
 #: the lagged-target terms of ModelConfig.lag_inputs: lags 2 and L, one and two seasons back
@@ -165,19 +166,47 @@ class SMCTransformer(nn.Module):
             self.lag_coef = nn.Linear(d, N_LAG_TERMS * cfg.d_out)
             nn.init.zeros_(self.lag_coef.weight)
             nn.init.zeros_(self.lag_coef.bias)
+        if cfg.det_context:  # the deterministic layer under this one, adding nothing at first
+            self.under = InputLayer(cfg)
         self.register_buffer("sigma_qkv", torch.full((3, d), cfg.sigma_init))
         self.register_buffer("sigma_z", torch.full((d,), cfg.sigma_init))
         self.sigma_qkv: Tensor
         self.sigma_z: Tensor
 
-    def encode(self, x: Tensor, eps: Tensor) -> Tensor:
+    def encode(
+        self, x: Tensor, eps: Tensor, inputs: Tensor | None = None, valid: Tensor | None = None
+    ) -> Tensor:
         """Eq. (3.1): noisy query, key and value of an input.
 
-        x (B, P or 1, F), eps (B, P, 3, D) -> qkv (B, P, 3, D) (q, k, v on axis 2).
+        x (B, P or 1, F), eps (B, P, 3, D) -> qkv (B, P, 3, D) (q, k, v on axis 2). With
+        det_context, inputs (B, P or 1, L, F) the input window that x has just entered (at
+        index 0) and valid (B, L) its lags held: the deterministic layer's addition.
         """
         b, p = eps.shape[:2]
-        mean = self.w_qkv(x).view(b, x.shape[1], 3, self.cfg.d_model)  # (B, P|1, 3, D)
+        mean = self.w_qkv(x)  # (B, P|1, 3D)
+        if self.cfg.det_context:
+            assert inputs is not None and valid is not None, "det_context needs the inputs"
+            k = self.cfg.det_context
+            mean = mean + self.under(inputs[:, :, :k], valid[:, :k])
+        mean = mean.view(b, mean.shape[1], 3, self.cfg.d_model)
         return mean + torch.sqrt(self.sigma_qkv) * eps
+
+    def window_means(self, x_hist: Tensor, valid: Tensor) -> Tensor:
+        """The q, k, v means of every input of a window, eq. (3.1) without its noise: x_hist
+        (B, L, F) X_{t-s} at index s - 1, valid (B, L) -> (B, L, 3 D)."""
+        means = self.w_qkv(x_hist)
+        if self.cfg.det_context:
+            inputs, held = windows_of(x_hist, valid, self.cfg.det_context)
+            means = means + self.under(inputs, held)
+        return means
+
+    def attended(self, valid: Tensor) -> Tensor:
+        """The lags (B, L) the stochastic attention reads: those held, up to
+        ModelConfig.attended."""
+        if not self.cfg.det_context:
+            return valid
+        lags = torch.arange(valid.shape[-1], device=valid.device)
+        return valid & (lags < self.cfg.attended)
 
     def attend(self, q: Tensor, window: Tensor, valid: Tensor) -> Tensor:
         """Mean mu(t) of z(t), eq. (3): attention of q(t-1) over the window.
@@ -195,7 +224,8 @@ class SMCTransformer(nn.Module):
         scores = (qh @ kh.transpose(-1, -2)).squeeze(-2) / math.sqrt(r)  # (B, P, Hd, L)
         if self.cfg.lags:
             scores = scores + self.lag_scores(q, n_lag)
-        scores = scores.masked_fill(~valid.view(b, 1, 1, n_lag), float("-inf"))
+        mask = self.attended(valid).view(b, 1, 1, n_lag)
+        scores = scores.masked_fill(~mask, float("-inf"))
         pi = torch.softmax(scores, dim=-1)  # (B, P, Hd, L)
         mu = (pi.unsqueeze(-2) @ vh).squeeze(-2)  # (B, P, Hd, R)
         if self.cfg.lags:

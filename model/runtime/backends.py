@@ -120,7 +120,8 @@ class TorchBackend:
         self.noise = noise.to(device)
         self.graph = UpdateGraph(self.model, threshold)
         self.forecast_graph = forecast_graph(self.model)
-        serves = device == "cpu" and model.cfg.obs == "gaussian"
+        # the compiled rollout has no layer under the stochastic one: forecast_graph moves those
+        serves = device == "cpu" and model.cfg.obs == "gaussian" and not model.cfg.det_context
         self.rollout = RolloutWeights.of(self.model) if serves else None
         if self.rollout is not None:  # compiled (or read from numba's cache) before a forecast
             warm(self.rollout.kernel)

@@ -5,12 +5,11 @@ are batched: `create` filters histories into SeriesStates, `update` absorbs new 
 and scores the intervals issued for them (model/runtime/scoring.py), `forecast` draws sample paths
 (model/runtime/forecasting.py). Values are in the series' own units: inputs are scaled by the
 artifact's global scaler, or, with scaling.mode == "per_series", by the mean and standard
-deviation of the series' own history (kept in its state; once the window is full, of the L
-inputs the model attends to, again after every step: model/runtime/scaling.reanchor), and answers
-are scaled back. NaN marks a missing value: the filter advances without reweighting and feeds
-its predictive mean (model/filtering/filter.impute); missing values after a series' last value stay
-pending until the next value comes (model/runtime/gaps.py). Each series adapts online to its own
-errors (model/runtime/adapter.py). Bad input is an InputError (model/runtime/inputs.py).
+deviation of the series' own history (kept in its state), then of its last inputs after every
+step (model/runtime/scaling.reanchor), and answers are scaled back. NaN marks a missing value:
+the filter advances without reweighting and feeds its predictive mean (filter.impute); missing
+values after a series' last value stay pending until the next value comes (model/runtime/gaps.py).
+Each series adapts online to its errors (adapter.py). Bad input is an InputError (inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
 seed and step (model/filtering/noise.py), so an update is reproducible and, to float32 rounding,
@@ -32,7 +31,7 @@ from model.artifacts.artifact import Artifact, ArtifactError
 from model.artifacts.graphs import MIN_PARTICLES
 from model.filtering.noise import NoiseLayout, check_table, noise_rows
 from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
-from model.runtime import gaps
+from model.runtime import gaps, scaling
 from model.runtime.adapter import Adapter
 from model.runtime.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
 from model.runtime.forecasting import Forecast, ForecastMixin, seed_key
@@ -90,8 +89,9 @@ class Runtime(ForecastMixin):
             )
         self.max_filter_steps = max_filter_steps
         self.adapt = AdaptConfig() if adapt is None else adapt
-        # observed inputs a window needs to rescale a series (model/runtime/scaling.reanchor)
-        self.min_observed = max(2, window // 2)
+        # the inputs that rescale a series after a step, and how many must be observed (reanchor)
+        self.scaling_span = min(window, scaling.SCALING_SPAN)
+        self.min_observed = max(2, self.scaling_span // 2)
         self.artifact = artifact
         self.manifest: dict[str, Any] = artifact.manifest
         self.model_id = artifact.model_id
@@ -118,11 +118,11 @@ class Runtime(ForecastMixin):
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows
         self.sigma_obs = np.asarray(sigma_obs, dtype=np.float64)  # (O,)
-        scaling = self.manifest["scaling"]
-        self.per_series = scaling["mode"] == "per_series"
+        scaler = self.manifest["scaling"]
+        self.per_series = scaler["mode"] == "per_series"
         if not self.per_series:
-            self.loc = np.asarray(scaling["loc"], dtype=np.float64)
-            self.scale = np.asarray(scaling["scale"], dtype=np.float64)
+            self.loc = np.asarray(scaler["loc"], dtype=np.float64)
+            self.scale = np.asarray(scaler["scale"], dtype=np.float64)
 
     @classmethod
     def load(
@@ -360,7 +360,7 @@ class Runtime(ForecastMixin):
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
             if self.per_series:
                 before = sub.scale[:, : self.target_dim].copy()
-                reanchor(sub, self.window)
+                reanchor(sub, self.window, self.scaling_span)
                 if self.n_mean:  # its constant is in scaled units
                     rescale_intercept(
                         sub.mean_coef, sub.mean_cov, before / sub.scale[:, : self.target_dim]

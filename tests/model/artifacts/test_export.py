@@ -122,14 +122,18 @@ def test_torch_and_onnx_backends_agree(rt_torch: Runtime, rt_onnx: Runtime, ar_s
     assert max(diffs) < PARITY
 
 
-@pytest.mark.parametrize(("lag_inputs", "obs_scale"), [(False, False), (True, True)])
+@pytest.mark.parametrize(
+    ("lag_inputs", "obs_scale", "det_context"),
+    [(False, False, 0), (True, True, 0), (True, True, 3)],
+)
 def test_a_model_with_lags_and_skip_exports_and_serves(
-    tmp_path: Path, ar_series: Any, lag_inputs: bool, obs_scale: bool
+    tmp_path: Path, ar_series: Any, lag_inputs: bool, obs_scale: bool, det_context: int
 ) -> None:
-    """Relative-lag embeddings, the skip weight, the lagged targets and each particle's
-    observation scale (ModelConfig.lags, .skip, .lag_inputs, .obs_scale) in the exported
-    graphs: the graphs equal the eager model, and the torch and onnx runtimes agree on updates
-    and forecasts (with a season of 3 steps, forecast past it)."""
+    """Relative-lag embeddings, the skip weight, the lagged targets, each particle's
+    observation scale and a deterministic layer under the stochastic one (ModelConfig.lags,
+    .skip, .lag_inputs, .obs_scale, .det_context) in the exported graphs: the graphs equal the
+    eager model, and the torch and onnx runtimes agree on updates and forecasts (with a season
+    of 3 steps, forecast past it)."""
     from model.artifacts.export import export_artifact
     from model.network.config import ModelConfig
     from model.network.smc_transformer import SMCTransformer
@@ -137,7 +141,7 @@ def test_a_model_with_lags_and_skip_exports_and_serves(
     torch.manual_seed(0)
     cfg = ModelConfig(
         d_model=8, n_heads=2, window=6, d_ff=8, lags=True, skip=True, lag_inputs=lag_inputs,
-        obs_scale=obs_scale,
+        obs_scale=obs_scale, det_context=det_context,
     )
     model = SMCTransformer(cfg).eval()
     names = ["lag_key", "lag_value", "lag_bias", "skip"]
@@ -145,6 +149,8 @@ def test_a_model_with_lags_and_skip_exports_and_serves(
         names += ["lag_coef.weight", "lag_coef.bias"]
     if obs_scale:
         names += ["obs.log_scale.weight", "obs.log_scale.bias"]
+    if det_context:  # the layer's output, zero at first
+        names += ["under.to_qkv.weight", "under.to_qkv.bias"]
     params = dict(model.named_parameters())
     with torch.no_grad():  # lag embeddings, skip weight and lag coefficients far from their start
         for name in names:

@@ -25,6 +25,10 @@ CONFIGS = {
         d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True, lag_inputs=True,
         obs_scale=True,
     ),
+    "det-context": ModelConfig(
+        d_model=16, n_heads=2, window=7, d_ff=8, lags=True, skip=True, lag_inputs=True,
+        obs_scale=True, det_context=3,
+    ),
 }
 
 
@@ -88,7 +92,8 @@ def test_compact_step_equals_filter_step(name: str, threshold: float) -> None:
         compact = CompactState(x_hist, valid, lineage, torch.zeros(b, p), season)
         for t in range(1, steps):
             rebuilt = materialize(model, noise, base(t), compact)
-            lags = compact.valid[:, None, :, None, None]
+            # the lags attended (with a layer under: those whose K inputs the window holds)
+            lags = model.attended(compact.valid)[:, None, :, None, None]
             torch.testing.assert_close(rebuilt.window * lags, state.window * lags)
             torch.testing.assert_close(rebuilt.query, state.query)
             _check_rollout_layout(model, noise, base(t), compact, rebuilt)

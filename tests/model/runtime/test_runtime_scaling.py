@@ -3,6 +3,7 @@ window the model attends to, long gaps, tiny, flat and shifting series."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,41 @@ def test_per_series_scaling_follows_the_window_the_model_attends_to(rt_series: R
         np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
         back = state.x_hist[:, 0].astype(np.float64) * state.scale[0] + state.loc[0]
         np.testing.assert_allclose(back, last[::-1], rtol=1e-6)
+
+
+def test_a_long_context_is_scaled_by_its_last_inputs_only(tmp_path: Path) -> None:
+    """A model attending to more than SCALING_SPAN steps: after every step the location and
+    scale are series_scaling of the last SCALING_SPAN inputs only, and the whole window, read
+    back in series units, is still its L values, newest first."""
+    import torch
+
+    from model.artifacts.export import export_artifact
+    from model.network.config import ModelConfig
+    from model.network.smc_transformer import SMCTransformer
+    from model.runtime.scaling import SCALING_SPAN
+    from model.series.adaptation import AdaptConfig
+    from model.series.scaling import series_scaling
+
+    torch.manual_seed(0)
+    window = SCALING_SPAN + 6
+    cfg = ModelConfig(d_model=8, window=window, d_ff=8, lags=True, skip=True, lag_inputs=True)
+    export_artifact(
+        SMCTransformer(cfg).eval(), tmp_path / "long", particles=10,
+        scaling={"mode": "per_series"}, features={"inputs": ["x"], "targets": ["x"]},
+        metrics={}, training={},
+    )
+    rt = Runtime.load(tmp_path / "long", backend="torch", adapt=AdaptConfig(trend=False))
+    assert rt.scaling_span == SCALING_SPAN and rt.min_observed == SCALING_SPAN // 2
+    rng = np.random.default_rng(11)
+    values = 1e4 + np.cumsum(rng.normal(scale=50.0, size=70))
+    (state,) = rt.create([values[:40, None]])
+    for k in range(40, 70):
+        ((state, _),) = rt.update([state], [values[k : k + 1, None]], [0.8])
+        loc, scale = series_scaling(values[k + 1 - SCALING_SPAN : k + 1, None])
+        np.testing.assert_allclose(state.loc, loc, rtol=1e-6)
+        np.testing.assert_allclose(state.scale, scale, rtol=1e-6)
+        back = state.x_hist[:, 0].astype(np.float64) * state.scale[0] + state.loc[0]
+        np.testing.assert_allclose(back, values[k + 1 - window : k + 1][::-1], rtol=1e-6)
 
 
 def test_a_series_that_outgrows_its_history_is_still_absorbed(rt_series: Runtime) -> None:
