@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from cli.app import app
 from model.network.config import ModelConfig
 from model.network.smc_transformer import LONG_SLOPE, N_LAG_TERMS, SMCTransformer
+from tests.weights import trained_like
 from training import trainer
 from training.checkpoint import Checkpoint
 from training.datasets import load_dataset
@@ -20,17 +21,6 @@ from training.finetune import GROWN_LAG_BIAS, grow_window
 
 CFG = ModelConfig(d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True,
                   lag_inputs=True, obs_scale=True)
-
-
-def _trained_like(cfg: ModelConfig, seed: int = 0) -> SMCTransformer:
-    """A model of `cfg` with every weight drawn away from its initial value (the lag tables
-    and coefficients start at zero, which would hide what growing does to them)."""
-    torch.manual_seed(seed)
-    model = SMCTransformer(cfg).eval()
-    with torch.no_grad():
-        for value in model.parameters():
-            value.add_(0.3 * torch.randn_like(value))
-    return model
 
 
 def _window(model: SMCTransformer, x: torch.Tensor, particles: int) -> tuple[torch.Tensor, ...]:
@@ -44,7 +34,7 @@ def _window(model: SMCTransformer, x: torch.Tensor, particles: int) -> tuple[tor
 
 
 def test_the_grown_model_keeps_every_weight_and_adds_unused_lags() -> None:
-    model = _trained_like(CFG)
+    model = trained_like(CFG)
     grown = grow_window(model, 20)
     assert grown.cfg == ModelConfig(**{**CFG.to_dict(), "window": 20})
     before, after = model.state_dict(), grown.state_dict()
@@ -70,7 +60,7 @@ def test_the_grown_model_attends_as_its_model_over_the_lags_it_knew() -> None:
     """The grown model's scores are its model's over the lags it knew and GROWN_LAG_BIAS over
     the lags it adds (their embeddings are zero), so that where the added lags are not held yet
     it attends exactly as its model."""
-    model = _trained_like(CFG)
+    model = trained_like(CFG)
     grown = grow_window(model, 20)
     torch.manual_seed(1)
     walk = torch.cumsum(0.3 * torch.randn(4, 21, 1), dim=1)
@@ -88,7 +78,7 @@ def test_the_grown_model_attends_as_its_model_over_the_lags_it_knew() -> None:
 
 def test_a_context_cannot_shrink_or_grow_without_lag_embeddings() -> None:
     with pytest.raises(ValueError, match="cannot be cut to fewer"):
-        grow_window(_trained_like(CFG), 4)
+        grow_window(trained_like(CFG), 4)
     plain = ModelConfig(d_model=8, window=6, d_ff=8)
     with pytest.raises(ValueError, match="only a model with lag embeddings"):
         grow_window(SMCTransformer(plain), 12)

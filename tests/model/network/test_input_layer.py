@@ -18,6 +18,7 @@ from model.filtering.resampling import get_resampler
 from model.network.config import ModelConfig
 from model.network.input_layer import windows_of
 from model.network.smc_transformer import LONG_SLOPE, SMCTransformer
+from tests.weights import trained_like
 from training import trainer
 from training.checkpoint import Checkpoint
 from training.datasets import load_dataset
@@ -25,17 +26,6 @@ from training.finetune import add_input_layer, grow_window
 
 CFG = ModelConfig(d_model=16, n_heads=2, window=6, d_ff=8, lags=True, skip=True,
                   lag_inputs=True, obs_scale=True)
-
-
-def _trained_like(cfg: ModelConfig, seed: int = 0) -> SMCTransformer:
-    """A model of `cfg` with every weight drawn away from its initial value (zero-initialised
-    tables and outputs would hide what the layer does)."""
-    torch.manual_seed(seed)
-    model = SMCTransformer(cfg).eval()
-    with torch.no_grad():
-        for value in model.parameters():
-            value.add_(0.3 * torch.randn_like(value))
-    return model
 
 
 def _filter(model: SMCTransformer, x: torch.Tensor, season: torch.Tensor) -> list[torch.Tensor]:
@@ -64,7 +54,7 @@ def _filter(model: SMCTransformer, x: torch.Tensor, season: torch.Tensor) -> lis
 def test_the_layer_reads_the_last_k_inputs_of_a_step_and_no_older() -> None:
     """c(tau) moves with X_tau .. X_{tau-K+1} and not with X_{tau-K}; the inputs that do not
     exist yet (at the series' start) are not read."""
-    model = _trained_like(ModelConfig(**{**CFG.to_dict(), "det_context": 3}))
+    model = trained_like(ModelConfig(**{**CFG.to_dict(), "det_context": 3}))
     torch.manual_seed(1)
     x = torch.randn(2, 6, 1)
     valid = torch.ones(2, 6, dtype=torch.bool)
@@ -85,7 +75,7 @@ def test_the_layer_reads_the_last_k_inputs_of_a_step_and_no_older() -> None:
 
 def test_the_particles_share_the_layer() -> None:
     """No noise enters the layer: every particle's q, k, v means of an input are the same."""
-    model = _trained_like(ModelConfig(**{**CFG.to_dict(), "det_context": 3}))
+    model = trained_like(ModelConfig(**{**CFG.to_dict(), "det_context": 3}))
     inputs = torch.randn(2, 1, 6, 1)
     valid = torch.ones(2, 6, dtype=torch.bool)
     qkv = model.encode(inputs[:, :, 0].expand(2, 5, 1), torch.zeros(2, 5, 3, 16), inputs, valid)
@@ -99,7 +89,7 @@ def test_a_layer_put_under_a_model_forecasts_as_the_model(k: int) -> None:
     evidence at every step (its output starts at zero and the attention reads the model's own
     lags), with missing steps, while every weight of the model is kept; trained (its output
     moved) it forecasts otherwise."""
-    model = _trained_like(CFG)
+    model = trained_like(CFG)
     with torch.no_grad():  # the long slope reads another lag once grown (grow_window)
         model.lag_coef.weight[LONG_SLOPE] = 0.0
         model.lag_coef.bias[LONG_SLOPE] = 0.0
@@ -121,7 +111,7 @@ def test_a_layer_put_under_a_model_forecasts_as_the_model(k: int) -> None:
 
 
 def test_a_layer_is_not_put_under_twice_and_needs_the_inputs() -> None:
-    layered = add_input_layer(_trained_like(CFG), 2)
+    layered = add_input_layer(trained_like(CFG), 2)
     with pytest.raises(ValueError, match="leave --det-context out"):
         add_input_layer(layered, 3)
     with pytest.raises(ValueError, match="needs lag_inputs"):
