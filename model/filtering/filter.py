@@ -253,8 +253,8 @@ def absorb(model: SMCTransformer, state: FilterState, x: Tensor, eps_qkv: Tensor
     b, p = state.logw.shape
     x_p = x.expand(b, p, x.shape[-1])
     inputs = None if state.inputs is None else push_inputs(state.inputs, x_p)
-    qkv = model.encode(x_p, eps_qkv, inputs, one_more_lag(state.valid))
-    return enter(state, qkv, x_p, inputs)
+    valid = one_more_lag(state.valid) if model.cfg.det_context else None  # the layer's only
+    return enter(state, model.encode(x_p, eps_qkv, inputs, valid), x_p, inputs)
 
 
 def enter(
