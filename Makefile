@@ -5,7 +5,7 @@ ARTIFACT ?= artifacts/default
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test venv tools model model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -39,17 +39,40 @@ model: venv
 $(ARTIFACT)/manifest.json:
 	$(MAKE) model
 
+## the long run: the default model's recipe over LONG_EPOCHS epochs (60: about 2.5 hours of one
+## idle core, 150 s an epoch; more beside other work), each epoch's weights kept in
+## $(LONG_RUN)/epochs for the learning curve (smct export --epoch N); run it again to go on
+## from its last epoch, in as many pieces as it takes, with the same weights as one run
+LONG_RUN ?= runs/long-d16
+LONG_EPOCHS ?= 60
+model-long: venv
+	if [ -f $(LONG_RUN)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(LONG_RUN) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus --seq-len 40 --history 16 \
+			--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
+			--particles 10 --epochs $(LONG_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
+			--patience 0 --threads 1 --seed 0 --out $(LONG_RUN) --no-progress --no-evaluate \
+			--snapshots; \
+	fi
+
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
 ## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
-## the project is not installed)
+## the project is not installed); GPU_SHAPE: other widths or windows (bench/gpu_checks.sh
+## trains several at once), GPU_RUN and GPU_ARTIFACT: where they go
 SMCT ?= .venv/bin/smct
 GPU_MINUTES ?= 8
+GPU_SHAPE ?= --d-model 16 --window 24 --seq-len 40
+GPU_RUN ?= runs/gpu
+GPU_ARTIFACT ?= artifacts/gpu
 model-gpu:
-	$(SMCT) train --dataset corpus --seq-len 40 --history 16 \
-		--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
+	$(SMCT) train --dataset corpus --history 16 $(GPU_SHAPE) \
+		--lags --skip --lag-inputs --obs-scale --n-heads 2 \
 		--particles 10 --epochs 200 --minutes $(GPU_MINUTES) --batch-size 1024 --schedule cosine \
-		--lr 0.01 --patience 0 --seed 0 --device cuda --out runs/gpu --no-progress --no-evaluate
-	$(SMCT) export --checkpoint runs/gpu --out artifacts/gpu --scaling per-series --force
+		--lr 0.01 --patience 0 --seed 0 --device cuda --out $(GPU_RUN) --no-progress --no-evaluate \
+		--snapshots
+	$(SMCT) export --checkpoint $(GPU_RUN) --out $(GPU_ARTIFACT) --scaling per-series --force
 
 ## on a lent GPU machine: the cuda tests, the GPU benchmarks and model-gpu (bench/gpu_checks.sh)
 gpu-checks:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The checks of a lent GPU machine in one run, each one's output saved in OUT_DIR as it ends:
-# the cuda tests (runtime, service and training on the GPU against the CPU), the rollout on
-# the GPU (bench/bench_rollout.py --device cuda), and the GPU training recipe (make model-gpu)
-# within TRAIN_MINUTES, its checkpoint packed as gpu_checkpoint.tgz: five files in all (a device
-# run brings back 8 files at most; pack anything added into one archive).
+# the rollout on the GPU (bench/bench_rollout.py --device cuda) and the ceiling of a captured
+# step loop (bench/gpu_graph_probe.py), then the GPU training recipe (make model-gpu) at four
+# shapes at once within TRAIN_MINUTES, beside the cuda tests (runtime, service and training on
+# the GPU against the CPU); the runs, their epochs' weights and logs packed as gpu_runs.tgz: six
+# files in all (a device run brings back 8 files at most; pack anything added into one archive).
 #
 #   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]
 #
@@ -27,9 +28,21 @@ if [ -d .whl ]; then
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$out/gpu.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/cuda_tests.txt"
-python3 bench/bench_rollout.py --device cuda 2>&1 | tee "$out/bench_gpu.txt"
+# the benchmarks first, alone on the device
+timeout 120 python3 bench/bench_rollout.py --device cuda --repeat 3 2>&1 | tee "$out/bench_gpu.txt"
+timeout 90 python3 bench/gpu_graph_probe.py 2>&1 | tee "$out/graph_probe.txt"
+# then the training recipe at several widths and contexts at once (each its own process: the
+# GPU is bound by kernel launches), each epoch's weights kept, beside the cuda tests
 start=$(date +%s)
-make -s model-gpu SMCT="python3 -m cli.app" GPU_MINUTES="$minutes" 2>&1 | tee "$out/train_gpu.txt"
-echo "model-gpu: $(( $(date +%s) - start )) s" | tee -a "$out/train_gpu.txt"
-tar czf "$out/gpu_checkpoint.tgz" runs/gpu
+mkdir -p runs
+for shape in "d16:--d-model 16 --window 24 --seq-len 40" "d32:--d-model 32 --window 24 --seq-len 40" \
+             "d64:--d-model 64 --window 24 --seq-len 40" "d32w96:--d-model 32 --window 96 --seq-len 112"; do
+  name=${shape%%:*}
+  make -s model-gpu SMCT="python3 -m cli.app" GPU_MINUTES="$minutes" GPU_SHAPE="${shape#*:}" \
+    GPU_RUN="runs/gpu-$name" GPU_ARTIFACT="artifacts/gpu-$name" > "runs/gpu-$name.log" 2>&1 &
+done
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/cuda_tests.txt"
+wait
+echo "training: $(( $(date +%s) - start )) s" | tee "$out/train_gpu.txt"
+tail -n 4 runs/gpu-*.log | tee -a "$out/train_gpu.txt"
+tar czf "$out/gpu_runs.tgz" runs/gpu-*

@@ -23,6 +23,10 @@ def export(
         typer.Option(help="per-series or global (default: as the model was trained)"),
     ] = None,
     force: Annotated[bool, typer.Option(help="replace an existing artifact")] = False,
+    epoch: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="the weights of this epoch (a run trained with --snapshots)"),
+    ] = None,
 ) -> None:
     """Export a checkpoint as a serving artifact: weights, noise table, ONNX graphs, manifest.
 
@@ -39,6 +43,13 @@ def export(
     if out.exists() and not force:
         raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
     ckpt = load_checkpoint(checkpoint)
+    if epoch is not None:
+        from training.checkpoint import load_epoch
+
+        try:
+            ckpt = load_epoch(checkpoint, epoch)
+        except FileNotFoundError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--epoch") from None
     count = particles or ckpt.train_config.filter.particles
     if count < MIN_PARTICLES:
         raise typer.BadParameter(

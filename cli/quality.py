@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -37,6 +37,12 @@ def quality(
         Optional[int],  # noqa: UP045 (typer)
         typer.Option(help="torch threads (default: the cores idle when it starts)"),
     ] = None,
+    adapt_off: Annotated[
+        Optional[str],  # noqa: UP045 (typer)
+        typer.Option(help="corrections of the per-series layer switched off in the model and "
+                     "its ablation alike, comma-separated (spread, coverage, mean, season, "
+                     "trend, bound, revert): what each one does to the forecasts"),
+    ] = None,
 ) -> None:
     """Measure the served model's one-step and multistep forecasts on real series (hourly air
     quality, GE's stock, covid deaths, CO2, El Nino, US macro data, noisy sines) against ETS,
@@ -60,9 +66,11 @@ def quality(
         raise typer.BadParameter(f"must be at least 1, got {threads}", param_hint="--threads")
     torch.set_num_threads(default_threads(threads))
     cfg = SuiteConfig.make(quick)
+    adapt = _adapt_off(adapt_off)
     try:
-        runtime = Runtime.load(artifact, backend="torch", device="cpu")
-        ablation = Runtime.load(ablation_artifact(artifact), backend="torch", device="cpu")
+        runtime = Runtime.load(artifact, backend="torch", device="cpu", adapt=adapt)
+        ablation = Runtime.load(ablation_artifact(artifact), backend="torch", device="cpu",
+                                adapt=adapt)
         suite = load_suite(data_dir or default_data_dir(), cfg)
     except (ArtifactError, InputError, OSError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
@@ -79,6 +87,8 @@ def quality(
     command = "smct quality" + (" --quick" if quick else "")
     if artifact != Path("artifacts/default"):
         command += f" --artifact {artifact}"
+    if adapt_off:
+        command += f" --adapt-off {adapt_off}"
     setting = report.Setting(command, str(artifact), time.perf_counter() - began)
     if output is None and not quick:
         output = Path("docs/quality.md")
@@ -94,3 +104,20 @@ def quality(
         typer.echo(f"written: {target} and {len(paths)} figures", err=True)
     failed = [c.name for c in checks if not c.passed]
     typer.echo(f"{len(checks) - len(failed)} of {len(checks)} checks pass", err=True)
+
+
+def _adapt_off(names: str | None) -> Any:
+    """The AdaptConfig with the corrections `names` (comma-separated) off; None: the default."""
+    from dataclasses import fields, replace
+
+    from model.series.adaptation import AdaptConfig
+
+    if not names:
+        return None
+    known = [f.name for f in fields(AdaptConfig) if f.type in (bool, "bool")]
+    asked = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in asked if n not in known]
+    if unknown:
+        raise typer.BadParameter(f"unknown correction(s) {', '.join(unknown)}; valid: "
+                                 + ", ".join(known), param_hint="--adapt-off")
+    return replace(AdaptConfig(), **dict.fromkeys(asked, False))

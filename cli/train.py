@@ -180,6 +180,14 @@ def train(
             "instead of fine-tuning the default model",
         ),
     ] = False,
+    snapshots: Annotated[
+        bool,
+        typer.Option(
+            "--snapshots",
+            help="keep each epoch's weights in OUT/epochs (a learning curve: smct export "
+            "--epoch N); a resumed run keeps them as it did",
+        ),
+    ] = False,
     evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
     progress: bool = True,
     seq_len: SeqLen = None,
@@ -245,8 +253,10 @@ def _run(cfg: Any, data: Any, p: dict[str, Any], out: Path, resume: Any = None,
     from training.trainer import train as run_train
 
     try:
+        keep = _snapshots(p, out, resume)
         ckpt = run_train(cfg, data, progress=p["progress"],
-                         on_epoch=partial(_save_epoch, out=out), resume=resume, epochs=epochs)
+                         on_epoch=partial(_save_epoch, out=out, snapshots=keep),
+                         resume=resume, epochs=epochs)
     except ValueError as exc:  # an --init model that does not fit the data
         raise typer.BadParameter(str(exc), param_hint="--init") from None
     if cfg.distributed and not _last_rank():
@@ -304,11 +314,21 @@ def _served(ckpt: Any, out: Path, params: dict[str, Any]) -> Any:
     return choose(ckpt, out, reference, params)
 
 
-def _save_epoch(ckpt: Any, out: Path) -> None:
+def _snapshots(p: dict[str, Any], out: Path, resume: Any) -> bool:
+    """Whether the run keeps each epoch's weights: asked for, or a resumed run that did."""
+    from training.checkpoint import EPOCHS
+
+    return bool(p.get("snapshots")) or (resume is not None and any(
+        (Path(d) / EPOCHS).is_dir() for d in (out, p["resume"])))
+
+
+def _save_epoch(ckpt: Any, out: Path, snapshots: bool = False) -> None:
     """After each epoch: the run so far in `out`, so that a stopped run keeps its epochs."""
-    from training.checkpoint import save_whole
+    from training.checkpoint import save_snapshot, save_whole
 
     save_whole(ckpt, out)
+    if snapshots:
+        save_snapshot(ckpt, out)
     logging.getLogger(__name__).info("epoch %d: checkpoint in %s", len(ckpt.history), out)
 
 

@@ -33,6 +33,9 @@ from redis.exceptions import RedisClusterException, RedisError
 Kind = Literal["single", "cluster", "sentinel"]
 
 _REDIS_PY = Path(redis.__file__).resolve().parent  # redis-py's own modules
+# what a transport that is closed says when written to (uvloop's "unable to perform operation
+# on <TCPTransport closed=True ...>; the handler is closed")
+_CLOSED_TRANSPORT = "unable to perform operation on"
 
 #: the schemes of several nodes, each with its kind and whether it speaks TLS
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
@@ -166,12 +169,26 @@ def _safe(url: str) -> str:
 def store_failure(exc: BaseException) -> bool:
     """Whether `exc` is the store failing (a 503, service/redis_store.py): redis-py's errors
     (a cluster's too: none of its nodes answers, a slot is not covered), the network's, a
-    timeout, or an AttributeError raised within redis-py itself (its cluster client meets one
-    when a node or its connection goes away in the middle of a call). An AttributeError of
-    this code's own is a bug, and stays one."""
+    timeout, an AttributeError raised within redis-py itself (its cluster client meets one
+    when a node or its connection goes away in the middle of a call), or a RuntimeError that
+    a closed transport raised under redis-py (uvloop's, on a pooled connection that was reset
+    while idle: redis-py drops the connection, the next call opens another). An AttributeError
+    or RuntimeError of this code's own is a bug, and stays one."""
     if isinstance(exc, (RedisError, RedisClusterException, OSError, TimeoutError)):
         return True
+    if isinstance(exc, RuntimeError):
+        return _CLOSED_TRANSPORT in str(exc) and _through_redis_py(exc)
     return isinstance(exc, AttributeError) and _raised_in_redis_py(exc)
+
+
+def _through_redis_py(exc: BaseException) -> bool:
+    """Whether any frame of `exc`'s traceback is one of redis-py's."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_REDIS_PY):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _raised_in_redis_py(exc: BaseException) -> bool:

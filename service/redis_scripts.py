@@ -45,12 +45,12 @@ COMMIT = TRIM + KEEP_LATEST + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 local version = tonumber(ARGV[8])
-if current == 0 then
-  if tonumber(redis.call('GET', KEYS[4]) or '0') >= version then return 0 end
-  redis.call('DEL', KEYS[3])
-end
-if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
+if current == 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= version then return 0 end
+-- the first write is one that a full Redis refuses (HSET; DEL is not): once a script has
+-- written, Redis lets its every later write through, maxmemory or not
 redis.call('HSET', KEYS[1], 'state', ARGV[6], 'version', version, 'meta', ARGV[7])
+if current == 0 then redis.call('DEL', KEYS[3]) end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
 if #ARGV >= 11 then
   redis.call('HSET', KEYS[2], ARGV[10], ARGV[11])
   keep_latest(KEYS[2], tonumber(ARGV[3]))

@@ -269,3 +269,80 @@ class LocalSentinel:
             proc.wait(timeout=10)
         for server in self.servers:
             server.kill()
+
+
+class ResettingProxy:
+    """A TCP proxy in front of a local port that can reset every connection it holds (an RST to
+    both sides, as a firewall or NAT that forgets a connection, or a restarted load balancer).
+    One thread moves the bytes and does the resets, so that no socket is closed under a read."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.port = free_port()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._peer: dict[socket.socket, socket.socket] = {}
+        self._asked = threading.Event()
+        self._done = threading.Event()
+        self._count = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _loop(self) -> None:
+        import select
+
+        while not self._closed:
+            if self._asked.is_set():
+                self._count = self._reset_all()
+                self._asked.clear()
+                self._done.set()
+            ready, _, _ = select.select([self._listener, *self._peer], [], [], 0.02)
+            for s in ready:
+                if s is self._listener:
+                    inner, _ = s.accept()
+                    outer = socket.create_connection(("127.0.0.1", self.target_port))
+                    self._peer[inner], self._peer[outer] = outer, inner
+                    continue
+                if s not in self._peer:
+                    continue
+                try:
+                    data = s.recv(65536)
+                except OSError:
+                    data = b""
+                other = self._peer[s]
+                if data:
+                    with contextlib.suppress(OSError):
+                        other.sendall(data)
+                else:  # closed on one side: close both
+                    for x in (s, other):
+                        self._peer.pop(x, None)
+                        x.close()
+
+    def _reset_all(self) -> int:
+        import struct
+
+        socks, self._peer = list(self._peer), {}
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        return len(socks) // 2
+
+    def reset(self) -> int:
+        """Reset every connection held (SO_LINGER 0, then close: an RST); how many there were."""
+        self._done.clear()
+        self._asked.set()
+        self._done.wait(5)
+        return self._count
+
+    def close(self) -> None:
+        self.reset()
+        self._closed = True
+        self._thread.join(5)
+        self._listener.close()

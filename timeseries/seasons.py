@@ -29,7 +29,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 #: season length per pandas offset family, for one step of that offset (n = 1)
 _PER_FAMILY = {"D": 7, "B": 5, "W": 52, "M": 12, "Q": 4}
@@ -53,6 +52,8 @@ def season_of_freq(freq: str) -> int:
     "YS" ...): steps in a day for sub-daily data (in an hour for steps under 10 minutes), 7 for
     daily, 5 for business days, 52 for weekly, 12 monthly, 4 quarterly, 0 (none) for yearly or
     other frequencies. ValueError for a string that is not a frequency."""
+    import pandas as pd  # here, not at import: a serving process starts without pandas
+
     try:
         offset = pd.tseries.frequencies.to_offset(_LEGACY.get(freq, freq))
     except (ValueError, TypeError):
@@ -84,6 +85,8 @@ def declared(season_length: int) -> int:
 
 def season_of_timestamps(stamps: Sequence[object]) -> int:
     """The season length implied by regular timestamps (0 where no frequency is found)."""
+    import pandas as pd
+
     index = pd.DatetimeIndex(pd.to_datetime(list(stamps)))
     if len(index) < 3:
         return 0

@@ -18,6 +18,7 @@ from training.resume import STATE_FILE
 TRAIN_CONFIG = "train_config.json"
 SCALING = "scaling.json"
 HISTORY = "history.json"
+EPOCHS = "epochs"  # a run's snapshots: epochs/epoch_NNN.pt, each epoch's own weights
 
 
 @dataclass
@@ -78,4 +79,39 @@ def save_whole(ckpt: Checkpoint, out: Path) -> None:
     if out.exists():
         out.rename(old)
     partial_dir.rename(out)
+    if (old / EPOCHS).is_dir():  # the run's snapshots go on with it
+        (old / EPOCHS).rename(out / EPOCHS)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def snapshot_path(run: Path, epoch: int) -> Path:
+    return run / EPOCHS / f"epoch_{epoch:03d}.pt"
+
+
+def save_snapshot(ckpt: Checkpoint, run: Path) -> None:
+    """Keep the weights of the epoch just trained (not early stopping's kept ones) in `run`."""
+    if ckpt.trainer_state is None:
+        raise ValueError("a snapshot needs the run's trainer state")
+    path = snapshot_path(run, int(ckpt.trainer_state["epoch"]))
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(ckpt.trainer_state["model"], tmp)
+    tmp.replace(path)
+
+
+def snapshots(run: Path) -> list[int]:
+    """The epochs whose weights `run` keeps."""
+    return sorted(int(p.stem.split("_")[1]) for p in (run / EPOCHS).glob("epoch_*.pt"))
+
+
+def load_epoch(run: Path, epoch: int) -> Checkpoint:
+    """The checkpoint of `run` with the weights of its `epoch` (a run trained with snapshots)."""
+    path = snapshot_path(run, epoch)
+    if not path.exists():
+        kept = ", ".join(map(str, snapshots(run))) or "none (train with --snapshots)"
+        raise FileNotFoundError(f"{run} keeps no weights of epoch {epoch}; it keeps: {kept}")
+    ckpt = Checkpoint.load(run)
+    ckpt.model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    ckpt.kept_epoch = epoch
+    ckpt.trainer_state = None
+    return ckpt

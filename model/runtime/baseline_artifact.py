@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError, sha256_file
-from model.baselines.registry import load_forecaster
 from model.runtime.inputs import MIN_HISTORY
 
 BASELINE_TYPE = "smct-baseline"
@@ -126,6 +125,9 @@ def _load_saved(forecaster_dir: Path) -> tuple[str, Any]:
             "stateful artifact"
         )
     try:
+        # the baselines' modules (statsmodels, scipy) load here only: not when serving the model
+        from model.baselines.registry import load_forecaster
+
         forecaster = load_forecaster(forecaster_dir)  # fails here, not in the service
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ArtifactError(f"{forecaster_dir} is not a saved forecaster: {err}") from None

@@ -29,7 +29,6 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError
-from model.baselines.registry import load_forecaster
 from model.runtime.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
 from model.runtime.forecasting import Forecast, forecasts
 from model.runtime.inputs import (
@@ -87,6 +86,8 @@ class StatelessRuntime:
         path = Path(path)
         manifest = open_baseline(path)
         try:
+            from model.baselines.registry import load_forecaster  # statsmodels: here only
+
             forecaster = load_forecaster(path / FORECASTER_DIR)
         except (OSError, ValueError, KeyError, RuntimeError) as err:
             raise ArtifactError(f"{path}: cannot load the forecaster: {err}") from None

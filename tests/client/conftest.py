@@ -1,8 +1,11 @@
 """A real `smct serve` for the client tests, on the embedded store and on Redis (the service
-tests' tiny artifact and redis-server: tests/service/conftest.py)."""
+tests' tiny artifact and redis-server: tests/service/conftest.py), started and run beside a
+busy loop that holds one core, as on a loaded machine."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +30,18 @@ def _env(model: Path, **extra: str) -> dict[str, str]:
         "SMCT_LOG_LEVEL": "WARNING", "SMCT_DEFAULT_SAMPLES": str(TEST_SAMPLES),
         "SMCT_EVENTS_MAXLEN": str(MAXLEN), "SMCT_IDEMPOTENCY_WINDOW": str(MAXLEN), **extra,
     }
+
+
+@pytest.fixture(scope="package", autouse=True)
+def busy_core() -> Iterator[None]:
+    """A process that spins on one core while the client tests run (the servers start and
+    answer beside it: ProcessServer waits as long as a server is alive and starting)."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 @pytest.fixture(scope="module", params=["embedded", "redis"])

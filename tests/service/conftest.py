@@ -262,6 +262,9 @@ class ThreadServer:
         self.thread.join(timeout=10)
 
 
+STARTING_S = 600.0  # the longest a live server process may take to start before a test fails
+
+
 class ProcessServer:
     """`python -m uvicorn service.main:app` in a subprocess, configured by environment (or
     `smct serve` with the `serve` options given)."""
@@ -289,7 +292,9 @@ class ProcessServer:
         return self
 
     def ready(self) -> ProcessServer:
-        wait_port(self.port, timeout_s=60, proc=self.proc)
+        """Wait while the process is alive and starting (uvicorn listens once the app has
+        started): a loaded machine slows its start, a failed start ends the wait at once."""
+        wait_port(self.port, timeout_s=STARTING_S, proc=self.proc)
         return self
 
     def start(self) -> ProcessServer:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
 
 from service.schemas.values import MAX_OBSERVATIONS
-from tests.servers import free_port
+from tests.servers import ResettingProxy, free_port
 from tests.service.conftest import AppFactory, ProcessServer, RedisServer
 from tests.service.test_api import history, put
 from tests.service.test_api import observe as post_one
@@ -163,3 +164,91 @@ def test_the_largest_batch_resent_after_a_commit_time_out_gets_its_answer(
     assert [o["seq"] for o in again.json()["observations"]] == list(range(t, t + n))
     meta = client.get("/v1/series/s1").json()
     assert (meta["seq"], meta["version"]) == (t + n, version) == (t + n, 2)  # applied once
+
+
+def test_a_reset_store_connection_is_503_not_500(
+    server_env: dict[str, str], runtime: Any, own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Idle pooled connections to Redis reset under the service (uvloop's transports, two
+    workers): every request after the reset is answered 200 or 503 with Retry-After, never
+    500, the store-error metric counts each 503, and the series goes on once resent."""
+    proxy = ResettingProxy(own_redis.port)
+    env = {**server_env, "SMCT_REDIS_URL": proxy.url,
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}
+    values = history(runtime)
+    try:
+        with ProcessServer(env, serve=["--workers", "2"]) as server:
+            url = f"{server.url}/v1/series/reset"
+            created = httpx.put(url, json={"values": values}, timeout=60)
+            assert created.status_code == 201, created.text
+            seq = created.json()["seq"]
+
+            def append(k: int) -> httpx.Response:
+                return httpx.post(f"{url}/observations", timeout=60,
+                                  json={"observations": [{"seq": k, "value": 0.1 * k}]})
+
+            for _ in range(10):
+                assert append(seq).status_code == 200
+                seq += 1
+            assert proxy.reset() >= 1
+            codes = []
+            for _ in range(14):  # fresh client connections, as the issue's reproduction
+                r = append(seq)
+                codes.append(r.status_code)
+                assert r.status_code in (200, 503), r.text
+                if r.status_code == 503:
+                    assert int(r.headers["retry-after"]) >= 1
+                    assert r.json()["error"] == "store_unavailable"
+                else:
+                    seq += 1
+            ready = [httpx.get(f"{server.url}/health/ready", timeout=30).status_code
+                     for _ in range(4)]
+            meta = httpx.get(url, timeout=30).json()
+            text = "\n".join(httpx.get(f"{server.url}/metrics", timeout=30).text
+                             for _ in range(2))
+    finally:
+        proxy.close()
+    assert set(ready) <= {200, 503}
+    assert codes.count(200) >= 10  # each dead connection fails once, then the pool heals
+    assert meta["seq"] == seq  # every acknowledged observation applied, none twice
+    failed = codes.count(503)
+    errors = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                 if line.startswith("smct_state_store_errors_total{"))
+    assert failed >= 1  # the reset reached the service's pooled connections
+    assert errors >= failed, text
+
+
+def _store_bytes(server: RedisServer) -> dict[bytes, bytes]:
+    """Every key of the store and its serialised value (DUMP)."""
+    import redis
+
+    client = redis.Redis(port=server.port, socket_timeout=5)
+    try:
+        return {k: client.dump(k) for k in sorted(client.keys("*"))}
+    finally:
+        client.close()
+
+
+def test_a_full_redis_refuses_puts_and_changes_nothing(
+    make_client: AppFactory, runtime: Any, own_redis: RedisServer
+) -> None:
+    """maxmemory with noeviction below what Redis holds: a PUT of a new series, a replacing PUT
+    and an append all get 503 with Retry-After, and the store's bytes are as they were."""
+    client = make_client(redis_url=own_redis.url)
+    t = put(client, runtime)["seq"]
+    assert observe(client, t).status_code == 200
+    used = int(own_redis.info("memory")["used_memory"])
+    own_redis.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    own_redis.cli("CONFIG", "SET", "maxmemory", str(used - 4096))
+    before = _store_bytes(own_redis)
+    new = client.put("/v1/series/fresh", json={"values": history(runtime, 40, seed=1)})
+    replaced = client.put("/v1/series/s1", json={"values": history(runtime, 40, seed=2)})
+    appended = observe(client, t + 1)
+    for r in (new, replaced, appended):
+        assert r.status_code == 503, r.text
+        assert int(r.headers["Retry-After"]) >= 1 and r.json()["error"] == "store_unavailable"
+    assert _store_bytes(own_redis) == before
+    own_redis.cli("CONFIG", "SET", "maxmemory", "0")  # room again: the same requests go through
+    assert observe(client, t + 1).status_code == 200
+    assert client.put("/v1/series/fresh", json={"values": history(runtime, 40, seed=1)}
+                      ).status_code == 201

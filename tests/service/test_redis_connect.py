@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import pytest
 from redis.asyncio.connection import SSLConnection
@@ -139,3 +140,41 @@ def test_the_cluster_clients_failures_are_store_unavailable(operation: str, faul
     assert err.value.headers == {"Retry-After": "2"}
     assert f"{fault} during {operation}" in err.value.message
     assert type(err.value.__cause__).__name__ == fault
+
+
+class _ClosedTransport:
+    """A stream writer whose transport was closed under it (uvloop's words for a write then)."""
+
+    said = ("unable to perform operation on <TCPTransport closed=True reading=False "
+            "0x55d0c0ffee00>; the handler is closed")
+
+    def writelines(self, data: Any) -> None:
+        raise RuntimeError(self.said)
+
+    async def drain(self) -> None:  # pragma: no cover - never reached
+        return None
+
+    def close(self) -> None:
+        return None
+
+    async def wait_closed(self) -> None:
+        return None
+
+
+@pytest.mark.anyio
+async def test_a_closed_transport_under_redis_py_is_a_store_failure() -> None:
+    """A write to a pooled connection whose transport was reset while idle raises uvloop's
+    RuntimeError through redis-py: a store failure (503); the same error raised by code of
+    our own is a bug, and is not."""
+    from redis.asyncio import Connection
+
+    conn = Connection()
+    conn._reader, conn._writer = object(), _ClosedTransport()  # type: ignore[assignment]
+    with pytest.raises(RuntimeError) as raised:
+        await conn.send_packed_command(b"*1\r\n$4\r\nPING\r\n", check_health=False)
+    assert store_failure(raised.value)
+    assert conn._writer is None  # redis-py dropped the connection: the next call opens one
+    try:
+        raise RuntimeError(_ClosedTransport.said)
+    except RuntimeError as own:
+        assert not store_failure(own)

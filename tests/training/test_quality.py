@@ -10,12 +10,14 @@ import math
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 import scoringrules as sr
 import torch
+import typer
 from scipy import integrate, stats
 from typer.testing import CliRunner
 
@@ -433,10 +435,32 @@ def test_quick_command_end_to_end(
     figures = sorted((tmp_path / "figures" / "quality").glob("*.png"))
     assert len(figures) == 7 and all(f.stat().st_size > 10_000 for f in figures)
     assert "](figures/quality/hourly.png)" in text and "](figures/quality/weekly.png)" in text
-    # --no-write prints the same tables and writes nothing
+    # --no-write prints the tables and writes nothing; --adapt-off switches corrections off in
+    # the model and its ablation, and the heading says so
+    loaded = []
+    real_load = Runtime.load
+
+    def load(*args: Any, **kwargs: Any) -> Runtime:
+        loaded.append(kwargs.get("adapt"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(Runtime, "load", load)
     res = CliRunner().invoke(app, ["quality", "--quick", "--no-write", "--artifact",
-                                   str(per_series_artifact), "--output", str(tmp_path / "x.md")])
+                                   str(per_series_artifact), "--output", str(tmp_path / "x.md"),
+                                   "--adapt-off", "season,trend"])
     assert res.exit_code == 0 and not (tmp_path / "x.md").exists()
+    assert "--adapt-off season,trend`" in res.output
+    off = AdaptConfig(season=False, trend=False)
+    assert loaded == [off, off]
+
+
+def test_adapt_off_names_the_corrections_it_knows() -> None:
+    from cli.quality import _adapt_off
+
+    assert _adapt_off(None) is None
+    assert _adapt_off("mean, bound") == AdaptConfig(mean=False, bound=False)
+    with pytest.raises(typer.BadParameter, match="unknown correction.*forget"):
+        _adapt_off("mean,forget")
 
 
 def test_quick_command_names_a_missing_artifact(tmp_path: Path) -> None:

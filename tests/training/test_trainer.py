@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cli.app import app
 from model.filtering.inference import run_filter
-from training.checkpoint import Checkpoint
+from training.checkpoint import Checkpoint, load_epoch, snapshot_path, snapshots
 from training.config import TrainConfig, learning_rate
 from training.datasets import load_dataset
 from training.trainer import train
@@ -218,3 +218,45 @@ def test_an_epoch_can_be_a_fresh_draw_of_some_windows() -> None:
     full = train(TrainConfig.of(particles=5, epochs=1, d_model=8, limit=64, batch_size=8),
                  data, progress=False)
     assert full.trainer_state is not None and full.trainer_state["step"] == 64 // 8
+
+
+def test_snapshots_keep_each_epochs_weights_across_a_resume(tmp_path: Path) -> None:
+    """`--snapshots`: each epoch's own weights in OUT/epochs, the same whether the run went
+    straight or was stopped and resumed (the resumed run keeps snapshotting unasked); `smct
+    export --epoch N` serves epoch N's weights and refuses an epoch the run did not keep."""
+    from cli.train import _save_epoch
+
+    runner = CliRunner()
+    whole, pieces = tmp_path / "whole", tmp_path / "pieces"
+    data = load_dataset("synthetic-1", limit=32)
+    cfg = TrainConfig.of(dataset="synthetic-1", particles=5, epochs=3, d_model=8, d_ff=8,
+                         limit=32, batch_size=16, patience=0)
+
+    def stopped_after_first(ckpt: Checkpoint) -> None:  # as a run ended after its first epoch
+        if len(ckpt.history) == 1:
+            _save_epoch(ckpt, pieces, snapshots=True)
+
+    def kept(ckpt: Checkpoint) -> None:
+        _save_epoch(ckpt, whole, snapshots=True)
+
+    train(cfg, data, progress=False, on_epoch=kept)
+    train(cfg, data, progress=False, on_epoch=stopped_after_first)
+    assert snapshots(pieces) == [1]
+    res = runner.invoke(app, ["train", "--resume", str(pieces), "--no-progress",
+                              "--no-evaluate"])
+    assert res.exit_code == 0, res.output
+    assert snapshots(whole) == snapshots(pieces) == [1, 2, 3]
+    for epoch in (1, 2, 3):
+        a = torch.load(snapshot_path(whole, epoch), weights_only=True)
+        b = torch.load(snapshot_path(pieces, epoch), weights_only=True)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    first = torch.load(snapshot_path(whole, 1), weights_only=True)
+    last = Checkpoint.load(whole).model.state_dict()
+    assert all(torch.equal(last[k], torch.load(snapshot_path(whole, 3), weights_only=True)[k])
+               for k in last)
+    assert not all(torch.equal(first[k], last[k]) for k in last)
+    assert all(torch.equal(load_epoch(whole, 1).model.state_dict()[k], first[k]) for k in first)
+    res = runner.invoke(app, ["export", "--checkpoint", str(whole), "--epoch", "7",
+                              "--out", str(tmp_path / "a7")])
+    assert res.exit_code == 2 and "keeps: 1, 2, 3" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "a7").exists()
