@@ -6,7 +6,7 @@
 # the GPU against the CPU); the runs, their epochs' weights and logs packed as gpu_runs.tgz: six
 # files in all (a device run brings back 8 files at most; pack anything added into one archive).
 #
-#   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]
+#   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]     (0: the benchmark and the tests alone)
 #
 # Where the project is not installed (the device machine's own python3 holds torch), the
 # packages it lacks come from .whl/, which bash bench/gpu_wheels.sh fills (docs/performance.md).
@@ -29,7 +29,11 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$out/gpu.txt"
 # the benchmarks first, alone on the device
-timeout 120 python3 bench/bench_rollout.py --device cuda --repeat 3 2>&1 | tee "$out/bench_gpu.txt"
+timeout 150 python3 bench/bench_rollout.py --device cuda --repeat 3 2>&1 | tee "$out/bench_gpu.txt"
+if [ "$minutes" = 0 ]; then  # no training: the cuda tests alone
+  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/cuda_tests.txt"
+  exit 0
+fi
 timeout 90 python3 bench/gpu_graph_probe.py 2>&1 | tee "$out/graph_probe.txt"
 # then the training recipe at several widths and contexts at once (each its own process: the
 # GPU is bound by kernel launches), each epoch's weights kept, beside the cuda tests

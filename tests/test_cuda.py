@@ -125,3 +125,39 @@ def test_training_on_cuda_lowers_the_loss_and_exports(tmp_path: Path) -> None:
     rt = Runtime.load(tmp_path / "a", backend="torch", device="cuda")
     (f,) = rt.forecast(rt.create([np.zeros((30, 1))]), 5, [0.8], 500)
     assert np.all(np.isfinite(f.median))
+
+
+def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
+    """The GPU's paths move in blocks captured as CUDA graphs (model/runtime/device_rollout.py):
+    a forecast replayed from a captured block equals the same blocks run eagerly on the GPU to
+    float rounding, asked twice it gives the same numbers (its noise is keyed), and it stays
+    within the tolerance above of the CPU's (the host's noise, the compiled rollout)."""
+    from model.runtime import forecasting
+    from model.runtime.device_rollout import DeviceSteps
+    from model.runtime.runtime import Runtime
+
+    gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")
+    cpu = Runtime.load(DEFAULT, backend="torch", device="cpu")
+    engine: Any = gpu.engine
+    assert engine.device_steps is not None and engine.device_steps.capture
+    hists = [_history(seed=s)[:, None] for s in range(4)]
+    s_gpu, s_cpu = gpu.create(hists, seasons=[12] * 4), cpu.create(hists, seasons=[12] * 4)
+    for floats in (forecasting.DEVICE_NOISE_FLOATS, 4 * 2000 * 65 * 5):  # one block, or five
+        forecasting.DEVICE_NOISE_FLOATS = floats
+        try:
+            captured = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
+            again = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
+            engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=False)
+            eager = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
+            engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=True)
+        finally:
+            forecasting.DEVICE_NOISE_FLOATS = 1 << 27
+        host = cpu.forecast(s_cpu, 24, [0.8, 0.95], 2000, seed=1)
+        for c, a, e, h in zip(captured, again, eager, host, strict=True):
+            width = h.intervals[0.8][1] - h.intervals[0.8][0]
+            np.testing.assert_array_equal(c.median, a.median)
+            np.testing.assert_allclose(c.median, e.median, rtol=0, atol=1e-4 * width.max())
+            _close(c.median, h.median, width)
+            for level in (0.8, 0.95):
+                for k in (0, 1):
+                    _close(c.intervals[level][k], h.intervals[level][k], width)

@@ -40,6 +40,7 @@ from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, draw_paths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
 from model.runtime import normals
+from model.runtime.device_rollout import DeviceSteps
 from model.runtime.inputs import InputError
 from model.runtime.rollout import Rollout
 from model.runtime.rollout_kernels import warm
@@ -107,6 +108,9 @@ class Backend(Protocol):
         ...
 
 
+DEVICE_PATHS = 1 << 19  # paths held at once on a GPU (a path's windows: 2 L D floats)
+
+
 class TorchBackend:
     """Eager PyTorch on cpu or cuda. On the cpu, forecast paths move by the rollout kernel
     (model/runtime/rollout.py); on cuda, and where `rollout` is None, by forecast_graph."""
@@ -126,6 +130,13 @@ class TorchBackend:
         if self.rollout is not None:  # compiled (or read from numba's cache) before a forecast
             warm(self.rollout.kernel)
         normals.warm()  # the forecast noise's kernel, likewise
+        # on a GPU the paths move there, their noise drawn there, each block of steps captured
+        # once as a CUDA graph (model/runtime/device_rollout.py); and more of them at once
+        self.device_steps: DeviceSteps | None = None
+        if device != "cpu" and not model.cfg.det_context:
+            self.device_steps = DeviceSteps(self.model, self.forecast_graph,
+                                            capture=device.startswith("cuda"))
+            self.max_paths = DEVICE_PATHS
 
     def _t(self, a: np.ndarray | Tensor) -> Tensor:
         return torch.as_tensor(a, device=self.device)

@@ -29,6 +29,7 @@ from model.filtering.noise import NoiseLayout
 from model.runtime import normals
 from model.runtime.adapter import Adapter
 from model.runtime.backends import Backend
+from model.runtime.device_rollout import DeviceSteps
 from model.runtime.inputs import (
     InputError,
     check_covariates,
@@ -48,6 +49,7 @@ MAX_PATHS = 1 << 16
 # the noise drawn at once (floats, 64 MB): the steps of a forecast are drawn and moved in
 # blocks of at most this much noise
 NOISE_FLOATS = 1 << 24
+DEVICE_NOISE_FLOATS = 1 << 27  # a GPU's block of steps: its noise drawn there at once
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,30 @@ def _block(
         )
         out.append(x_t)
     return paths, np.stack(out)
+
+
+def _device_block(
+    steps_on: DeviceSteps,
+    paths: Any,
+    keys: np.ndarray,
+    steps: range,
+    total: int,
+    n: int,
+    covariates: torch.Tensor | None,
+    mean_coef: np.ndarray,
+    want_eps: bool,
+) -> tuple[Any, np.ndarray, torch.Tensor | None]:
+    """`_block` where the paths move on their device with the noise drawn there
+    (model/runtime/device_rollout.py): -> the paths, X (S, B, N, O) and, where `want_eps`, the
+    observation noise eps_x (S, B, N, O) on the host."""
+    device = next(steps_on.model.parameters()).device
+    keys_t = torch.from_numpy(keys.astype(np.int64)).to(device)
+    steps_t = torch.arange(steps.start, steps.stop, dtype=torch.int64, device=device)
+    cov = None if covariates is None else covariates.to(device)
+    coef = torch.from_numpy(np.ascontiguousarray(mean_coef, np.float32)).to(device)
+    paths, xs, eps = steps_on(paths, keys_t, steps_t, total, n, cov, coef,
+                              steps.stop == total)
+    return paths, xs.cpu().numpy(), eps.cpu() if want_eps else None
 
 
 def _steps_of(a: np.ndarray, at: slice) -> np.ndarray:
@@ -201,7 +227,7 @@ class ForecastMixin:
             raise InputError(
                 f"got future covariates for {len(covariates)} series, not {len(states)}"
             )
-        chunk = max(1, MAX_PATHS // max(n_samples, 1))
+        chunk = max(1, getattr(self.engine, "max_paths", MAX_PATHS) // max(n_samples, 1))
         if len(states) > chunk:
             out: list[Forecast] = []
             for i in range(0, len(states), chunk):
@@ -314,16 +340,23 @@ class ForecastMixin:
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
-        block = max(1, NOISE_FLOATS // (len(gens) * n * (4 * d + o)))  # steps drawn at once
+        on_device = getattr(self.engine, "device_steps", None)
+        floats = DEVICE_NOISE_FLOATS if on_device is not None else NOISE_FLOATS
+        block = max(1, floats // (len(gens) * n * (4 * d + o)))  # steps drawn at once
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
-            z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
             cov_k = None if cov is None else torch.from_numpy(
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
+            if on_device is not None:
+                paths, xs, eps = _device_block(on_device, paths, keys, range(start, stop), total,
+                                               n, cov_k, means, carried is not None)
+            else:
+                z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
+                paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means,
+                                   stop == total)
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
             xs, first = self.adapter.spread_paths(
@@ -334,6 +367,7 @@ class ForecastMixin:
             for k in range(start, stop):
                 x = xs[k - start]
                 if carried is not None:  # each path's innovation: its draw's noise (units)
+                    assert eps is not None
                     innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
                     x = x + carried.step(innovation)
                 h = k - shift  # (B,) the step of each series' forecast this is
