@@ -15,8 +15,12 @@ Over such a gap, and at the value after it, the series' correction of the mean i
 forecast carries it, divided by the steps since the last observed value
 (model/series/adaptation.horizon_mean): applied whole at every imputed step, a correction fitted to
 one-step errors fed its own output back and ran away (a weekly series at 320 forecast 450
-after 16 missing weeks). A value after a gap was issued a law of one step, not the law of
-the steps it was forecast from, so it does not adapt the series.
+after 16 missing weeks). The law issued for the value after a gap is the filter's (through the
+gap's predictive means, then one step) widened about its mean to the spread of the forecast
+that was issued for that value: the paths moved through the gap from the series' last
+observed step, as GET forecast and the answers for the missing values gave it
+(`gap_spreads`); it scores the value (its interval, PIT, log score, CRPS), and does not adapt
+the series.
 
 Shapes: B batch, K steps, F features, L window, O targets.
 """
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from model.runtime.predictive import Mixture
 from model.runtime.scoring import UpdateResult
 from model.series.state import SeriesState, StateBatch
 
@@ -106,3 +111,47 @@ def pending_results(
                 )
             )
     return out
+
+
+def gap_spreads(
+    runtime: Runtime, states: list[SeriesState], rows: list[np.ndarray]
+) -> dict[int, tuple[int, np.ndarray]]:
+    """For each series i whose first observed value in rows[i] (K_i, F) comes after missing
+    ones (pending in states[i], or leading in rows[i]): that value's step among the steps the
+    series filters (`defer`: its pending ones first), and the standard deviation (O,), in
+    series units, of the forecast issued for it (GAP_SAMPLES paths from the series' last
+    observed step, through the missing steps)."""
+    o = runtime.target_dim
+    ahead: dict[int, int] = {}
+    for i, (s, r) in enumerate(zip(states, rows, strict=True)):
+        seen = np.flatnonzero(np.isfinite(np.asarray(r[:, :o], np.float64)).all(axis=1))
+        if len(seen) and s.pending + int(seen[0]) > 0:
+            ahead[i] = int(seen[0])  # the forecast's step of the value (after the pending ones)
+    if not ahead:
+        return {}
+    idx = list(ahead)
+    laws = runtime.forecast([states[i] for i in idx], max(ahead.values()) + 1, [],
+                            GAP_SAMPLES, return_samples=True)
+    out = {}
+    for i, law in zip(idx, laws, strict=True):
+        assert law.samples is not None
+        out[i] = (states[i].pending + ahead[i], law.samples[:, ahead[i]].std(axis=0))
+    return out
+
+
+def widened(
+    law: Mixture, idx: np.ndarray, k: int, scale: np.ndarray,
+    gap_sd: dict[int, tuple[int, np.ndarray]],
+) -> Mixture:
+    """`law` (scaled units) of step k of the series `idx` (B,) (their scales (B, O)): each
+    series whose first value after a gap is at step k widened about its mean to the spread
+    (series units) of `gap_sd` where that is the wider."""
+    rows = [j for j, i in enumerate(idx) if gap_sd.get(int(i), (-1,))[0] == k]
+    if not rows:
+        return law
+    factor = np.ones((law.mu.shape[0], law.mu.shape[2]))  # (B, O)
+    sd = np.sqrt(law.moments()[1])
+    for j in rows:
+        want = gap_sd[int(idx[j])][1] / scale[j]
+        factor[j] = np.maximum(1.0, want / np.maximum(sd[j], 1e-12))
+    return law.scaled(factor)

@@ -298,8 +298,10 @@ class Runtime(ForecastMixin):
                 results[i].append(res)
 
         before = batch.pending.copy()
+        gap_sd = gaps.gap_spreads(self, list(states), rows)  # the laws issued after gaps
         steps, pending = gaps.defer(batch.pending, rows, self.n_features)
-        self._advance(batch, steps, record, field="observations", levels=levels)
+        self._advance(batch, steps, record, field="observations", levels=levels,
+                      gap_sd=gap_sd)
         batch.pending[:] = pending
         new = [batch.state(i, self.model_id) for i in range(len(states))]
         # the steps filtered again after a gap were answered when they came
@@ -317,12 +319,15 @@ class Runtime(ForecastMixin):
         | None = None,
         field: str | None = None,
         levels: Sequence[float] = (),
+        gap_sd: dict[int, tuple[int, np.ndarray]] | None = None,
     ) -> None:
         """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
         index, on the series that have an observation there. Each step's one-step law is
         scored by `on_step`, then adapts the series (Adapter.learn; its coverage at `levels`).
         Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
-        value is named `field[k]` when `field` is given."""
+        value is named `field[k]` when `field` is given. `gap_sd`: the step of each series'
+        first value after a gap and the spread (series units) of the law issued for it
+        (gaps.gap_spreads)."""
         if self.adapt.coverage:
             batch.monitor(levels)
         counts = np.array([len(r) for r in rows])
@@ -351,6 +356,8 @@ class Runtime(ForecastMixin):
             )
             raw = self._law(sub, out)
             law = self.adapter.reverted(sub, raw, ahead + 1)  # what the series is issued
+            if gap_sd:  # the first value after a gap: the law of the forecast for it
+                law = gaps.widened(law, idx, k, sub.scale[:, : self.target_dim], gap_sd)
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
             learnt = observed & (ahead == 0)
