@@ -32,6 +32,9 @@ class Calls:
 
     def __init__(self) -> None:
         self.next_seq: dict[str, int] = {}
+        # the last forecast of each series and query, by its ETag: asked again, the service
+        # answers 304 while the series is unchanged and the forecast is read from here
+        self.forecasts: dict[tuple[str, str], tuple[str, Forecast]] = {}
 
     def models(self) -> Call[list[ModelInfo]]:
         return Call("GET", "/v1/models", lambda r: [
@@ -87,7 +90,27 @@ class Calls:
         ), json={"series": bodies, **params})
 
     def series_forecast(self, series_id: str, body: dict[str, Any]) -> Call[Forecast]:
-        return Call("POST", path_of(series_id, "forecast"), _read(Forecast), json=body)
+        """GET with the query (If-None-Match: the ETag of the last answer to it, which a 304
+        gives again); POST where the body carries future covariates."""
+        if "covariates" in body:
+            return Call("POST", path_of(series_id, "forecast"), _read(Forecast), json=body)
+        params = {k: v for k, v in body.items() if k != "return_samples"}
+        if body.get("return_samples"):
+            params["return_samples"] = "true"
+        key = (series_id, repr(sorted(params.items())))
+        held = self.forecasts.get(key)
+
+        def parse(r: httpx.Response) -> Forecast:
+            if r.status_code == 304 and held is not None:
+                return held[1]
+            forecast = Forecast.model_validate(r.json())
+            if "etag" in r.headers:
+                self.forecasts[key] = (r.headers["etag"], forecast)
+            return forecast
+
+        return Call("GET", path_of(series_id, "forecast"), parse, params=params,
+                    accept=(304,) if held else (),
+                    headers={"If-None-Match": held[0]} if held else None)
 
     def _remember(self, series_id: str, model: type[SeriesInfo]) -> Any:
         def parse(r: httpx.Response) -> SeriesInfo:

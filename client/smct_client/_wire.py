@@ -38,6 +38,7 @@ class Call(Generic[T]):
     params: Any = None
     #: answers that are not errors for this call (a repeated DELETE finds nothing: 404)
     accept: tuple[int, ...] = field(default=())
+    headers: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

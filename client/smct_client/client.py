@@ -83,7 +83,7 @@ class Client:
         for attempt in range(self.retry.attempts):
             try:
                 response = self._http.request(call.method, call.path, json=call.json,
-                                              params=call.params)
+                                              params=call.params, headers=call.headers)
             except RETRY_ERRORS as exc:
                 failure: Exception = exc
                 response = None
@@ -247,7 +247,7 @@ class AsyncClient:
         for attempt in range(self.retry.attempts):
             try:
                 response = await self._http.request(call.method, call.path, json=call.json,
-                                                    params=call.params)
+                                                    params=call.params, headers=call.headers)
             except RETRY_ERRORS as exc:
                 failure: Exception = exc
                 response = None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from service.answers import SentEvent
@@ -66,12 +66,28 @@ async def observe(
 
 @router.get(
     "/series/{series_id}/forecast", response_model=SeriesForecast,
-    responses=errors(400, 401, 404, 409, 422, 503), summary="Forecast from the stored state",
+    responses={
+        304: {"description": "the forecast is the one the client holds (If-None-Match)"},
+        **errors(400, 401, 404, 409, 422, 503),
+    },
+    summary="Forecast from the stored state",
 )
 async def series_forecast(
-    series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep
-) -> SeriesForecast:
-    return await series.forecast(series_id, query)
+    series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep,
+    request: Request, response: Response,
+) -> Any:
+    """The answer carries an ETag (the series' state, the model and the parameters): sent back
+    in If-None-Match, it is answered 304 Not Modified, no path drawn, until the series changes.
+    An unchanged state gives the same bytes."""
+    tag, answer = await series.forecast_unless(
+        series_id, query, request.headers.get("if-none-match")
+    )
+    # no-cache: a cache (a browser's) may keep the answer but asks again, with its tag
+    headers = {"ETag": tag, "Cache-Control": "no-cache"}
+    if answer is None:
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    response.headers.update(headers)
+    return answer
 
 
 @router.post(

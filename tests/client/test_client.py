@@ -87,8 +87,17 @@ def test_online_series_with_automatic_seqs(server: ProcessServer) -> None:
             smct.append("online-1", [1.0])
         assert err.value.next_seq == 53 and err.value.status == 409
         assert smct.append("online-1", [10.4], seq=err.value.next_seq).seq == 54
+        seen: list[tuple[str, int]] = []
+        smct._http.event_hooks["response"] = [lambda r: seen.append((r.request.method,
+                                                                     r.status_code))]
         forecast = smct.series_forecast("online-1", horizon=3, levels=[90])
         assert len(forecast.median) == 3 and set(forecast.intervals) == {"90"}
+        again = smct.series_forecast("online-1", horizon=3, levels=[90])  # unchanged: 304
+        assert again is forecast and seen == [("GET", 200), ("GET", 304)]
+        smct.append("online-1", [10.5])
+        moved = smct.series_forecast("online-1", horizon=3, levels=[90])
+        assert moved is not forecast and seen[-1] == ("GET", 200)
+        smct._http.event_hooks["response"] = []
         smct.delete_series("online-1")
         smct.delete_series("online-1")  # a repeat finds nothing, and that is fine
         with pytest.raises(ApiError) as missing:

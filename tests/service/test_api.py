@@ -389,3 +389,34 @@ def test_openapi_documents_every_route_with_examples(client: TestClient) -> None
     r = client.post("/v1/series/example/forecast", json=first["SeriesForecastRequest"])
     assert r.status_code == 200, r.text
     assert "409" in paths["/v1/series/{series_id}/observations"]["post"]["responses"]
+
+
+def test_a_forecast_is_re_fetched_for_free_until_the_series_changes(
+    client: TestClient, runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GET forecast carries an ETag; the same GET with it in If-None-Match is 304 with no body
+    and no path drawn; an unchanged state gives the same bytes; an update, other parameters or
+    a replaced series give another tag (and a 200)."""
+    t = put(client, runtime)["seq"]
+    url = "/v1/series/s1/forecast?horizon=4&levels=80"
+    first = client.get(url)
+    assert first.status_code == 200 and first.headers["etag"].startswith('"')
+    tag = first.headers["etag"]
+    drawn = []
+    real = runtime.forecast
+    monkeypatch.setattr(runtime, "forecast", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    again = client.get(url)
+    assert again.content == first.content and again.headers["etag"] == tag and len(drawn) == 1
+    for header in (tag, f'W/{tag}, "other"', "*"):
+        cached = client.get(url, headers={"If-None-Match": header})
+        assert cached.status_code == 304 and cached.content == b"" and len(drawn) == 1
+        assert cached.headers["etag"] == tag
+    other = client.get(url, headers={"If-None-Match": '"not-it"'})
+    assert other.status_code == 200 and len(drawn) == 2
+    wider = client.get("/v1/series/s1/forecast?horizon=5&levels=80", headers={"If-None-Match": tag})
+    assert wider.status_code == 200 and wider.headers["etag"] != tag
+    assert observe(client, t, 0.3).status_code == 200
+    after = client.get(url, headers={"If-None-Match": tag})
+    assert after.status_code == 200 and after.headers["etag"] != tag
+    put(client, runtime)  # replaced: a new state, a new tag
+    assert client.get(url, headers={"If-None-Match": after.headers["etag"]}).status_code == 200
