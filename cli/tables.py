@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -25,8 +26,9 @@ def read_histories(
     if path.suffix.lower() == ".json":
         return read_json_histories(path)
     frame = pd.read_csv(path)
-    ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
-    times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
+    ids, times = _id_and_time(frame, id_col, time_col)
+    if ids is None:
+        _one_series(frame, path, times)
     if times is not None:
         if pd.api.types.is_string_dtype(frame[times]) or frame[times].dtype == object:
             from timeseries.tables import read_dates
@@ -62,8 +64,7 @@ def table_seasons(
     if path.suffix.lower() == ".json":
         return {}
     frame = pd.read_csv(path)
-    ids = next((c for c in (id_col, "series_id", "id") if c in frame.columns), None)
-    times = next((c for c in (time_col, "timestamp", "time", "date") if c in frame.columns), None)
+    ids, times = _id_and_time(frame, id_col, time_col)
     if times is None or pd.api.types.is_numeric_dtype(frame[times]):
         return {}
     from timeseries.tables import read_dates
@@ -74,6 +75,36 @@ def table_seasons(
         return {}
     groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
     return {str(k): season_of_timestamps(g[times].sort_values()) for k, g in groups}
+
+
+ID_COLUMNS = ("series_id", "unique_id", "id")  # read where --id-col is not in the table
+TIME_COLUMNS = ("timestamp", "ds", "time", "date")
+
+
+def _id_and_time(frame: Any, id_col: str, time_col: str) -> tuple[str | None, str | None]:
+    """The table's id and time columns: those named, else the usual names (Nixtla's too)."""
+    ids = next((c for c in (id_col, *ID_COLUMNS) if c in frame.columns), None)
+    times = next((c for c in (time_col, *TIME_COLUMNS) if c in frame.columns), None)
+    return ids, times
+
+
+def _one_series(frame: Any, path: Path, times: str | None) -> None:
+    """A table without an id column is one series: refused where it holds several (a text
+    column, or time stamps that repeat), with the option that names the id column."""
+    text = [c for c in frame.columns if c != times and not _numeric(frame[c])]
+    repeats = times is not None and frame[times].duplicated().any()
+    if text or repeats:
+        why = f"a text column {text[0]!r}" if text else f"its {times!r} values repeat"
+        raise typer.BadParameter(
+            f"{path} has no id column ({', '.join(ID_COLUMNS)}) and {why}: it holds several "
+            "series; name the id column with --id-col", param_hint="--input",
+        )
+
+
+def _numeric(column: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.api.types.is_numeric_dtype(column))
 
 
 def read_json_histories(path: Path) -> tuple[list[str], list]:

@@ -133,7 +133,10 @@ def _frame_series(
     series = frames.split(df, cols, covariates, freq)
     bodies = []
     for s in series:
-        body: dict[str, Any] = {"id": s.id, **series_body(s.values, season_length, s.freq)}
+        # a declared season wins over the frequency inferred from the timestamps (the
+        # service takes one or the other); both declared are sent, for it to refuse
+        sent = s.freq if season_length is None or freq is not None else None
+        body: dict[str, Any] = {"id": s.id, **series_body(s.values, season_length, sent)}
         if covariates:
             if future is None:
                 raise ValueError("a frame with covariates needs X_df: their future values")

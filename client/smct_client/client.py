@@ -154,7 +154,7 @@ class Client:
         in time order (its frequency inferred from `time_col` when it has timestamps)."""
         if isinstance(values, pd.DataFrame):
             part = values.sort_values(time_col) if time_col in values else values
-            if freq is None and time_col in part:
+            if freq is None and season_length is None and time_col in part:  # one or other
                 freq = frames._freq(pd.Index(part[time_col]))  # noqa: SLF001
             values = [frames._num(v) for v in part[target_col].to_numpy(float)]  # noqa: SLF001
         return self._run(self._calls.create(series_id, series_body(values, season_length, freq)))

@@ -65,6 +65,12 @@ def test_forecast_a_long_frame_in_nixtlas_shape(server: ProcessServer) -> None:
         assert first.smct.tolist() == pytest.approx(typed.forecasts[0].median, rel=1e-9)
         hi95 = typed.forecasts[0].intervals["95"].hi
         assert first["smct-hi-95"].tolist() == pytest.approx(hi95, rel=1e-9)
+        declared = smct.forecast(df, h=5, level=[80], season_length=12)  # not the inferred 24
+        assert list(declared.ds) == list(out.ds)
+        assert not np.allclose(declared.smct, out.smct)  # another season: other forecasts
+        info = smct.create_series("declared", df[df.unique_id == "a"], season_length=12)
+        assert info.season_length == 12
+        smct.delete_series("declared")
         paths = smct.forecast_samples(df, h=3, num_samples=20)
         assert len(paths) == 2 * 3 * 20
         assert set(paths.columns) == {"unique_id", "ds", "sample", "smct"}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from cli.app import app
@@ -418,3 +419,32 @@ def test_a_table_fine_tunes_the_default_model_unless_told_otherwise(tmp_path: Pa
     assert code == 0, out
     own = Checkpoint.load(tmp_path / "own").train_config.model
     assert (own.d_model, own.lags, own.skip) == (8, False, True)
+
+
+def test_forecast_reads_nixtlas_names_and_refuses_a_panel_without_its_id_column(
+    tmp_path: Path,
+) -> None:
+    """A long table in Nixtla's names (unique_id, ds, y) is read as its series; a panel whose
+    id column is not named (a text column, or repeated time stamps) is refused with the option
+    that names it, instead of being glued into one series."""
+    from cli.tables import read_histories as _read_histories
+
+    rows = [(name, f"2024-01-{d:02d}", base + d) for name, base in (("a b", 10.0), ("c", 50.0))
+            for d in range(1, 6)]
+    nixtla = tmp_path / "nixtla.csv"
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(nixtla, index=False)
+    ids, histories = _read_histories(nixtla, ["value"], 1)
+    assert ids == ["a b", "c"] and histories[1][:, 0].tolist() == [51.0, 52.0, 53.0, 54.0, 55.0]
+    for columns, why in ((["city", "date", "sales"], "a text column 'city'"),
+                         (["store", "timestamp", "sales"], "a text column 'store'")):
+        panel = tmp_path / "panel.csv"
+        pd.DataFrame(rows, columns=columns).to_csv(panel, index=False)
+        with pytest.raises(typer.BadParameter, match=f"{why}: it holds several series"):
+            _read_histories(panel, ["sales"], 1)
+    numbered = tmp_path / "numbered.csv"  # a numeric id: the time stamps repeat
+    pd.DataFrame([(k, d, 1.0 * d) for k in (1, 2) for d in range(5)],
+                 columns=["shop", "timestamp", "sales"]).to_csv(numbered, index=False)
+    with pytest.raises(typer.BadParameter, match="'timestamp' values repeat.*--id-col"):
+        _read_histories(numbered, ["sales"], 1)
+    ids, _ = _read_histories(numbered, ["sales"], 1, id_col="shop")
+    assert ids == ["1", "2"]
