@@ -16,6 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.schemas.values import LABEL_PATTERN
+
 log = logging.getLogger(__name__)
 
 
@@ -191,7 +193,15 @@ def _validation_body(exc: RequestValidationError) -> dict[str, Any]:
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # our validators'
         if kind == "json_invalid" and isinstance((err.get("loc") or (None, None))[-1], int):
             msg += f" at character {err['loc'][-1]}"
+        if kind == "string_pattern_mismatch":  # name the value, not the pattern
+            msg = f"{str(err.get('input'))[:140]!r} is not allowed"
+            if path.endswith(".id") or path.startswith("path.series_id"):
+                msg = f"the id {str(err.get('input'))[:140]!r} is not allowed"
         fix = _FIXES.get(kind)
+        if kind == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == (
+            LABEL_PATTERN
+        ):
+            fix = "send 1 to 128 characters, none of them a control character"
         if fix and msg.startswith("send "):  # our own validators already say what to send
             fix = None
         fields.append({"field": path, "message": f"{msg}; {fix}" if fix else msg})

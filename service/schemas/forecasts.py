@@ -27,14 +27,14 @@ from service.schemas.values import (
     Point,
     RequestBody,
     SeasonLength,
-    SeriesId,
+    SeriesLabel,
     Values,
     unique_levels,
 )
 
 
 class SeriesHistory(RequestBody):
-    id: SeriesId
+    id: SeriesLabel
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
     covariates: Covariates | None = Field(
         None, description="a model with covariates: their values over the forecast horizon"

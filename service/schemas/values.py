@@ -100,6 +100,13 @@ Covariates = Annotated[
     ),
 ]
 SeriesId = Annotated[str, Field(pattern=SERIES_ID_PATTERN, examples=["store-42"])]
+# a stateless series' id is only a label, answered back: any text of 1 to 128 characters
+# without control characters ("Los Angeles"); a stored series' id names its URL and keys
+LABEL_PATTERN = r"^[^\x00-\x1f\x7f]{1,128}$"
+SeriesLabel = Annotated[
+    str, Field(pattern=LABEL_PATTERN, examples=["store 42"],
+               description="any text of 1 to 128 characters: answered back as given"),
+]
 Level = Annotated[
     float, Field(gt=0, lt=100, allow_inf_nan=False, description="percent in (0, 100)")
 ]

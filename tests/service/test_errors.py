@@ -215,7 +215,15 @@ def test_unknown_fields_and_bad_json(app_client: TestClient, runtime: Any) -> No
 
 def test_bad_series_id_and_seqs(app_client: TestClient, runtime: Any) -> None:
     r = app_client.put("/v1/series/bad%20id!", json={"values": history(runtime)})
-    assert_422(r, "path.series_id", "letters, digits")
+    assert_422(r, "path.series_id", "the id 'bad id!' is not allowed; use letters, digits")
+    # a stateless series' id is a label: any text, answered back as given
+    cities = [{"id": name, "values": history(runtime)} for name in ("Los Angeles", "São Paulo")]
+    r = app_client.post("/v1/forecast", json={"series": cities, "horizon": 2})
+    assert r.status_code == 200 and [f["id"] for f in r.json()["forecasts"]] == [
+        "Los Angeles", "São Paulo"]
+    r = app_client.post("/v1/forecast", json={"series": [{"id": "tab\there",
+                                                         "values": history(runtime)}]})
+    assert_422(r, "series[0].id", "the id 'tab\\there' is not allowed; send 1 to 128")
     obs = [{"seq": 5, "value": 1}, {"seq": 7, "value": 1}]
     r = app_client.post("/v1/series/x/observations", json={"observations": obs})
     assert_422(r, "observations", "consecutive")
