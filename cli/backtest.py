@@ -30,7 +30,9 @@ def backtest(
     time_col: TimeCol = "timestamp",
     value_col: Annotated[
         Optional[str],  # noqa: UP045 (typer)
-        typer.Option(help="the value column (default: the first numeric one)"),
+        typer.Option("--value-col", "--value-cols",
+                     help="the value column (default: the first numeric one); --value-cols, "
+                     "as the other commands name it, is read too"),
     ] = None,
     eval_frac: Annotated[
         float, typer.Option(min=0.01, max=0.9, help="share of each series forecast, its last")

@@ -88,6 +88,10 @@ def test_a_table_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["backtest", "--dataset", str(tmp_path / "t.csv"),
                                    "--out", str(tmp_path / "bt")])
     assert res.exit_code == 2 and "missing columns" in res.output, res.output
+    # --value-cols, the other commands' name that the message suggests, is read as --value-col
+    res = CliRunner().invoke(app, ["backtest", "--dataset", str(tmp_path / "t.csv"),
+                                   "--value-cols", "nope", "--out", str(tmp_path / "bt")])
+    assert res.exit_code == 2 and "No such option" not in res.output, res.output
 
 
 def test_backtest_serves_the_per_series_layer_the_service_settings_name(
