@@ -252,8 +252,12 @@ def train(
     else:
         start_nll = _epoch_zero(run, stopper) if cfg.init is not None else math.nan
         epoch, epochs = 0, cfg.optim.epochs
-    bar = tqdm(total=run.total_steps, initial=run.step, disable=not (progress and info.main),
-               desc="train", unit="batch")
+    show = progress and info.main
+    if cfg.optim.minutes is not None:  # a time budget: the bar counts its minutes
+        bar: Any = _MinutesBar(cfg.optim.minutes, disable=not show)
+    else:
+        bar = tqdm(total=run.total_steps, initial=run.step, disable=not show, desc="train",
+                   unit="batch")
     start = time.perf_counter()
     while epoch < epochs:
         epoch += 1
@@ -302,6 +306,28 @@ def _say_kept(stopper: EarlyStopping, start_nll: float, history: list[dict[str, 
     kept = "the starting model" if stopper.epoch == 0 else f"epoch {stopper.epoch}"
     log.info("kept %s: val_nll of the starting model %.4f, of the best epoch %.4f", kept,
              start_nll, trained)
+
+
+class _MinutesBar:
+    """The progress of a run with a time budget, in minutes of it (a batch count and its
+    estimate mislead before the first epoch has set the number of epochs)."""
+
+    def __init__(self, minutes: float, disable: bool) -> None:
+        self._bar = tqdm(total=round(minutes, 2), desc="train", unit="min", disable=disable,
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} min "
+                         "{postfix}")
+        self._start = time.perf_counter()
+        self.total = minutes
+
+    def update(self, n: int = 1) -> None:
+        self._bar.n = min(self._bar.total, round((time.perf_counter() - self._start) / 60, 2))
+        self._bar.refresh()
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        self._bar.set_postfix(**kwargs, refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 def _fit_budget(run: _Run, budget: float, first: float, bar: Any) -> int:

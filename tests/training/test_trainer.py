@@ -260,3 +260,16 @@ def test_snapshots_keep_each_epochs_weights_across_a_resume(tmp_path: Path) -> N
                               "--out", str(tmp_path / "a7")])
     assert res.exit_code == 2 and "keeps: 1, 2, 3" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "a7").exists()
+
+
+def test_a_run_with_a_time_budget_shows_its_progress_in_minutes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run given --minutes shows minutes of its budget, not a count of batches whose total
+    (and the time it implies) is a guess until the first epoch has been timed."""
+    data = load_dataset("synthetic-1", limit=32)
+    cfg = TrainConfig.of(particles=5, epochs=50, d_model=8, limit=32, batch_size=16,
+                         minutes=0.02)
+    train(cfg, data, progress=True)
+    err = capsys.readouterr().err
+    assert "/0.02 min" in err and "batch" not in err.replace("batch=", ""), err[-400:]
