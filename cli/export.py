@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -42,14 +42,7 @@ def export(
         return
     if out.exists() and not force:
         raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
-    ckpt = load_checkpoint(checkpoint)
-    if epoch is not None:
-        from training.checkpoint import load_epoch
-
-        try:
-            ckpt = load_epoch(checkpoint, epoch)
-        except FileNotFoundError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--epoch") from None
+    ckpt = _checkpoint_of(checkpoint, epoch)
     count = particles or ckpt.train_config.filter.particles
     if count < MIN_PARTICLES:
         raise typer.BadParameter(
@@ -124,6 +117,19 @@ def _serving_scaling(trained: str, asked: str | None) -> str:
             err=True,
         )
     return mode
+
+
+def _checkpoint_of(checkpoint: Path, epoch: int | None) -> Any:
+    """The checkpoint, with the weights of its `epoch` where one is asked for (--snapshots)."""
+    ckpt = load_checkpoint(checkpoint)
+    if epoch is None:
+        return ckpt
+    from training.checkpoint import load_epoch
+
+    try:
+        return load_epoch(checkpoint, epoch)
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--epoch") from None
 
 
 def _kind(path: Path) -> str:

@@ -11,7 +11,6 @@ workers. Metrics are recorded only for writes that won.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from service import answers, records
+from service import answers, etags, records
 from service.answers import Answer, SentEvent
 from service.engine import Engine
 from service.errors import (
@@ -161,37 +160,21 @@ class SeriesService:
         raise self._busy(series_id)
 
     async def forecast(
-        self, series_id: str, query: ForecastQuery | SeriesForecastRequest
-    ) -> SeriesForecast:
-        """GET (query) or POST (body, with the future covariates a model with them needs)."""
-        _, answer = await self.forecast_unless(series_id, query, None)
-        assert answer is not None
-        return answer
-
-    async def forecast_unless(
-        self, series_id: str, query: ForecastQuery | SeriesForecastRequest,
-        if_none_match: str | None,
+        self, series_id: str, query: ForecastQuery | SeriesForecastRequest, held: str | None = None
     ) -> tuple[str, SeriesForecast | None]:
-        """The forecast's entity tag and the forecast, or None where `if_none_match` (an
-        If-None-Match header) names the tag: the answer the client holds is the one this
-        state gives (the same bytes: its paths' noise is keyed by the series and its step),
-        and no path is drawn."""
+        """GET (query) or POST (body, with the future covariates a model with them needs): the
+        forecast's entity tag and the forecast, None where `held` (If-None-Match) names it."""
+        get, raw = (True, None) if isinstance(query, ForecastQuery) else (False, query.covariates)
         levels = query.level_values() if isinstance(query, ForecastQuery) else query.levels
-        params = forecast_params(
-            self.settings, horizon=query.horizon, levels=levels,
-            num_samples=query.num_samples, return_samples=query.return_samples,
-        )
-        raw = query.covariates if isinstance(query, SeriesForecastRequest) else None
+        params = forecast_params(self.settings, horizon=query.horizon, levels=levels,
+                                 num_samples=query.num_samples, return_samples=query.return_samples)
         covariates = self.engine.inputs.future(raw, params.horizon, "covariates")
-        hint = (
-            f" of POST /v1/series/{series_id}/forecast (a GET has no body)"
-            if isinstance(query, ForecastQuery) else ""
-        )
+        hint = f" of POST /v1/series/{series_id}/forecast (a GET has no body)" if get else ""
         self.engine.inputs.need_future(covariates, params.horizon, "covariates", hint)
         rec = await self._load(series_id)
-        tag = forecast_etag(series_id, rec.meta, self.engine.model_version, params,
-                            self.settings, covariates)
-        if if_none_match is not None and etag_matches(if_none_match, tag):
+        tag = etags.forecast_etag(series_id, rec, self.engine.model_version, params, covariates,
+                                  self.settings)
+        if etags.matches(held, tag):  # the same state gives the same bytes: nothing is drawn
             return tag, None
         return tag, await self.engine.forecast(series_id, rec.state, params, covariates)
 
@@ -415,22 +398,3 @@ class SeriesService:
                 if sent.kind == "deleted":
                     return
 
-
-def forecast_etag(
-    series_id: str, meta: SeriesMeta, model_version: str, params: ForecastParams,
-    settings: Settings, covariates: Any,
-) -> str:
-    """The entity tag of a forecast: the series' state (its version, creation and seq), the
-    model, the forecast's parameters and the settings that shape it (the per-series layer's)."""
-    parts = (series_id, meta.version, meta.created_at, meta.seq, model_version,
-             params.horizon, params.levels, params.n_samples, params.return_samples,
-             repr(settings.adaptation),
-             None if covariates is None else np.asarray(covariates, np.float64).tobytes())
-    return '"' + hashlib.sha256(repr(parts).encode()).hexdigest()[:32] + '"'
-
-
-def etag_matches(header: str, tag: str) -> bool:
-    """Whether an If-None-Match header names `tag` (or is "*"); weak tags compare as strong
-    ones, as RFC 9110 asks of If-None-Match."""
-    names = [t.strip().removeprefix("W/") for t in header.split(",")]
-    return "*" in names or tag in names

@@ -132,7 +132,7 @@ def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
     a forecast replayed from a captured block equals the same blocks run eagerly on the GPU to
     float rounding, asked twice it gives the same numbers (its noise is keyed), and it stays
     within the tolerance above of the CPU's (the host's noise, the compiled rollout)."""
-    from model.runtime import forecasting
+    from model.runtime import device_rollout
     from model.runtime.device_rollout import DeviceSteps
     from model.runtime.runtime import Runtime
 
@@ -142,8 +142,8 @@ def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
     assert engine.device_steps is not None and engine.device_steps.capture
     hists = [_history(seed=s)[:, None] for s in range(4)]
     s_gpu, s_cpu = gpu.create(hists, seasons=[12] * 4), cpu.create(hists, seasons=[12] * 4)
-    for floats in (forecasting.DEVICE_NOISE_FLOATS, 4 * 2000 * 65 * 5):  # one block, or five
-        forecasting.DEVICE_NOISE_FLOATS = floats
+    for floats in (device_rollout.DEVICE_NOISE_FLOATS, 4 * 2000 * 65 * 5):  # one block, or five
+        device_rollout.DEVICE_NOISE_FLOATS = floats
         try:
             captured = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
             again = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
@@ -151,7 +151,7 @@ def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
             eager = gpu.forecast(s_gpu, 24, [0.8, 0.95], 2000, seed=1)
             engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=True)
         finally:
-            forecasting.DEVICE_NOISE_FLOATS = 1 << 27
+            device_rollout.DEVICE_NOISE_FLOATS = 1 << 27
         host = cpu.forecast(s_cpu, 24, [0.8, 0.95], 2000, seed=1)
         for c, a, e, h in zip(captured, again, eager, host, strict=True):
             width = h.intervals[0.8][1] - h.intervals[0.8][0]

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,6 +27,7 @@ from model.filtering.paths import LazyPaths
 from model.network.smc_transformer import SMCTransformer
 from model.runtime import device_normals
 
+DEVICE_NOISE_FLOATS = 1 << 27  # a block's noise, drawn on the device at once
 GRAPHS = 8  # captured blocks kept (least recently used dropped): one per shape of a request
 
 
@@ -164,3 +166,27 @@ class DeviceSteps:
         after = FilterState(window, query, x_prev, valid, paths.logw,
                             held[0] if held else None, paths.season, paths.mean_coef)
         return after, x_t
+
+
+def block(
+    steps_on: DeviceSteps,
+    paths: Any,
+    keys: np.ndarray,
+    steps: range,
+    total: int,
+    n: int,
+    covariates: torch.Tensor | None,
+    mean_coef: np.ndarray,
+    want_eps: bool,
+) -> tuple[Any, np.ndarray, torch.Tensor]:
+    """model/runtime/forecasting._block where the paths move on their device with the noise
+    drawn there: -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise
+    eps_x (S, B, N, O) on the host (else an empty tensor)."""
+    device = next(steps_on.model.parameters()).device
+    keys_t = torch.from_numpy(keys.astype(np.int64)).to(device)
+    steps_t = torch.arange(steps.start, steps.stop, dtype=torch.int64, device=device)
+    cov = None if covariates is None else covariates.to(device)
+    coef = torch.from_numpy(np.ascontiguousarray(mean_coef, np.float32)).to(device)
+    paths, xs, eps = steps_on(paths, keys_t, steps_t, total, n, cov, coef,
+                              steps.stop == total)
+    return paths, xs.cpu().numpy(), eps.cpu() if want_eps else torch.empty(0)

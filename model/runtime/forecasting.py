@@ -26,10 +26,9 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
-from model.runtime import normals
+from model.runtime import device_rollout, normals
 from model.runtime.adapter import Adapter
 from model.runtime.backends import Backend
-from model.runtime.device_rollout import DeviceSteps
 from model.runtime.inputs import (
     InputError,
     check_covariates,
@@ -49,7 +48,6 @@ MAX_PATHS = 1 << 16
 # the noise drawn at once (floats, 64 MB): the steps of a forecast are drawn and moved in
 # blocks of at most this much noise
 NOISE_FLOATS = 1 << 24
-DEVICE_NOISE_FLOATS = 1 << 27  # a GPU's block of steps: its noise drawn there at once
 
 
 @dataclass(frozen=True)
@@ -116,30 +114,6 @@ def _block(
         )
         out.append(x_t)
     return paths, np.stack(out)
-
-
-def _device_block(
-    steps_on: DeviceSteps,
-    paths: Any,
-    keys: np.ndarray,
-    steps: range,
-    total: int,
-    n: int,
-    covariates: torch.Tensor | None,
-    mean_coef: np.ndarray,
-    want_eps: bool,
-) -> tuple[Any, np.ndarray, torch.Tensor | None]:
-    """`_block` where the paths move on their device with the noise drawn there
-    (model/runtime/device_rollout.py): -> the paths, X (S, B, N, O) and, where `want_eps`, the
-    observation noise eps_x (S, B, N, O) on the host."""
-    device = next(steps_on.model.parameters()).device
-    keys_t = torch.from_numpy(keys.astype(np.int64)).to(device)
-    steps_t = torch.arange(steps.start, steps.stop, dtype=torch.int64, device=device)
-    cov = None if covariates is None else covariates.to(device)
-    coef = torch.from_numpy(np.ascontiguousarray(mean_coef, np.float32)).to(device)
-    paths, xs, eps = steps_on(paths, keys_t, steps_t, total, n, cov, coef,
-                              steps.stop == total)
-    return paths, xs.cpu().numpy(), eps.cpu() if want_eps else None
 
 
 def _steps_of(a: np.ndarray, at: slice) -> np.ndarray:
@@ -341,7 +315,7 @@ class ForecastMixin:
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         on_device = getattr(self.engine, "device_steps", None)
-        floats = DEVICE_NOISE_FLOATS if on_device is not None else NOISE_FLOATS
+        floats = NOISE_FLOATS if on_device is None else device_rollout.DEVICE_NOISE_FLOATS
         block = max(1, floats // (len(gens) * n * (4 * d + o)))  # steps drawn at once
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
@@ -351,23 +325,20 @@ class ForecastMixin:
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
             if on_device is not None:
-                paths, xs, eps = _device_block(on_device, paths, keys, range(start, stop), total,
-                                               n, cov_k, means, carried is not None)
+                paths, xs, eps = device_rollout.block(on_device, paths, keys, range(start, stop),
+                                                      total, n, cov_k, means, carried is not None)
             else:
                 z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
-                paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means,
-                                   stop == total)
+                paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
-            xs, first = self.adapter.spread_paths(
-                batch, xs.astype(np.float64), _steps_of(factors, at), np.arange(start, stop) + 1,
-                first,
+            xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop
+                batch, xs.astype(np.float64), _steps_of(factors, at), np.r_[at] + 1, first
             )
             xs = xs * scale + loc + _steps_of(offsets, at)
             for k in range(start, stop):
                 x = xs[k - start]
                 if carried is not None:  # each path's innovation: its draw's noise (units)
-                    assert eps is not None
                     innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
                     x = x + carried.step(innovation)
                 h = k - shift  # (B,) the step of each series' forecast this is

@@ -12,9 +12,9 @@ values after a series' last value stay pending until the next value comes (model
 Each series adapts online to its errors (adapter.py). Bad input is an InputError (inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
-seed and step (model/filtering/noise.py), so an update is reproducible and, to float32 rounding,
-independent of how series are batched. Forecast noise comes from a torch.Generator per series
-seeded by (seed, series seed, t).
+seed and step (model/filtering/noise.py), a forecast's from counter-based streams keyed by the
+series, its step and the request's seed (model/runtime/normals.py): both are reproducible and,
+to float32 rounding, independent of how series are batched.
 
 Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samples, K steps.
 """
@@ -273,12 +273,8 @@ class Runtime(ForecastMixin):
             batch.observed[i, : len(window)] = np.isfinite(window)
         return batch, start, (trend, sums, alpha)
 
-    def update(
-        self,
-        states: Sequence[SeriesState],
-        observations: Sequence[np.ndarray],
-        levels: Sequence[float],
-    ) -> list[tuple[SeriesState, list[UpdateResult]]]:
+    def update(self, states: Sequence[SeriesState], observations: Sequence[np.ndarray],
+               levels: Sequence[float]) -> list[tuple[SeriesState, list[UpdateResult]]]:
         """Absorb observations[i] (K_i, F) into states[i]; returns the new states and, per
         observation, the intervals that had been issued for it and its scores."""
         if len(states) != len(observations):
@@ -300,8 +296,7 @@ class Runtime(ForecastMixin):
         before = batch.pending.copy()
         gap_sd = gaps.gap_spreads(self, list(states), rows)  # the laws issued after gaps
         steps, pending = gaps.defer(batch.pending, rows, self.n_features)
-        self._advance(batch, steps, record, field="observations", levels=levels,
-                      gap_sd=gap_sd)
+        self._advance(batch, steps, record, field="observations", levels=levels, gap_sd=gap_sd)
         batch.pending[:] = pending
         new = [batch.state(i, self.model_id) for i in range(len(states))]
         # the steps filtered again after a gap were answered when they came
@@ -312,9 +307,7 @@ class Runtime(ForecastMixin):
         return [(new[i], results[i]) for i in range(len(states))]
 
     def _advance(
-        self,
-        batch: StateBatch,
-        rows: list[np.ndarray],
+        self, batch: StateBatch, rows: list[np.ndarray],
         on_step: Callable[[np.ndarray, StateBatch, np.ndarray, StepOut, Mixture], None]
         | None = None,
         field: str | None = None,
@@ -325,9 +318,8 @@ class Runtime(ForecastMixin):
         index, on the series that have an observation there. Each step's one-step law is
         scored by `on_step`, then adapts the series (Adapter.learn; its coverage at `levels`).
         Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
-        value is named `field[k]` when `field` is given. `gap_sd`: the step of each series'
-        first value after a gap and the spread (series units) of the law issued for it
-        (gaps.gap_spreads)."""
+        value is named `field[k]` when `field` is given. `gap_sd`: each series' first value after
+        a gap, issued the law of the forecast for it (gaps.gap_spreads)."""
         if self.adapt.coverage:
             batch.monitor(levels)
         counts = np.array([len(r) for r in rows])
@@ -356,8 +348,7 @@ class Runtime(ForecastMixin):
             )
             raw = self._law(sub, out)
             law = self.adapter.reverted(sub, raw, ahead + 1)  # what the series is issued
-            if gap_sd:  # the first value after a gap: the law of the forecast for it
-                law = gaps.widened(law, idx, k, sub.scale[:, : self.target_dim], gap_sd)
+            law = gaps.widened(law, idx, k, sub.scale[:, : self.target_dim], gap_sd or {})
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
             learnt = observed & (ahead == 0)

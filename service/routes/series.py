@@ -79,9 +79,7 @@ async def series_forecast(
     """The answer carries an ETag (the series' state, the model and the parameters): sent back
     in If-None-Match, it is answered 304 Not Modified, no path drawn, until the series changes.
     An unchanged state gives the same bytes."""
-    tag, answer = await series.forecast_unless(
-        series_id, query, request.headers.get("if-none-match")
-    )
+    tag, answer = await series.forecast(series_id, query, request.headers.get("if-none-match"))
     # no-cache: a cache (a browser's) may keep the answer but asks again, with its tag
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
     if answer is None:
@@ -100,7 +98,9 @@ async def series_forecast_post(
 ) -> SeriesForecast:
     """The GET's forecast with its parameters in a JSON body, which can carry the future
     values of the covariates (one per forecast step) that a model with covariates needs."""
-    return await series.forecast(series_id, body)
+    _, answer = await series.forecast(series_id, body)
+    assert answer is not None  # asked without a tag
+    return answer
 
 
 @router.get(

@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy.special import ndtri
 
-from model.runtime import device_normals, forecasting, normals
+from model.runtime import device_normals, device_rollout, normals
 from model.runtime.device_rollout import DeviceSteps
 from model.runtime.forecasting import draw_noise
 from model.runtime.runtime import Runtime
@@ -86,7 +86,7 @@ def test_paths_moved_on_the_device_forecast_as_on_the_host(
     hists, seasons = _histories()
     states = rt.create(hists, seasons=seasons)
     want = rt.forecast(states, 12, [0.8, 0.95], 400, seed=3)
-    monkeypatch.setattr(forecasting, "DEVICE_NOISE_FLOATS", floats)
+    monkeypatch.setattr(device_rollout, "DEVICE_NOISE_FLOATS", floats)
     engine: Any = rt.engine
     engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=False)
     got = rt.forecast(states, 12, [0.8, 0.95], 400, seed=3)
