@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from time import monotonic as _clock  # the bar's own clock (the run's is time.perf_counter)
 from typing import Any
 
 import numpy as np
@@ -316,11 +317,11 @@ class _MinutesBar:
         self._bar = tqdm(total=round(minutes, 2), desc="train", unit="min", disable=disable,
                          bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} min "
                          "{postfix}")
-        self._start = time.perf_counter()
+        self._start = _clock()
         self.total = minutes
 
     def update(self, n: int = 1) -> None:
-        self._bar.n = min(self._bar.total, round((time.perf_counter() - self._start) / 60, 2))
+        self._bar.n = min(self._bar.total, round((_clock() - self._start) / 60, 2))
         self._bar.refresh()
 
     def set_postfix(self, **kwargs: Any) -> None:
