@@ -19,7 +19,6 @@ Shapes: B batch, P particles, N paths, L window, D d_model, F inputs, O targets.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -39,7 +38,7 @@ from model.filtering.compact import materialize, rollout_windows
 from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, draw_paths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
-from model.runtime import normals
+from model.runtime import device_rollout, normals
 from model.runtime.device_rollout import DeviceSteps
 from model.runtime.inputs import InputError
 from model.runtime.rollout import Rollout
@@ -200,25 +199,9 @@ class TorchBackend:
         if mean_coef is not None and self.corrects_mean:
             coef = self._t(np.ascontiguousarray(mean_coef, np.float32))
         eps_qkv = _last_qkv(eps_qkv, eps_z, self._t)
-        if coef is not None:
-            if isinstance(paths, LazyPaths):
-                paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
-            else:
-                paths = replace(paths, mean_coef=coef)
-        if isinstance(paths, LazyPaths):
-            if paths.qkv is None:
-                moved, x = paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
-                return moved, x.cpu().numpy()
-            paths = paths.expand()
-        lagged = () if paths.inputs is None else (paths.inputs, paths.season, paths.mean_coef)
-        state = (paths.window, paths.query, paths.x_prev, paths.valid, *lagged)
-        out = self.forecast_graph(*state, eps_z, eps_x, eps_qkv, cov)
-        window, query, x_prev, valid, *inputs, x_t = out
-        held = inputs[0] if inputs else None
-        after = FilterState(
-            window, query, x_prev, valid, paths.logw, held, paths.season, paths.mean_coef
-        )
-        return after, x_t.cpu().numpy()
+        moved, x_t = device_rollout.step(self.model, self.forecast_graph, paths, eps_z, eps_x,
+                                         eps_qkv, cov, coef)
+        return moved, x_t.cpu().numpy()
 
 
 class OnnxBackend:

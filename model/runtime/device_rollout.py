@@ -140,32 +140,37 @@ class DeviceSteps:
                                                     cfg.target_dim)
         out = []
         for k in range(steps.shape[0]):
-            paths, x_t = self._step(paths, eps_z[k], eps_x[k], eps_qkv[k],
-                                    None if cov is None else cov[k],
-                                    None if coef is None else coef[k])
+            paths, x_t = step(self.model, self.graph, paths, eps_z[k], eps_x[k], eps_qkv[k],
+                              None if cov is None else cov[k], None if coef is None else coef[k])
             out.append(x_t)
         return paths, torch.stack(out), eps_x
 
-    def _step(self, paths: FilterState | LazyPaths, eps_z: Tensor, eps_x: Tensor,
-              eps_qkv: Tensor, cov: Tensor | None, coef: Tensor | None
-              ) -> tuple[FilterState | LazyPaths, Tensor]:
-        """TorchBackend.forecast_step on device tensors (the last step's eps_qkv is zeros)."""
-        if coef is not None:
-            if isinstance(paths, LazyPaths):
-                paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
-            else:
-                paths = replace(paths, mean_coef=coef)
+
+def step(
+    model: SMCTransformer, graph: Callable[..., tuple[Tensor, ...]],
+    paths: FilterState | LazyPaths, eps_z: Tensor, eps_x: Tensor, eps_qkv: Tensor,
+    cov: Tensor | None, coef: Tensor | None,
+) -> tuple[FilterState | LazyPaths, Tensor]:
+    """One forecast step of the paths on their device (the torch backend's, on the host too):
+    `coef` (B, J, O) the mean's correction at this step (None: the paths' own); the first step
+    of LazyPaths moves their particles, later ones the forecast graph `graph`. -> the paths and
+    X (B, N, O)."""
+    if coef is not None:
         if isinstance(paths, LazyPaths):
-            if paths.qkv is None:
-                return paths.first_step(self.model, eps_z, eps_x, eps_qkv, cov)
-            paths = paths.expand()
-        lagged = () if paths.inputs is None else (paths.inputs, paths.season, paths.mean_coef)
-        out = self.graph(paths.window, paths.query, paths.x_prev, paths.valid, *lagged,
-                         eps_z, eps_x, eps_qkv, cov)
-        window, query, x_prev, valid, *held, x_t = out
-        after = FilterState(window, query, x_prev, valid, paths.logw,
-                            held[0] if held else None, paths.season, paths.mean_coef)
-        return after, x_t
+            paths = replace(paths, particles=replace(paths.particles, mean_coef=coef))
+        else:
+            paths = replace(paths, mean_coef=coef)
+    if isinstance(paths, LazyPaths):
+        if paths.qkv is None:
+            return paths.first_step(model, eps_z, eps_x, eps_qkv, cov)
+        paths = paths.expand()
+    lagged = () if paths.inputs is None else (paths.inputs, paths.season, paths.mean_coef)
+    out = graph(paths.window, paths.query, paths.x_prev, paths.valid, *lagged, eps_z, eps_x,
+                eps_qkv, cov)
+    window, query, x_prev, valid, *held, x_t = out
+    after = FilterState(window, query, x_prev, valid, paths.logw, held[0] if held else None,
+                        paths.season, paths.mean_coef)
+    return after, x_t
 
 
 def block(
