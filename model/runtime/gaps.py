@@ -120,8 +120,12 @@ def gap_spreads(
     ones (pending in states[i], or leading in rows[i]): that value's step among the steps the
     series filters (`defer`: its pending ones first), and the standard deviation (O,), in
     series units, of the forecast issued for it (GAP_SAMPLES paths from the series' last
-    observed step, through the missing steps)."""
+    observed step, through the missing steps). None for a model with covariates: a forecast
+    needs their future values, which an update does not carry; its value after a gap keeps
+    the filter's law."""
     o = runtime.target_dim
+    if runtime.n_features > o:
+        return {}
     ahead: dict[int, int] = {}
     for i, (s, r) in enumerate(zip(states, rows, strict=True)):
         seen = np.flatnonzero(np.isfinite(np.asarray(r[:, :o], np.float64)).all(axis=1))

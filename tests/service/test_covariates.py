@@ -124,6 +124,12 @@ def test_online_series_with_covariates(cov_client: TestClient) -> None:
     r = cov_client.post("/v1/series/shop/forecast", json={"horizon": 2, "covariates": [20.0]})
     assert_422(r, "covariates", "holds 1 values")
     assert cov_client.get("/v1/series/shop").json()["seq"] == 22  # errors changed nothing
+    # a missing target (its covariate known) then a value: absorbed, the value scored
+    gap = {"observations": [{"seq": 22, "value": [None, 20.2]},
+                            {"seq": 23, "value": [140.0, 20.9]}]}
+    r = cov_client.post("/v1/series/shop/observations", json=gap)
+    assert r.status_code == 200, r.text
+    assert r.json()["observations"][1]["covered"] is not None
 
 
 def test_future_covariates_far_from_the_series_level_are_a_422(cov_client: TestClient) -> None:
