@@ -18,8 +18,9 @@ test: venv tools
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml client/pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
+	@echo "installing smct's environment into .venv (a few minutes on a first run)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' -e ./client
+	$(PY) -m pip install --progress-bar off -e '.[dev]' -e ./client
 	touch $(VENV_STAMP)
 
 tools:

@@ -102,15 +102,20 @@ def _named(paths: list[Path]) -> dict[str, str | Path]:
 
 def _report(path: Path, dataset: Path, names: list[str], paths: list[Path], results: list[Any],
             refused: dict[str, str], summary: str, seconds: float) -> None:
-    from training.quality.backtest import series_table
+    from training.quality.backtest import PEERS, horizon_table, series_table
 
     which = ", ".join(f"{n} = {p}" for n, p in zip(names, paths, strict=True))
     lines = [
         f"# Backtest of {dataset.name}", "",
         f"{len(results)} series; {which}; {seconds:.0f} s. CRPS ratios are geometric means "
-        "over the series (below 1: better than the peer); MASE is the one-step median's "
+        "over the series (below 1: better than the peer), with 90 % bootstrap intervals over "
+        "the series in brackets; MASE is the one-step median's "
         "error over the in-sample seasonal naive's; PICP pools every one-step interval.", "",
         summary, "",
+        "## Coverage by horizon", "",
+        "Multistep 80 % intervals, pooled over every origin of every series: the share of values "
+        "inside (nominal 0.80) and the mean width over each series' scale.", "",
+        horizon_table(results, [*names, *[p for p in PEERS if p != "naive"]]), "",
         "## Per series", "", series_table(results, names), "",
     ]
     if refused:

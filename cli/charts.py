@@ -4,16 +4,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+PER_PAGE = 6  # series drawn on one page
 
-def fan_chart(path: Path, ids: list[str], histories: list, forecasts: list, target: str) -> None:
-    """History tail, median and nested intervals of the first target, one panel per series."""
+
+def fan_chart(
+    path: Path, ids: list[str], histories: list, forecasts: list, target: str
+) -> list[Path]:
+    """History tail, median and nested intervals of the first target, one panel per series,
+    PER_PAGE series a page: the first at `path`, the next at path's name with -2, -3, ...
+    (fan.png, fan-2.png); the pages written."""
+    rows = list(zip(ids, histories, forecasts, strict=True))
+    pages = []
+    for k in range(0, len(rows), PER_PAGE):
+        page = path if k == 0 else path.with_name(f"{path.stem}-{k // PER_PAGE + 1}{path.suffix}")
+        _page(page, rows[k : k + PER_PAGE], target)
+        pages.append(page)
+    return pages
+
+
+def _page(path: Path, shown: list, target: str) -> None:
     import matplotlib
     import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = list(zip(ids, histories, forecasts, strict=True))[:6]
     fig, axes = plt.subplots(len(shown), 1, figsize=(8, 2.6 * len(shown)), squeeze=False)
     for ax, (sid, hist, f) in zip(axes[:, 0], shown, strict=True):
         h = f.mean.shape[0]

@@ -10,7 +10,7 @@ import typer
 
 from cli.charts import fan_chart
 from cli.common import Threads, set_threads
-from cli.tables import read_histories, table_seasons
+from cli.tables import future_stamps, read_histories, table_seasons, table_stamps
 
 if TYPE_CHECKING:
     from model.runtime.runtime import Runtime
@@ -111,10 +111,13 @@ def forecast(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     names = runtime.manifest["features"]["targets"]
-    _echo_forecasts(output_format, runtime, horizon, fractions, names, ids, forecasts)
+    stamps = table_stamps(input, id_col=id_col, time_col=time_col)
+    ahead = future_stamps(stamps, ids, horizon, freq)
+    _echo_forecasts(output_format, runtime, horizon, fractions, names, ids, forecasts, ahead)
     if plot is not None:
-        fan_chart(plot, ids, histories, forecasts, names[0])
-        typer.echo(f"fan chart written to {plot}", err=True)
+        pages = fan_chart(plot, ids, histories, forecasts, names[0])
+        typer.echo(f"fan charts of {len(ids)} series written to {', '.join(map(str, pages))}",
+                   err=True)
 
 
 def _fractions(levels: list[float], args: list[str]) -> list[float]:
@@ -161,9 +164,10 @@ def _check_covariates(
 
 def _echo_forecasts(
     output_format: str, runtime: Any, horizon: int, fractions: list[float], names: list[str],
-    ids: list[str], forecasts: list,
+    ids: list[str], forecasts: list, ahead: dict[str, list[str]],
 ) -> None:
-    """Print the forecasts as CSV or JSON (--format); a point forecaster's with a warning."""
+    """Print the forecasts as CSV or JSON (--format), with the timestamps of the steps where
+    the input's are known (`ahead`, by id); a point forecaster's with a warning."""
     from model.runtime.baseline_artifact import is_point_forecaster
 
     if is_point_forecaster(getattr(runtime, "forecaster", None)):
@@ -172,16 +176,16 @@ def _echo_forecasts(
             err=True,
         )
     if output_format == "csv":
-        typer.echo(_forecast_csv(ids, forecasts, fractions, names), nl=False)
+        typer.echo(_forecast_csv(ids, forecasts, fractions, names, ahead), nl=False)
     elif output_format == "json":
-        typer.echo(_forecast_json(runtime, horizon, fractions, names, ids, forecasts))
+        typer.echo(_forecast_json(runtime, horizon, fractions, names, ids, forecasts, ahead))
     else:
         raise typer.BadParameter(f"--format must be json or csv, got {output_format!r}")
 
 
 def _forecast_json(
     runtime: Any, horizon: int, fractions: list[float], names: list[str], ids: list[str],
-    forecasts: list,
+    forecasts: list, ahead: dict[str, list[str]],
 ) -> str:
     from model.runtime.baseline_artifact import is_point_forecaster
 
@@ -196,6 +200,7 @@ def _forecast_json(
             "forecasts": [
                 {
                     "id": i,
+                    **({"timestamps": ahead[i]} if i in ahead else {}),
                     "mean": f.mean.tolist(),
                     "median": f.median.tolist(),
                     "intervals": {
@@ -214,8 +219,9 @@ def _seasons(
     runtime: Any, path: Path, ids: list[str], histories: list, season_length: int | None,
     freq: str | None, *, id_col: str, time_col: str,
 ) -> list[int]:
-    """Each series' season length: --season-length, --freq, its timestamps' or detected."""
-    from timeseries.seasons import declared, detect_season, season_of_freq
+    """Each series' season length: --season-length, else --freq's or its timestamps' where
+    its values show it, else detected (timeseries/seasons.py: season_for)."""
+    from timeseries.seasons import declared, season_for, season_of_freq
 
     if season_length is not None and freq is not None:
         raise typer.BadParameter("give --season-length or --freq, not both", param_hint="--freq")
@@ -223,12 +229,14 @@ def _seasons(
         return [declared(season_length)] * len(ids)
     if freq is not None:
         try:
-            return [season_of_freq(freq)] * len(ids)
+            calendar = season_of_freq(freq)
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--freq") from None
-    stamps = table_seasons(path, id_col=id_col, time_col=time_col)
+        stamps = dict.fromkeys(ids, calendar)
+    else:
+        stamps = table_seasons(path, id_col=id_col, time_col=time_col)
     return [
-        stamps.get(i) or detect_season(h[:, 0], runtime.longest_season)
+        season_for(h[:, 0], stamps.get(i, 0), runtime.longest_season)
         for i, h in zip(ids, histories, strict=True)
     ]
 
@@ -292,15 +300,21 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-def _forecast_csv(ids: list[str], forecasts: list, fractions: list[float], names: list[str]) -> str:
-    header = ["id", "step", "target", "mean", "median"]
+def _forecast_csv(
+    ids: list[str], forecasts: list, fractions: list[float], names: list[str],
+    ahead: dict[str, list[str]],
+) -> str:
+    """One row per series, step and target; a timestamp column where any series' is known."""
+    dated = bool(ahead)
+    header = ["id", "step", *(["timestamp"] if dated else []), "target", "mean", "median"]
     for lv in fractions:
         header += [f"lo_{100 * lv:g}", f"hi_{100 * lv:g}"]
     lines = [",".join(header)]
     for sid, f in zip(ids, forecasts, strict=True):
         for h in range(f.mean.shape[0]):
             for o, name in enumerate(names):
-                row = [sid, str(h + 1), name, _num(f.mean[h, o]), _num(f.median[h, o])]
+                stamp = [ahead[sid][h] if sid in ahead else ""] if dated else []
+                row = [sid, str(h + 1), *stamp, name, _num(f.mean[h, o]), _num(f.median[h, o])]
                 for lv in fractions:
                     lo, hi = f.intervals[lv]
                     row += [_num(lo[h, o]), _num(hi[h, o])]

@@ -52,14 +52,12 @@ def read_histories(
     return [str(k) for k, _ in groups], [g[cols].to_numpy(dtype=np.float64) for _, g in groups]
 
 
-def table_seasons(
+def table_stamps(
     path: Path, *, id_col: str = "series_id", time_col: str = "timestamp"
-) -> dict[str, int]:
-    """The season length each series' timestamps imply (timeseries/seasons.py), by series id,
-    for a CSV with a time column of dates; empty for JSON or a table without dates."""
+) -> dict[str, Any]:
+    """Each series' timestamps, sorted (a pandas DatetimeIndex), by series id, for a CSV with
+    a time column of dates; empty for JSON or a table without dates."""
     import pandas as pd
-
-    from timeseries.seasons import season_of_timestamps
 
     if path.suffix.lower() == ".json":
         return {}
@@ -74,15 +72,50 @@ def table_seasons(
     except (ValueError, TypeError):
         return {}
     groups = frame.groupby(ids, sort=False) if ids else [("0", frame)]
-    return {str(k): season_of_timestamps(g[times].sort_values()) for k, g in groups}
+    return {str(k): pd.DatetimeIndex(g[times].sort_values()) for k, g in groups}
 
 
-ID_COLUMNS = ("series_id", "unique_id", "id")  # read where --id-col is not in the table
-TIME_COLUMNS = ("timestamp", "ds", "time", "date")
+def table_seasons(
+    path: Path, *, id_col: str = "series_id", time_col: str = "timestamp"
+) -> dict[str, int]:
+    """The season length each series' timestamps imply (timeseries/seasons.py), by series id
+    (`table_stamps`)."""
+    from timeseries.seasons import season_of_timestamps
+
+    stamps = table_stamps(path, id_col=id_col, time_col=time_col)
+    return {k: season_of_timestamps(v) for k, v in stamps.items()}
+
+
+def future_stamps(
+    stamps: dict[str, Any], ids: list[str], horizon: int, freq: str | None
+) -> dict[str, list[str]]:
+    """The `horizon` timestamps after each series' last (ISO 8601), a step of `freq` or of the
+    frequency its own stamps show; a series without stamps or a frequency gets none."""
+    import warnings
+
+    import pandas as pd
+
+    from timeseries.seasons import LEGACY_FREQ
+
+    out = {}
+    for sid in ids:
+        index = stamps.get(sid)
+        if index is None or len(index) < (1 if freq else 3):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step = LEGACY_FREQ.get(freq, freq) if freq else pd.infer_freq(index)
+        if step is None:
+            continue
+        ahead = pd.date_range(index[-1], periods=horizon + 1, freq=step)[1:]
+        out[sid] = [t.isoformat() for t in ahead]
+    return out
 
 
 def _id_and_time(frame: Any, id_col: str, time_col: str) -> tuple[str | None, str | None]:
     """The table's id and time columns: those named, else the usual names (Nixtla's too)."""
+    from timeseries.tables import ID_COLUMNS, TIME_COLUMNS
+
     ids = next((c for c in (id_col, *ID_COLUMNS) if c in frame.columns), None)
     times = next((c for c in (time_col, *TIME_COLUMNS) if c in frame.columns), None)
     return ids, times
@@ -91,6 +124,8 @@ def _id_and_time(frame: Any, id_col: str, time_col: str) -> tuple[str | None, st
 def _one_series(frame: Any, path: Path, times: str | None) -> None:
     """A table without an id column is one series: refused where it holds several (a text
     column, or time stamps that repeat), with the option that names the id column."""
+    from timeseries.tables import ID_COLUMNS
+
     text = [c for c in frame.columns if c != times and not _numeric(frame[c])]
     repeats = times is not None and frame[times].duplicated().any()
     if text or repeats:

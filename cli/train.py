@@ -188,7 +188,16 @@ def train(
             "--epoch N); a resumed run keeps them as it did",
         ),
     ] = False,
-    evaluate_after: Annotated[bool, typer.Option("--evaluate/--no-evaluate")] = True,
+    evaluate_after: Annotated[
+        bool,
+        typer.Option(
+            "--evaluate/--no-evaluate",
+            help="after training: on a table, serve the trained model and the one it must "
+            "beat on each series' validation part and keep the better (the other's weights "
+            "saved beside OUT as OUT-trained); on a named data set, score the test split. "
+            "--no-evaluate keeps the trained weights without either",
+        ),
+    ] = True,
     progress: bool = True,
     seq_len: SeqLen = None,
     history: History = None,
@@ -303,12 +312,20 @@ def _resume(ctx: typer.Context, path: Path, out: Path) -> None:
 
 
 def _served(ckpt: Any, out: Path, params: dict[str, Any]) -> Any:
-    """A table's run: the trained model or the one it must beat, whichever serves better."""
-    from cli.train_table import choose, reference_for
+    """A table's run: the trained model or the one it must beat, whichever serves better; a
+    run whose epochs all scored worse than its start keeps the start unserved (the training
+    log said so with both NLLs) and its last epoch's weights beside `out`."""
+    from cli.train_table import choose, reference_for, save_beside
     from training.checkpoint import save_whole
 
     reference = reference_for(ckpt, params["init"], DEFAULT_MODEL)
     if reference is None:
+        return ckpt
+    if ckpt.kept_epoch == 0:
+        beside = save_beside(ckpt, out, last=True)
+        typer.echo(f"no epoch beat the starting model on the validation windows: kept it; the "
+                   f"last epoch's weights are in {beside} (smct export --checkpoint {beside})",
+                   err=True)
         return ckpt
     save_whole(ckpt, out)
     return choose(ckpt, out, reference, params)

@@ -6,6 +6,7 @@ model against the model it must beat, served as the service serves them
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import tempfile
@@ -102,6 +103,26 @@ def reference_for(ckpt: Checkpoint, init: str | None, default: Path) -> Path | N
     return None
 
 
+def trained_path(out: Path) -> Path:
+    """Where a table's run keeps the weights it trained when it keeps the model it had to
+    beat: beside `out`, named after it."""
+    return out.with_name(out.name + "-trained")
+
+
+def save_beside(ckpt: Checkpoint, out: Path, last: bool = False) -> Path:
+    """Save `ckpt` (with `last`, its last epoch's weights: a run that kept its start) as a
+    checkpoint beside `out` (`trained_path`), for the user to choose; its path."""
+    from training.checkpoint import save_whole
+
+    if last and ckpt.trainer_state is not None:
+        model = copy.deepcopy(ckpt.model)
+        model.load_state_dict(ckpt.trainer_state["model"])
+        ckpt = replace(ckpt, model=model.eval(), kept_epoch=len(ckpt.history))
+    path = trained_path(out)
+    save_whole(replace(ckpt, trainer_state=None), path)
+    return path
+
+
 def choose(ckpt: Checkpoint, out: Path, reference: Path, p: dict[str, Any]) -> Checkpoint:
     """Serve the trained model (its checkpoint in `out`) and `reference` on the validation part
     of the table's series; the checkpoint to keep, its metrics holding both figures."""
@@ -124,16 +145,16 @@ def choose(ckpt: Checkpoint, out: Path, reference: Path, p: dict[str, Any]) -> C
     figures = {"reference": str(reference), "series": verdict.n,
                "crps_ratio_one_step": verdict.one_step,
                "crps_ratio_multi_step": verdict.multi_step}
-    kept = "the trained model" if verdict.keep_trained else str(reference)
-    typer.echo(
-        f"served CRPS trained / {reference} on {verdict.n} series: one-step "
-        f"{verdict.one_step:.3f}, multistep {verdict.multi_step:.3f}: kept {kept}",
-        err=True,
-    )
+    figures_line = (f"served CRPS trained / {reference} on {verdict.n} series: one-step "
+                    f"{verdict.one_step:.3f}, multistep {verdict.multi_step:.3f}")
     if verdict.keep_trained:
+        typer.echo(f"{figures_line}: kept the trained model", err=True)
         return replace(ckpt, metrics={"served_validation": figures})
     from training.checkpoint import Checkpoint
 
+    beside = save_beside(ckpt, out)
+    typer.echo(f"{figures_line}: kept {reference}; the trained weights are in {beside} "
+               f"(smct export --checkpoint {beside} serves them)", err=True)
     start = open_init(reference).model
     return Checkpoint(
         model=start.eval(), train_config=replace(ckpt.train_config, model=start.cfg),

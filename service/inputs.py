@@ -17,7 +17,7 @@ from model.runtime.runtime import Runtime
 from model.runtime.stateless import StatelessRuntime
 from service.errors import InvalidInput
 from service.settings import Settings
-from timeseries.seasons import declared, detect_season, season_of_freq
+from timeseries.seasons import declared, season_for, season_of_freq
 
 MAX_ABS_VALUE = 1e30  # values in series units; the model computes in float32
 MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
@@ -165,20 +165,21 @@ class ModelInputs:
         self, history: np.ndarray, season_length: int | None, freq: str | None, field: str
     ) -> int:
         """A series' season length: `season_length` as given (1 is none, as 0), else the one
-        of `freq`, else detected from the history's first target (timeseries/seasons.py);
-        InvalidInput names a field that cannot be used."""
+        of `freq` where the history's first target shows it, else detected from that target
+        (timeseries/seasons.py: season_for); InvalidInput names a field that cannot be used."""
         if season_length is not None and freq is not None:
             raise InvalidInput(
                 f"{field}: send season_length or freq, not both", field=f"{field}season_length"
             )
         if season_length is not None:
             return declared(season_length)
+        calendar = 0
         if freq is not None:
             try:
-                return season_of_freq(freq)
+                calendar = season_of_freq(freq)
             except ValueError as exc:
                 raise InvalidInput(f"{field}freq: {exc}", field=f"{field}freq") from exc
-        return detect_season(history[:, 0], self.runtime.longest_season)
+        return season_for(history[:, 0], calendar, self.runtime.longest_season)
 
     def matrix(
         self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,

@@ -15,6 +15,10 @@ log = logging.getLogger(__name__)
 #: the largest magnitude of a value in a user table (the service refuses the same): beyond it,
 #: float32 arithmetic and the fitted scales overflow
 MAX_TABLE_VALUE = 1e30
+# read where the id or time column named (or the default) is not in a table: the CLI's own
+# names first, then Nixtla's long format (unique_id, ds, y) and the common ones
+ID_COLUMNS = ("series_id", "unique_id", "id")
+TIME_COLUMNS = ("timestamp", "ds", "time", "date")
 
 
 #: a cell that is a number in a format pandas does not read: thousands separators, a decimal

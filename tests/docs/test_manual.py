@@ -59,6 +59,18 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert commands == ["make serve", "make test"], commands
 
 
+def test_the_first_run_says_how_long_it_installs_and_shows_it() -> None:
+    """A new user's `make serve` spent minutes installing before the first answer, silently:
+    the README's first paragraph says how long, and the install names each package (pip without
+    -q) instead of printing nothing."""
+    text = README.read_text()
+    first = text[text.index("```", text.index("```") + 3) + 3 :].strip().split("\n\n")[0]
+    assert re.search(r"\d+(\.\d+)? minutes of installing", first), first
+    make = (REPO / "Makefile").read_text()
+    install = [ln for ln in make.splitlines() if "pip install" in ln and "-e '.[dev]'" in ln]
+    assert install and all(" -q " not in line for line in install), install
+
+
 @pytest.mark.parametrize("pattern", [DATE, ISSUE, COMMIT], ids=["date", "issue", "commit"])
 def test_readme_holds_no_history(pattern: re.Pattern[str]) -> None:
     found = pattern.findall(README.read_text())

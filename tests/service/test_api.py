@@ -156,13 +156,18 @@ def test_put_get_replace_delete(client: TestClient, runtime: Any) -> None:
 def test_a_series_season_is_given_implied_by_its_frequency_or_none(
     client: TestClient, runtime: Any
 ) -> None:
-    """season_length as given (1 is none), or the frequency's; the state and the metadata keep
-    it; both at once, or a frequency that is none, are refused naming the field, and nothing is
-    created. The test model reads no season, so none is detected from the values."""
-    values = history(runtime, 40)
+    """season_length as given (1 is none), or the frequency's where the values show it (a
+    daily cycle in 96 hours, none in a line); the state and the metadata keep it; both at
+    once, or a frequency that is none, are refused naming the field, and nothing is created.
+    The test model reads no season, so none is detected from the values."""
+    values = history(runtime, 96)
+    cycle = [v + 3.0 * float(np.sin(2 * np.pi * t / 24)) for t, v in enumerate(values)]
+    quarters = [v + 3.0 * (t % 4 == 0) for t, v in enumerate(values)]
+    line = [0.1 * t for t in range(96)]
     for body, season in (
-        ({"season_length": 12}, 12), ({"season_length": 1}, 0), ({"freq": "h"}, 24),
-        ({"freq": "QS"}, 4), ({}, 0),
+        ({"season_length": 12}, 12), ({"season_length": 1}, 0),
+        ({"freq": "h", "values": cycle}, 24), ({"freq": "h", "values": line}, 0),
+        ({"freq": "QS", "values": quarters}, 4), ({"freq": "QS", "values": line}, 0), ({}, 0),
     ):
         r = client.put("/v1/series/seasonal", json={"values": values, **body})
         assert r.status_code in (200, 201) and r.json()["season_length"] == season, body

@@ -272,7 +272,10 @@ def test_a_baseline_benchmarked_on_a_table_forecasts_that_table(tmp_path: Path) 
     lines = text.strip().splitlines()
     assert any(line.startswith("warning: ") and "point forecaster" in line for line in lines)
     rows = [line.split(",") for line in lines if not line.startswith("warning: ")]
-    assert {r[0] for r in rows[1:]} == {"s0", "s1", "s2"} and {r[2] for r in rows[1:]} == {"sales"}
+    target = rows[0].index("target")  # after the step's timestamp: the table is dated
+    assert rows[0][:3] == ["id", "step", "timestamp"]
+    assert {r[0] for r in rows[1:]} == {"s0", "s1", "s2"}
+    assert {r[target] for r in rows[1:]} == {"sales"}
 
 
 @pytest.mark.parametrize(
@@ -448,3 +451,69 @@ def test_forecast_reads_nixtlas_names_and_refuses_a_panel_without_its_id_column(
         _read_histories(numbered, ["sales"], 1)
     ids, _ = _read_histories(numbered, ["sales"], 1, id_col="shop")
     assert ids == ["1", "2"]
+
+
+def test_a_run_that_keeps_its_start_says_so_once_and_keeps_its_weights_beside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table's run whose epochs all scored worse than the default model it started from
+    keeps the default without serving it against itself (it printed 40 lines of 1.000, then
+    "kept the trained model"), says so in one line, and leaves its last epoch's weights beside
+    the checkpoint, a checkpoint of their own that `smct export` serves."""
+    import torch
+
+    from cli.train import _served
+    from cli.train_table import DEFAULT_MODEL, trained_path
+
+    table = _table(tmp_path / "mine.csv")
+    out = tmp_path / "tuned"
+    code, text = _run("train", "--dataset", str(table), "--seq-len", "30", "--epochs", "1",
+                      "--limit", "32", "--no-progress", "--no-evaluate", "--out", str(out))
+    assert code == 0, text
+    ckpt = Checkpoint.load(out)
+    assert ckpt.trainer_state is not None and ckpt.kept_epoch == 1
+    start = Checkpoint.load(out)
+    start.kept_epoch = 0  # as the run ends when epoch 0 (the start) had the lowest NLL
+    kept = _served(start, out, {"init": str(DEFAULT_MODEL)})
+    said = capsys.readouterr().err
+    assert kept is start and "serving the trained model" not in said
+    assert said.count("\n") == 1 and "no epoch beat the starting model" in said
+    beside = Checkpoint.load(trained_path(out))
+    assert beside.kept_epoch == 1 and beside.trainer_state is None
+    for name, value in beside.model.state_dict().items():
+        torch.testing.assert_close(value, ckpt.trainer_state["model"][name])
+    code, text = _run("export", "--checkpoint", str(trained_path(out)), "--out",
+                      str(tmp_path / "art"))
+    assert code == 0 and (tmp_path / "art" / "manifest.json").is_file(), text
+
+
+def test_forecasts_carry_the_dates_their_input_implies_and_plots_show_every_series(
+    tmp_path: Path,
+) -> None:
+    """A monthly panel of 8 series in Nixtla's names: each forecast row carries the month it
+    is for (it carried a step number only), in CSV and JSON alike, and --plot draws all 8
+    series over two pages (it drew the first 6)."""
+    from cli.train_table import DEFAULT_MODEL
+
+    rng = np.random.default_rng(3)
+    months = pd.date_range("2020-01-01", periods=48, freq="MS")
+    rows = [(f"s{k}", m.date().isoformat(), 100.0 + k + float(v))
+            for k in range(8) for m, v in zip(months, np.cumsum(rng.normal(size=48)), strict=True)]
+    table = tmp_path / "monthly.csv"
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(table, index=False)
+    args = ["forecast", "--artifact", str(DEFAULT_MODEL), "--input", str(table), "--horizon", "3"]
+    code, out = _run(*args, "--format", "csv", "--plot", str(tmp_path / "fan.png"))
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.startswith(("id,", "s"))]
+    assert lines[0].startswith("id,step,timestamp,target,mean")
+    first = [line.split(",") for line in lines[1:4]]
+    assert [r[:3] for r in first] == [["s0", "1", "2024-01-01T00:00:00"],
+                                      ["s0", "2", "2024-02-01T00:00:00"],
+                                      ["s0", "3", "2024-03-01T00:00:00"]]
+    assert (tmp_path / "fan.png").is_file() and (tmp_path / "fan-2.png").is_file()
+    assert not (tmp_path / "fan-3.png").exists() and "fan charts of 8 series" in out
+    code, out = _run(*args, "--format", "json", "--freq", "MS")
+    assert code == 0, out
+    answer = json.loads(out[out.index("{"):])
+    assert answer["forecasts"][7]["timestamps"] == [
+        "2024-01-01T00:00:00", "2024-02-01T00:00:00", "2024-03-01T00:00:00"]

@@ -1,6 +1,6 @@
-"""`smct quality` (training/quality/): the scores against known answers, ETS's state space
-against statsmodels, the seasonal naive's empirical intervals, ARIMA against known laws and
-statsmodels, the served model and its ablation through the runtime, the acceptance checks, the
+"""`smct quality` (training/quality/): the scores against known answers, the statsforecast
+peers against statsforecast's own forecasts and known laws, the seasonal naive's empirical
+intervals, the served model and its ablation through the runtime, the acceptance checks, the
 report's tables, and the quick command end to end."""
 
 from __future__ import annotations
@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 import scoringrules as sr
 import torch
@@ -27,7 +25,7 @@ from model.series.adaptation import AdaptConfig
 from tests.docs.test_manual import TABLE_HEADING
 from tests.model.conftest import artifact, per_series_artifact  # noqa: F401 (fixtures)
 from tests.paper_data import needs_data
-from training.quality import ablation, arima, checks, peers, report, scores, served
+from training.quality import ablation, checks, peers, report, scores, served
 from training.quality.run import SeriesResult, origins
 from training.quality.scores import MultiStep, OneStep
 from training.quality.suite import ORACLE_WIDTH80, Series, SuiteConfig, sine, with_eval_part
@@ -108,7 +106,7 @@ def test_ets_on_its_own_law_is_calibrated_and_near_the_true_crps() -> None:
     assert series.n_eval == 750
     one, multi, form = peers.ets(series, origins(series, 10), history_cap=2000)
     truth = y[series.eval_start :]
-    assert form in ("ANN", "AAdN")
+    assert form in ("ETS(A,N,N)", "ETS(A,Ad,N)"), form
     assert scores.picp(*one.bounds[0.8], truth) == pytest.approx(0.8, abs=0.04)
     assert scores.picp(*one.bounds[0.95], truth) == pytest.approx(0.95, abs=0.025)
     # the true one-step law is N(., 1), whose expected CRPS is 1 / sqrt(pi)
@@ -118,39 +116,46 @@ def test_ets_on_its_own_law_is_calibrated_and_near_the_true_crps() -> None:
     np.testing.assert_allclose(width / width[0], np.sqrt(1 + 0.3**2 * np.arange(12)), rtol=0.1)
 
 
-@pytest.mark.parametrize("trend, seasonal", [(None, None), ("add", None), ("add", "add")])
-def test_ets_state_space_matches_statsmodels(trend: str | None, seasonal: str | None) -> None:
-    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+@pytest.mark.parametrize("name", ["ETS", "ARIMA"])
+def test_peers_issue_statsforecasts_own_forecasts(name: str) -> None:
+    """One step ahead: statsforecast's forecast from the values before t with the parameters
+    fixed (its mean, to 1e-5: ARIMA's Kalman filter then runs over more values; its standard
+    deviation within 5 %: statsforecast re-estimates sigma on the values it is given, the peer
+    keeps the fit's). From an origin: statsforecast's mean and
+    interval exactly. A level-proportional noise makes AutoETS take multiplicative errors."""
+    from statsforecast.models import AutoARIMA, AutoETS
 
-    rng = np.random.default_rng(3)
-    t = np.arange(300)
-    y = 20 + 0.05 * t + 4 * np.sin(2 * np.pi * t / 12) + rng.normal(size=300)
-    kwargs = dict(error="add", trend=trend, damped_trend=trend is not None, seasonal=seasonal,
-                  seasonal_periods=12 if seasonal else None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = ETSModel(pd.Series(y[:240]), **kwargs).fit(disp=False)
-    fit = peers._state_space(res, 12 if seasonal else 0)
-    # one-step means through the rest with the parameters fixed: statsmodels' smoothing
-    full = ETSModel(pd.Series(y), **kwargs).smooth(res.params)
-    mean, states = fit.filter(y[240:])
-    np.testing.assert_allclose(mean, np.asarray(full.fittedvalues)[240:], atol=1e-8)
-    assert fit.sigma == pytest.approx(math.sqrt(res.mse))
-    # forecasts from the end of the history: statsmodels' mean and variance
-    pred = res.get_prediction(start=240, end=251)
-    mu, sd = fit.forecast(states[0], 12)
-    np.testing.assert_allclose(mu, np.asarray(pred.predicted_mean), atol=1e-8)
-    np.testing.assert_allclose(sd**2, np.asarray(pred.var_pred_mean), rtol=1e-8)
+    rng = np.random.default_rng(11)
+    t = np.arange(400)
+    level = 100 + 0.2 * t + 10 * np.sin(2 * np.pi * t / 12)
+    y = level * (1 + 0.05 * rng.standard_normal(400))
+    series = Series("m", "test", y, season=12, horizon=12, eval_start=300)
+    one, multi, form = peers.statsforecast_peer(name, series, np.array([300, 350]), 2000)
+    model = (AutoETS if name == "ETS" else AutoARIMA)(season_length=12).fit(y[:300])
+    if name == "ETS":
+        assert form == model.model_["method"] and form.startswith("ETS(M"), form
+    for k in (0, 17, 99):
+        own = model.forward(y[: 300 + k], h=1, level=[80])
+        assert one.median[k] == pytest.approx(own["mean"][0], rel=1e-5)
+        lo, hi = one.bounds[0.8][0][k], one.bounds[0.8][1][k]
+        assert hi - lo == pytest.approx(own["hi-80"][0] - own["lo-80"][0], rel=0.05)
+    for i, origin in enumerate((300, 350)):
+        own = model.forward(y[:origin], h=12, level=[80])
+        np.testing.assert_allclose(multi.median[i], own["mean"], rtol=1e-9)
+        np.testing.assert_allclose(multi.bounds[0.8][0][i], own["lo-80"], rtol=1e-9)
+        np.testing.assert_allclose(multi.bounds[0.8][1][i], own["hi-80"], rtol=1e-9)
 
 
-def test_ets_skips_a_missing_value_without_correcting() -> None:
-    y = _local_level(300, alpha=0.5, seed=4)
-    fit = peers.fit_ets(y[:200], 1)
-    gap = y[200:].copy()
-    gap[10] = np.nan
-    mean, states = fit.filter(gap)
-    np.testing.assert_array_equal(states[11], fit.F @ states[10])  # no correction at the gap
-    assert np.isfinite(mean).all()
+def test_missing_values_are_filled_from_the_past_only() -> None:
+    y = np.array([np.nan, 2.0, np.nan, np.nan, 5.0, np.nan])
+    np.testing.assert_array_equal(peers.filled(y), [2.0, 2.0, 2.0, 2.0, 5.0, 5.0])
+    gapped = _local_level(500, alpha=0.5, seed=4)
+    gapped[[20, 320, 321]] = np.nan
+    series = Series("gap", "test", gapped, season=1, horizon=12, eval_start=300)
+    for name in ("ETS", "ARIMA"):
+        one, multi, _ = peers.statsforecast_peer(name, series, np.array([300, 400]), 2000)
+        assert np.isfinite(one.median).all() and np.isfinite(multi.median).all()
+        assert np.isnan(one.crps[[20, 21]]).all() and np.isfinite(one.crps[22])
 
 
 def test_seasonal_naive_intervals_are_quantiles_of_its_past_residuals() -> None:
@@ -200,8 +205,8 @@ def test_arima_on_an_ar1_issues_its_one_step_law() -> None:
     phi = 0.6
     y = _ar1(1000, phi, seed=5)
     series = Series("ar1", "generated", y, season=1, horizon=12, eval_start=700)
-    one, multi, name = arima.arima(series, origins(series, 3), history_cap=2000)
-    assert re.match(r"\(\d,0,\d\)", name), name  # d = 0
+    one, multi, name = peers.arima(series, origins(series, 3), history_cap=2000)
+    assert re.match(r"ARIMA\(\d,0,\d\)", name), name  # d = 0
     law = phi * y[699:-1]
     assert float(np.sqrt(np.mean((one.median - law) ** 2))) < 0.15, name
     sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
@@ -212,44 +217,33 @@ def test_arima_on_an_ar1_issues_its_one_step_law() -> None:
     np.testing.assert_allclose(width / width[0], expected, rtol=0.1)
 
 
-def test_arima_on_a_random_walk_is_arima_010() -> None:
-    """A Gaussian random walk: ARIMA(0,1,0), whose one-step law is N(last value, 1). (On other
-    draws the search may take an ARMA whose AR and MA roots nearly cancel, as auto.arima can:
-    the law checked here is then the same within the tolerances.)"""
+def test_arima_on_a_random_walk_issues_the_last_value() -> None:
+    """A Gaussian random walk: the one-step law N(last value, 1), within a few standard errors
+    (a drift of 1 / sqrt(600) = 0.04; sigma 1 / sqrt(1200) relative)."""
     walk = 100 + np.cumsum(np.random.default_rng(8).standard_normal(800))
-    spec, _ = arima.fit_arima(walk[:600], season=1)
-    assert (spec.p, spec.d, spec.q) == (0, 1, 0), spec.name
     series = Series("walk", "generated", walk, season=1, horizon=12, eval_start=600)
-    one, _, _ = arima.arima(series, origins(series, 2), history_cap=2000)
-    # the last value, and a drift of at most a few standard errors (1 / sqrt(600) = 0.04)
+    one, _, name = peers.arima(series, origins(series, 2), history_cap=2000)
+    assert re.match(r"ARIMA\(\d,1,\d\)", name), name
     assert np.abs(one.median - walk[599:-1]).max() < 0.15
     sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
-    np.testing.assert_allclose(sd, 1.0, rtol=0.08)  # 3 standard errors, 1 / sqrt(1200)
+    np.testing.assert_allclose(sd, 1.0, rtol=0.08)
 
 
-def test_arima_state_space_matches_statsmodels_forecasts_and_skips_missing_values() -> None:
-    from statsmodels.tsa.statespace.sarimax import SARIMAX
-
-    t = np.arange(400)
-    rng = np.random.default_rng(7)
-    y = 10 + 3 * np.sin(2 * np.pi * t / 24) + np.cumsum(rng.normal(size=400)) * 0.3
-    y += rng.normal(size=400)
-    y[[50, 51, 330]] = np.nan
-    spec = arima.Spec(p=1, d=1, q=1, fourier=2, period=24)
-    res = SARIMAX(y[:300], exog=spec.regressors(t[:300]), order=(1, 1, 1),
-                  simple_differencing=True, concentrate_scale=True).fit(disp=False)
-    fit = arima.ArimaFit.run(spec, res, y, 0)
-    # from the end of the history: statsmodels' forecast of the same model
-    params = np.r_[res.params, res.scale]
-    hist = SARIMAX(y[:300], exog=spec.regressors(t[:300]), order=(1, 1, 1)).filter(params)
-    pred = hist.get_forecast(12, exog=spec.regressors(t[300:312]))
-    mu, sd = fit.forecast(300, 12)
-    np.testing.assert_allclose(mu, np.asarray(pred.predicted_mean), rtol=1e-6)
-    np.testing.assert_allclose(sd**2, np.asarray(pred.var_pred_mean), rtol=1e-6)
-    assert mu[0] == pytest.approx(fit.mean[300]) and sd[0] == pytest.approx(fit.sd[300])
-    # a missing value: a forecast, and the state moves without a correction
-    assert np.isfinite(fit.mean).all() and np.isfinite(fit.sd).all()
-    np.testing.assert_allclose(fit.states[331], fit.T @ fit.states[330], atol=1e-9)
+def test_a_long_season_enters_arima_as_fourier_pairs() -> None:
+    """A season of 52 with one harmonic: AutoARIMA without a seasonal part, on the Fourier pair
+    the least-squares AIC picks, and its one-step law that of the noise (sd 1 within 0.08)."""
+    rng = np.random.default_rng(2)
+    t = np.arange(1200)
+    y = 50 + 10 * np.sin(2 * np.pi * t / 52) + rng.standard_normal(1200)
+    series = Series("s52", "generated", y, season=52, horizon=52, eval_start=900)
+    one, multi, name = peers.arima(series, origins(series, 2), history_cap=2000)
+    assert name.endswith("+ 1 Fourier pairs of 52"), name
+    sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
+    np.testing.assert_allclose(sd, 1.0, rtol=0.08)
+    assert float(np.mean(one.crps)) == pytest.approx(1 / math.sqrt(math.pi), rel=0.08)
+    o = int(multi.origins[0])
+    season = 50 + 10 * np.sin(2 * np.pi * t[o : o + 52] / 52)
+    assert np.abs(multi.median[0] - season).max() < 0.5  # the season carried a year ahead
 
 
 # --------------------------------------------------------------------------- the model

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from timeseries.seasons import declared, detect_season, season_of_timestamps
+from timeseries.seasons import declared, season_for, season_of_timestamps
 from timeseries.series import Scaler, SeriesData
-from timeseries.tables import check_rows, numeric_values, read_dates
+from timeseries.tables import ID_COLUMNS, TIME_COLUMNS, check_rows, numeric_values, read_dates
 from training.datasets.windows import (
     MAX_TRAIN_WINDOWS,
     check_scaling,
@@ -115,15 +115,21 @@ def read_table(
     path: Path, id_col: str, time_col: str, value_cols: list[str] | None
 ) -> tuple[pd.DataFrame, str, bool]:
     """The table, its time column, and whether it is one series (no id column, none named):
-    then its id column is added, holding the file's stem."""
+    then its id column is added, holding the file's stem. Where the id and time columns are
+    not named and the defaults are not in the table, the usual names are read (ID_COLUMNS,
+    TIME_COLUMNS: Nixtla's unique_id and ds among them); an id column read so takes the name
+    `id_col`."""
     if path.suffix.lower() == ".csv":
         frame = pd.read_csv(path)
     elif path.suffix.lower() in (".parquet", ".pq"):
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"unsupported table format {path.suffix!r}; use .csv or .parquet")
-    if time_col not in frame.columns and time_col == "timestamp":  # not named: the usual names
-        time_col = next((c for c in ("time", "date") if c in frame.columns), time_col)
+    if time_col not in frame.columns and time_col == TIME_COLUMNS[0]:  # not named: the usual
+        time_col = next((c for c in TIME_COLUMNS if c in frame.columns), time_col)
+    usual = next((c for c in ID_COLUMNS if c in frame.columns), None)
+    if id_col not in frame.columns and id_col == ID_COLUMNS[0] and usual is not None:
+        frame = frame.rename(columns={usual: id_col})  # Nixtla's unique_id, or id
     one_series = id_col not in frame.columns and id_col == "series_id"
     if one_series and time_col in frame.columns:
         frame[id_col] = path.stem  # no id column (and none named): the table is one series
@@ -176,14 +182,15 @@ def _table_seasons(
     window: int,
     season_length: int | None,
 ) -> np.ndarray:
-    """Season length per series (n,) int64: given, its dated timestamps', or detected."""
+    """Season length per series (n,) int64: given, else its dated timestamps' where its values
+    show it, else detected (timeseries/seasons.py: season_for), as the service finds it."""
     if season_length is not None:
         return np.full(len(raw), declared(season_length), np.int64)
     dated = pd.api.types.is_datetime64_any_dtype(groups[0][1][time_col]) if groups else False
     out = np.zeros(len(raw), np.int64)
     for i, ((_, g), values) in enumerate(zip(groups, raw, strict=True)):
         found = season_of_timestamps(g[time_col]) if dated else 0
-        out[i] = found or detect_season(values[:, 0], window - 1)
+        out[i] = season_for(values[:, 0], found, window - 1)
     return out
 
 

@@ -24,14 +24,15 @@ import numpy as np
 import pandas as pd
 
 from model.runtime.runtime import Runtime
-from timeseries.seasons import declared, detect_season, season_of_timestamps
+from timeseries.seasons import declared, season_for, season_of_timestamps
 from timeseries.tables import numeric_values
 from training.datasets.long_table import read_table, sorted_rows
 from training.quality.run import SeriesResult, evaluate_suite
-from training.quality.scores import geometric_mean, picp
+from training.quality.scores import future, geometric_mean, picp
 from training.quality.suite import Series, SuiteConfig, with_eval_part
 
 PEERS = ("ETS", "ARIMA", "naive")
+CI_LEVEL, CI_DRAWS = 0.9, 2000  # the bootstrap interval of a geometric mean over series
 MAX_SEASON = 400  # the longest season detected from the values
 
 
@@ -59,14 +60,12 @@ def _on_grid(g: pd.DataFrame, time_col: str, value_col: str) -> tuple[np.ndarray
 
 
 def _season(given: int | None, stamps: np.ndarray, history: np.ndarray) -> int:
-    """The season given (1: none), else the stamps' frequency's, else detected."""
+    """The season given (1: none), else the stamps' frequency's where the history shows it,
+    else detected (timeseries/seasons.py: season_for), as the service finds it."""
     if given is not None:
         return declared(given)
-    if np.issubdtype(stamps.dtype, np.datetime64):
-        found = season_of_timestamps(list(stamps))
-        if found and 2 * found <= len(history):
-            return found
-    return detect_season(history, MAX_SEASON)
+    dated = np.issubdtype(stamps.dtype, np.datetime64)
+    return season_for(history, season_of_timestamps(list(stamps)) if dated else 0, MAX_SEASON)
 
 
 def table_series(
@@ -137,22 +136,44 @@ def _f(v: float) -> str:
     return "-" if not math.isfinite(v) else f"{v:.3f}"
 
 
+def bootstrap_interval(
+    ratios: list[float], level: float = CI_LEVEL, draws: int = CI_DRAWS, seed: int = 0
+) -> tuple[float, float]:
+    """The `level` percentile interval of the geometric mean of `ratios` over `draws` bootstrap
+    resamples of the series (seeded): how far the mean could move with another draw of series
+    like these. NaN where fewer than two ratios are finite and positive."""
+    logs = np.log([r for r in ratios if math.isfinite(r) and r > 0])
+    if len(logs) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), size=(draws, len(logs)))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
+def _gm(ratios: list[float]) -> str:
+    """The geometric mean of the ratios with its bootstrap interval: 0.950 [0.910, 0.990]."""
+    lo, hi = bootstrap_interval(ratios)
+    mean = _f(geometric_mean(ratios))
+    return mean if not math.isfinite(lo) else f"{mean} [{lo:.3f}, {hi:.3f}]"
+
+
 def summary_table(results: list[SeriesResult], models: list[str]) -> str:
     """Per model and peer: geometric means of the CRPS ratios over ETS and ARIMA, one-step and
-    multistep, the MASE of the one-step median, pooled PICP 80 / 95."""
+    multistep, each with its 90 % bootstrap interval over the series, the MASE of the one-step
+    median, pooled PICP 80 / 95."""
     head = "| method | one-step CRPS / ETS | / ARIMA | multistep CRPS / ETS | / ARIMA | MASE | " \
            "PICP80 | PICP95 |\n|---|---|---|---|---|---|---|---|"
     rows = []
     for m in [*models, *PEERS]:
         multi = [
-            _f(geometric_mean([r.ratio("multi_step", m, p) for r in results]))
-            if m != "naive" else "-"
+            _gm([r.ratio("multi_step", m, p) for r in results]) if m != "naive" else "-"
             for p in ("ETS", "ARIMA")
         ]
         rows.append("| " + " | ".join([
             m,
-            _f(geometric_mean([r.ratio("one_step", m, "ETS") for r in results])),
-            _f(geometric_mean([r.ratio("one_step", m, "ARIMA") for r in results])),
+            _gm([r.ratio("one_step", m, "ETS") for r in results]),
+            _gm([r.ratio("one_step", m, "ARIMA") for r in results]),
             *multi,
             _f(float(np.mean([r.one_step[m]["mase"] for r in results]))),
             _f(_pooled(results, m, 0.8)),
@@ -177,6 +198,33 @@ def series_table(results: list[SeriesResult], models: list[str]) -> str:
                 _f(r.ratio("multi_step", m, "ETS")), _f(r.ratio("multi_step", m, "ARIMA")),
                 _f(r.one_step[m]["picp80"]), _f(r.one_step[m]["mpiw80"]),
             ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def horizon_table(results: list[SeriesResult], methods: list[str]) -> str:
+    """Per step ahead, pooled over every origin of every series: each method's multistep 80 %
+    coverage (nominal 0.80) and its mean 80 % width over the series' scale."""
+    horizon = max(r.series.horizon for r in results)
+    hits = {m: np.zeros(horizon) for m in methods}
+    width = {m: np.zeros(horizon) for m in methods}
+    seen = np.zeros(horizon)
+    for r in results:
+        fan0 = r.fans[methods[0]]
+        truth = np.stack([future(r.series.values, int(o), r.series.horizon) for o in fan0.origins])
+        ok = np.isfinite(truth)  # (K, H)
+        h = truth.shape[1]
+        seen[:h] += ok.sum(axis=0)
+        for m in methods:
+            lo, hi = r.fans[m].bounds[0.8]
+            inside = (lo <= truth) & (truth <= hi) & ok
+            hits[m][:h] += inside.sum(axis=0)
+            width[m][:h] += np.where(ok, (hi - lo) / r.scale, 0.0).sum(axis=0)
+    head = "| step | " + " | ".join(f"{m} PICP80 | {m} MPIW80" for m in methods) + " |"
+    lines = [head, "|" + "---|" * (1 + 2 * len(methods))]
+    for k in range(horizon):
+        n = seen[k] or math.nan
+        cells = [str(k + 1)] + [f"{_f(hits[m][k] / n)} | {_f(width[m][k] / n)}" for m in methods]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,34 +1,42 @@
-"""The classical peers of `smct quality`: ETS with Gaussian intervals, and a seasonal naive with
-empirical intervals.
+"""The classical peers of `smct quality` and `smct backtest`: statsforecast's AutoETS and
+AutoARIMA (the implementations users compare with), and a seasonal naive with empirical intervals.
 
-ETS (statsmodels' ETSModel, additive error) is fitted once, on the history before the
-evaluation part: without trend or with an additive damped trend, with an additive season where
-the series has one and the history holds at least three of them, the form of lowest AIC. Then
-its parameters stay fixed and its linear state space runs through the evaluation part (Hyndman
-et al. 2008, class 1):
+AutoETS and AutoARIMA are fitted once, on the history before the evaluation part (its last
+`history_cap` values); then their parameters stay fixed, as statsforecast's cross-validation
+without refitting does (its `forward`):
 
-    y_t = w' x_{t-1} + e_t,    x_t = F x_{t-1} + g e_t,    e_t ~ N(0, sigma^2)
+- one step ahead, the law at t is N(m_t, s_t^2): m_t the fitted model's one-step mean given the
+  values before t (the in-sample fitted values of `forward` over the history and the evaluation
+  part), s_t its one-step standard deviation: sigma for additive errors, sigma |m_t| for ETS's
+  multiplicative ones (sigma^2 of the fit);
+- from an origin, statsforecast's forecast of `forward` on the values before it: its mean, and
+  the standard deviation of its Gaussian 80 % interval (half its width over z_0.9).
 
-with x = (level, trend, s_{t-1}, ..., s_{t-m}), w = (1, phi, 0, ..., 0, 1), g = (alpha, beta,
-gamma, 0, ...). The one-step law at t is N(w' x_{t-1}, sigma^2); a missing value has e_t = 0.
-From an origin, the h-step law is N(w' F^{h-1} x, sigma^2 (1 + sum_{j<h} (w' F^{j-1} g)^2)).
-sigma^2 is the mean squared one-step residual of the fit (statsmodels' scale).
+statsforecast takes no missing value: each is replaced by the last value before it (leading ones
+by the first observed), which uses nothing after it. A season longer than LONG_SEASON would make
+AutoARIMA's seasonal search minutes long (a weekly season of 52: over six minutes on 1,600
+values), so it enters ARIMA as K Fourier pairs sin(2 pi k t / m), cos(2 pi k t / m), k = 1..K, as
+exogenous regressors without a seasonal part (dynamic harmonic regression, Hyndman &
+Athanasopoulos, Forecasting: principles and practice, 10.5), K <= MAX_FOURIER of lowest AIC in a
+least-squares regression of the history on a constant, a linear trend and them. AutoETS takes
+the season as it is (statsforecast's ETS leaves out seasons longer than 24).
 
 The seasonal naive forecasts y_t by y_{t-m} (its own forecast of y_{t-m} where that is missing);
 its law is that forecast plus its NAIVE_POOL most recent past residuals y_s - y_{s-m} (s < t),
 as an empirical distribution.
 
-Shapes: n evaluation points, k states, K origins, H horizon.
+Shapes: n values, K origins, H horizon, c regressors.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
 
 from training.quality.scores import (
     LEVELS,
@@ -41,122 +49,142 @@ from training.quality.scores import (
 )
 from training.quality.suite import Series
 
-log = logging.getLogger(__name__)
 NAIVE_POOL = 500
+LONG_SEASON, MAX_FOURIER = 12, 5
+_Z80 = float(ndtri(0.9))  # half the width of a Gaussian 80 % interval, in standard deviations
 
 
-@dataclass(frozen=True)
-class EtsFit:
-    """A fitted additive-error ETS as a linear state space: w (k,), F (k, k), g (k,), the state
-    x (k,) after the last history value, sigma the one-step standard deviation."""
-
-    name: str
-    w: np.ndarray
-    F: np.ndarray
-    g: np.ndarray
-    x: np.ndarray
-    sigma: float
-
-    def filter(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One-step means (n,) of y (n,) with the parameters fixed, and the states (n + 1, k)
-        before each value (the last: after all of them). NaN: no correction."""
-        states = np.empty((len(y) + 1, len(self.x)))
-        mean = np.empty(len(y))
-        x = self.x
-        for t, value in enumerate(y):
-            states[t] = x
-            mean[t] = self.w @ x
-            err = value - mean[t] if np.isfinite(value) else 0.0
-            x = self.F @ x + self.g * err
-        states[-1] = x
-        return mean, states
-
-    def forecast(self, x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard deviation (H,) of the next `horizon` values from state x."""
-        mean, psi = np.empty(horizon), np.empty(horizon)
-        power = np.eye(len(x))  # F^{h-1}
-        for h in range(horizon):
-            mean[h] = self.w @ power @ x
-            psi[h] = self.w @ power @ self.g  # coefficient of e_{t+1} in y_{t+h+1}
-            power = self.F @ power
-        var = np.concatenate([[1.0], 1.0 + np.cumsum(psi[:-1] ** 2)])
-        return mean, self.sigma * np.sqrt(var)
+def filled(values: np.ndarray) -> np.ndarray:
+    """The values with each missing one replaced by the last before it (leading gaps: the first
+    observed value); nothing after a value is used."""
+    y = np.asarray(values, dtype=np.float64).copy()
+    seen = np.flatnonzero(np.isfinite(y))
+    if not seen.size:
+        raise ValueError("the series has no value")
+    y[: seen[0]] = y[seen[0]]
+    for t in range(seen[0] + 1, len(y)):
+        if not np.isfinite(y[t]):
+            y[t] = y[t - 1]
+    return y
 
 
-def _state_space(res: object, m: int) -> EtsFit:
-    """The linear state space of statsmodels' ETSResults `res` (seasonal period m or 0)."""
-    trend, damped = bool(res.has_trend), bool(res.damped_trend)  # type: ignore[attr-defined]
-    phi = float(res.damping_trend) if damped else 1.0  # type: ignore[attr-defined]
-    k = 2 + m
-    w, F, g, x = np.zeros(k), np.zeros((k, k)), np.zeros(k), np.zeros(k)
-    w[0], F[0, 0] = 1.0, 1.0
-    g[0], x[0] = float(res.smoothing_level), float(np.asarray(res.level)[-1])  # type: ignore[attr-defined]
-    if trend:
-        w[1], F[0, 1], F[1, 1] = phi, phi, phi
-        g[1], x[1] = float(res.smoothing_trend), float(np.asarray(res.slope)[-1])  # type: ignore[attr-defined]
-    if m:
-        w[-1] = 1.0
-        F[2, -1] = 1.0  # s_t = s_{t-m} + gamma e_t
-        F[3:, 2:-1] = np.eye(m - 1)  # the older seasonal states move one lag back
-        g[2] = float(res.smoothing_seasonal)  # type: ignore[attr-defined]
-        x[2:] = np.asarray(res.season)[::-1][:m]  # type: ignore[attr-defined]
-    name = "A" + ("Ad" if damped else "A" if trend else "N") + ("A" if m else "N")
-    sigma = math.sqrt(float(np.mean(np.asarray(res.resid) ** 2)))  # type: ignore[attr-defined]
-    return EtsFit(name, w, F, g, x, sigma)
+def fourier_terms(t: np.ndarray, period: int, pairs: int) -> np.ndarray:
+    """sin and cos of 2 pi k t / period for k = 1..pairs: (n, 2 pairs)."""
+    angle = 2.0 * math.pi * np.outer(t, np.arange(1, pairs + 1)) / period
+    return np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
 
 
-def filled(history: np.ndarray) -> np.ndarray:
-    """The history with missing values interpolated (ETSModel takes no NaN); leading and
-    trailing gaps take the nearest value."""
-    s = np.asarray(history, dtype=np.float64)
-    idx = np.arange(len(s))
-    seen = np.isfinite(s)
-    return np.interp(idx, idx[seen], s[seen])
-
-
-def fit_ets(history: np.ndarray, season: int) -> EtsFit:
-    """Fit the ETS forms (see the module docstring) on `history` and keep the lowest AIC."""
-    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
-
-    y = filled(history)
-    seasons = [0, season] if season > 1 and len(y) >= 3 * season else [0]
-    best, best_aic = None, math.inf
-    for m in seasons:
-        for trend in (False, True):
-            model = ETSModel(
-                y, error="add", trend="add" if trend else None, damped_trend=trend,
-                seasonal="add" if m else None, seasonal_periods=m or None,
-                initialization_method="heuristic" if m and len(y) >= 10 * m else "estimated",
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    res = model.fit(disp=False, maxiter=200)
-                except (ValueError, np.linalg.LinAlgError) as err:  # pragma: no cover
-                    log.warning("ETS %s did not fit: %s", (trend, m), err)
-                    continue
-            if np.isfinite(res.aic) and res.aic < best_aic:
-                best, best_aic = _state_space(res, m), float(res.aic)
-    if best is None:  # pragma: no cover
-        raise RuntimeError("no ETS form could be fitted")
+def fourier_pairs(y: np.ndarray, t: np.ndarray, period: int) -> int:
+    """K in 0..MAX_FOURIER of lowest AIC in the least-squares regression of y on a constant, a
+    linear trend and K Fourier pairs (the trend keeps a growing series' from counting)."""
+    best, best_aic = 0, math.inf
+    for k in range(min(MAX_FOURIER, period // 2) + 1):
+        design = np.c_[np.ones(len(y)), t, fourier_terms(t, period, k)]
+        resid = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+        aic = len(y) * math.log(max(float(np.mean(resid**2)), 1e-300)) + 2 * design.shape[1]
+        if aic < best_aic:
+            best, best_aic = k, aic
     return best
 
 
-def ets(series: Series, origins: np.ndarray, history_cap: int) -> tuple[OneStep, MultiStep, str]:
-    """ETS's one-step forecasts of the evaluation part and its forecasts from `origins`
-    (absolute indices); fitted on at most the last `history_cap` history values."""
-    start, y = series.eval_start, series.values
-    fit = fit_ets(y[max(0, start - history_cap) : start], series.season)
-    mean, states = fit.filter(y[start:])
-    sigma = np.full_like(mean, fit.sigma)
-    one = OneStep(mean, gaussian_bounds(mean, sigma), gaussian_crps(mean, sigma, y[start:]))
-    h = series.horizon
-    laws = [fit.forecast(states[o - start], h) for o in origins]
+@dataclass(frozen=True)
+class Peer:
+    """A statsforecast model fitted on y[first:start] (`model`), its name and form, and the
+    Fourier pairs (period, K) its regressors hold (K = 0: none)."""
+
+    name: str
+    model: Any
+    first: int
+    period: int = 1
+    pairs: int = 0
+
+    @property
+    def form(self) -> str:
+        fit = self.model.model_
+        if "method" in fit:  # ETS
+            return str(fit["method"])
+        from statsforecast.arima import arima_string
+
+        extra = f" + {self.pairs} Fourier pairs of {self.period}" if self.pairs else ""
+        return arima_string(fit).strip() + extra
+
+    def regressors(self, t: np.ndarray) -> np.ndarray | None:
+        """The exogenous regressors (n, c) at absolute indices t, or None."""
+        return fourier_terms(t, self.period, self.pairs) if self.pairs else None
+
+    def one_step(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Means and standard deviations (n,) of each y[first + i] given the values before it,
+        for the filled values y (the whole series)."""
+        z = y[self.first :]
+        t = np.arange(self.first, len(y))
+        out = self._forward(z, t, 1, fitted=True)
+        mean = np.asarray(out["fitted"], dtype=np.float64)
+        fit = self.model.model_
+        sigma = math.sqrt(float(fit["sigma2"]))
+        multiplicative = "components" in fit and fit["components"][0] == "M"
+        return mean, sigma * (np.abs(mean) if multiplicative else np.ones_like(mean))
+
+    def forecast(self, y: np.ndarray, origin: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        """statsforecast's mean and standard deviation (H,) of y[origin:origin + horizon] given
+        the filled values before `origin`."""
+        t = np.arange(self.first, origin)
+        out = self._forward(y[self.first : origin], t, horizon, level=[80])
+        sd = (np.asarray(out["hi-80"]) - np.asarray(out["lo-80"])) / (2.0 * _Z80)
+        return np.asarray(out["mean"], dtype=np.float64), sd
+
+    def _forward(self, z: np.ndarray, t: np.ndarray, h: int, **kwargs: Any) -> dict[str, Any]:
+        x, ahead = self.regressors(t), self.regressors(np.arange(t[-1] + 1, t[-1] + 1 + h))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dict(self.model.forward(z, h=h, X=x, X_future=ahead, **kwargs))
+
+
+def fit_peer(name: str, y: np.ndarray, first: int, start: int, season: int) -> Peer:
+    """statsforecast's AutoETS or AutoARIMA (`name` "ETS" or "ARIMA") fitted on the filled
+    values y[first:start] with the season (module docstring)."""
+    from statsforecast.models import AutoARIMA, AutoETS
+
+    history, t = y[first:start], np.arange(first, start)
+    model: Any
+    if name == "ETS":
+        model, peer = AutoETS(season_length=max(season, 1)), Peer(name, None, first)
+    elif season > LONG_SEASON and len(history) >= 3 * season:
+        k = fourier_pairs(history, t, season)
+        model, peer = AutoARIMA(season_length=1), Peer(name, None, first, season, k)
+    else:
+        model, peer = AutoARIMA(season_length=max(season, 1)), Peer(name, None, first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(history, X=peer.regressors(t))
+    return Peer(name, model, first, peer.period, peer.pairs)
+
+
+def statsforecast_peer(
+    name: str, series: Series, origins: np.ndarray, history_cap: int
+) -> tuple[OneStep, MultiStep, str]:
+    """AutoETS's or AutoARIMA's one-step forecasts of the evaluation part and its forecasts
+    from `origins` (absolute indices); fitted on at most the last `history_cap` history values."""
+    start, y, h = series.eval_start, filled(series.values), series.horizon
+    peer = fit_peer(name, y, max(0, start - history_cap), start, series.season)
+    mean, sd = (a[start - peer.first :] for a in peer.one_step(y))
+    truth = series.values[start:]
+    one = OneStep(mean, gaussian_bounds(mean, sd), gaussian_crps(mean, sd, truth))
+    laws = [peer.forecast(y, int(o), h) for o in origins]
     mu = np.stack([m for m, _ in laws])  # (K, H)
-    sd = np.stack([s for _, s in laws])
-    truth = np.stack([future(y, o, h) for o in origins])
-    multi = MultiStep(origins, mu, gaussian_bounds(mu, sd), gaussian_crps(mu, sd, truth))
-    return one, multi, fit.name
+    sigma = np.stack([s for _, s in laws])
+    ahead = np.stack([future(series.values, o, h) for o in origins])
+    multi = MultiStep(origins, mu, gaussian_bounds(mu, sigma), gaussian_crps(mu, sigma, ahead))
+    return one, multi, peer.form
+
+
+def ets(series: Series, origins: np.ndarray, history_cap: int) -> tuple[OneStep, MultiStep, str]:
+    """statsforecast's AutoETS on `series` (statsforecast_peer)."""
+    return statsforecast_peer("ETS", series, origins, history_cap)
+
+
+def arima(series: Series, origins: np.ndarray, history_cap: int) -> tuple[OneStep, MultiStep, str]:
+    """statsforecast's AutoARIMA on `series` (statsforecast_peer)."""
+    return statsforecast_peer("ARIMA", series, origins, history_cap)
 
 
 def seasonal_naive(series: Series, pool: int = NAIVE_POOL) -> OneStep:

@@ -21,10 +21,8 @@ def intro(cfg: SuiteConfig, filter_steps: int) -> str:
     return f"""# Forecast quality on real series
 
 How the served model forecasts real series, against three classical peers on the same points:
-ETS (statsmodels' `ETSModel`, additive error, with or without a damped trend and a season, the
-form of lowest AIC, fitted on each series' history), ARIMA (a regression with seasonal ARIMA
-errors, its orders chosen by a stepwise search on AICc as R's `auto.arima` does, a season
-longer than 12 as Fourier terms; `training/quality/arima.py`) and a seasonal naive with
+statsforecast's AutoETS and AutoARIMA (the implementations users compare with; a season longer
+than 12 enters ARIMA as Fourier terms, `training/quality/peers.py`) and a seasonal naive with
 empirical intervals (the quantiles of its own past residuals); and against its ablation: the
 same per-series layer ([adaptation.md](adaptation.md): scaling, spread, coverage, mean
 correction, seasonal profile, trend, bound) around a network that forecasts the last value (a
@@ -48,11 +46,12 @@ unemployment (season 4) and two generated series,
 {filter_steps + 1} values at most, what the runtime filters), told the series' season as a
 user would declare it (`season_length`, none for GE), and then updated one observation at a
 time through `Runtime.update`, as the service does; the ablation too. ETS and ARIMA keep the
-parameters fitted on the history (its last {cfg.peer_history} values at most) and run their
-state spaces through the same points (a Kalman filter for ARIMA, which skips the missing
-values). Multistep forecasts (horizon 12, 48 for hourly data, 52 for weekly) start from up to
-{cfg.origins} origins spread over the evaluation part: the model's and the ablation's from
-{cfg.samples} sample paths of `Runtime.forecast`, ETS's and ARIMA's Gaussian.
+parameters fitted on the history (its last {cfg.peer_history} values at most) and forecast the
+same points, as statsforecast's cross-validation without refitting does (a missing value
+replaced by the last one before it). Multistep forecasts (horizon 12, 48 for hourly data, 52
+for weekly) start from up to {cfg.origins} origins spread over the evaluation part: the
+model's and the ablation's from {cfg.samples} sample paths of `Runtime.forecast`, ETS's and
+ARIMA's Gaussian.
 
 Reading the figures: CRPS, MPIW80 and MASE are divided by the in-sample MAE of the seasonal
 naive over the history (lower is better; MASE 1 is the naive's own in-sample error), so the

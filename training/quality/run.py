@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.runtime.runtime import InputError, Runtime
-from training.quality import arima, peers, served
+from training.quality import peers, served
 from training.quality.scores import (
     MultiStep,
     OneStep,
@@ -78,7 +78,7 @@ def evaluate_series(
     for name, runtime in models.items():
         forecasts[name], fans[name] = served.model(runtime, series, starts, cfg.samples)
     forecasts["ETS"], fans["ETS"], ets_form = peers.ets(series, starts, cfg.peer_history)
-    forecasts["ARIMA"], fans["ARIMA"], arima_form = arima.arima(
+    forecasts["ARIMA"], fans["ARIMA"], arima_form = peers.arima(
         series, starts, cfg.peer_history
     )
     forecasts["naive"] = peers.seasonal_naive(series)

@@ -236,8 +236,9 @@ def test_forecast_command(artifact: Path, tmp_path: Path) -> None:
 
 
 def test_forecast_command_seasons(tmp_path: Path) -> None:
-    """Each series' season: --season-length or --freq for all, else its CSV timestamps', else
-    detected from its values; both options at once, or a frequency that is none, are refused."""
+    """Each series' season: --season-length for all, else --freq's or its CSV timestamps' where
+    its values show it, else detected from its values; both options at once, or a frequency
+    that is none, are refused."""
     from cli.forecast import _seasons
 
     x = 50 + 10 * np.sin(2 * np.pi * np.arange(120) / 12)
@@ -257,8 +258,9 @@ def test_forecast_command_seasons(tmp_path: Path) -> None:
                         id_col="series_id", time_col="timestamp")
 
     assert seasons(length=7) == [7, 7] and seasons(length=1) == [0, 0]
-    assert seasons(freq="QS") == [4, 4]
-    assert seasons() == [24, 24]  # hourly stamps
+    assert seasons(freq="MS") == [12, 12]  # the calendar's, in the values
+    assert seasons(freq="QS") == [0, 0]  # the calendar's 4 is not in a cycle of 12
+    assert seasons() == [24, 24]  # hourly stamps: a day holds two of the cycles
     assert seasons(table=steps) == [12, 12]  # step numbers: the cycle of 12 in the values
     for length, freq in ((7, "D"), (None, "often")):
         with pytest.raises(typer.BadParameter):
