@@ -48,7 +48,8 @@ def backtest(
     runtime the service uses, and `--horizon` steps ahead from `--origins` origins, with each
     artifact and with ETS, ARIMA and the seasonal naive fitted per series on the same history;
     print the summary (geometric means of the CRPS ratios, MASE, pooled coverage) and write
-    `report.md` (summary and per-series tables), `forecasts.csv` and fan charts to `--out`."""
+    `report.md` (summary and per-series tables), `forecasts.csv` and fan charts of the best
+    and worst series to `--out`."""
     import torch
 
     from model.artifacts.artifact import ArtifactError
@@ -84,7 +85,8 @@ def backtest(
     out.mkdir(parents=True, exist_ok=True)
     stamps = {t.series.name: t.stamps for t in table}
     rows = bt.write_forecasts(results, stamps, [*names, *bt.PEERS], out / "forecasts.csv")
-    charts = fan_charts(results[:12], out / "figures", model=names[0], per_series=True)
+    charts = fan_charts(bt.best_and_worst(results, names[0]), out / "figures", model=names[0],
+                        per_series=True)
     _report(out / "report.md", dataset, names, paths, results, refused, summary,
             time.perf_counter() - began)
     typer.echo(f"written: {out / 'report.md'}, {out / 'forecasts.csv'} ({rows} rows), "

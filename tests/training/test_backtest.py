@@ -201,3 +201,24 @@ def test_the_ratios_carry_a_bootstrap_interval_that_covers_as_it_says() -> None:
     held = [lo <= 1.0 <= hi for lo, hi in (
         bt.bootstrap_interval(list(np.exp(rng.normal(0, 0.3, 40))), seed=k) for k in range(300))]
     assert 0.86 <= np.mean(held) <= 0.94
+
+
+def test_the_charts_show_the_best_and_the_worst_series() -> None:
+    """Fan charts of the six series the model forecasts best against AutoETS over many steps
+    and the six it forecasts worst (the first twelve of the table before), or every series of
+    a small table, best first."""
+
+    class Result:
+        def __init__(self, ratio: float) -> None:
+            self.value = ratio
+
+        def ratio(self, kind: str, method: str, over: str) -> float:
+            assert (kind, over) == ("multi_step", "ETS")
+            return self.value
+
+    ratios = [1.3, 0.7, 1.0, 0.9, 1.8, 0.5, 1.1, 0.95, 1.2, 0.8, 1.05, 0.85, 1.5, 0.6]
+    picked = bt.best_and_worst([Result(r) for r in ratios], "model")  # type: ignore[arg-type]
+    assert [p.value for p in picked] == [0.5, 0.6, 0.7, 0.8, 0.85, 0.9,
+                                         1.05, 1.1, 1.2, 1.3, 1.5, 1.8]
+    few = bt.best_and_worst([Result(r) for r in ratios[:5]], "model")  # type: ignore[arg-type]
+    assert [p.value for p in few] == sorted(ratios[:5])

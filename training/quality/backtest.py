@@ -202,6 +202,18 @@ def series_table(results: list[SeriesResult], models: list[str]) -> str:
     return "\n".join(lines)
 
 
+CHARTED = 6  # the best and the worst series drawn each
+
+
+def best_and_worst(results: list[SeriesResult], model: str) -> list[SeriesResult]:
+    """The CHARTED series where `model`'s multistep CRPS over AutoETS's is the lowest, then the
+    CHARTED where it is the highest (all of them, best first, where there are fewer)."""
+    ranked = sorted(results, key=lambda r: r.ratio("multi_step", model, "ETS"))
+    if len(ranked) <= 2 * CHARTED:
+        return ranked
+    return ranked[:CHARTED] + ranked[-CHARTED:]
+
+
 def horizon_table(results: list[SeriesResult], methods: list[str]) -> str:
     """Per step ahead, pooled over every origin of every series: each method's multistep 80 %
     coverage (nominal 0.80) and its mean 80 % width over the series' scale."""
