@@ -40,10 +40,10 @@ model: venv
 $(ARTIFACT)/manifest.json:
 	$(MAKE) model
 
-## the long run: the default model's recipe over LONG_EPOCHS epochs (60: about 2.5 hours of one
-## idle core, 150 s an epoch; more beside other work), each epoch's weights kept in
-## $(LONG_RUN)/epochs for the learning curve (smct export --epoch N); run it again to go on
-## from its last epoch, in as many pieces as it takes, with the same weights as one run
+## the long run: the default model's recipe over LONG_EPOCHS epochs (60: 2.7 hours of one core
+## beside other work, 140-270 s an epoch), each epoch's weights kept in $(LONG_RUN)/epochs
+## for the learning curve (smct export --epoch N); run it again to go on from its last epoch,
+## in as many pieces as it takes, with the same weights as one run
 LONG_RUN ?= runs/long-d16
 LONG_EPOCHS ?= 60
 model-long: venv
