@@ -146,11 +146,11 @@ class Engine:
 
     async def forecast_history(
         self, series_id: str, history: np.ndarray, params: ForecastParams,
-        covariates: np.ndarray | None = None, season: int = 0,
+        covariates: np.ndarray | None = None, season: int = 0, support: str = "real",
     ) -> SeriesForecast:
         result: SeriesForecast = await self._batcher.submit(
             ("history", params), lambda items: self._calls.history(params, items),
-            (series_id, history, covariates, season),
+            (series_id, history, covariates, season, support),
         )
         return result
 
@@ -172,7 +172,7 @@ class Engine:
 
     def stream_steps(
         self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,
-        covariates: Sequence[np.ndarray] | None = None,
+        covariates: Sequence[np.ndarray] | None = None, supports: Sequence[str] | None = None,
     ) -> AsyncGenerator[StreamStep, None]:
         """One StreamStep per horizon step as the particles propagate; stops when closed. The
         runtime checks the inputs here, so a bad request is refused (InvalidInput) before the
@@ -182,7 +182,7 @@ class Engine:
             steps = iter(
                 self.runtime.forecast_steps(
                     states, params.horizon, params.fractions, params.n_samples,
-                    return_samples=params.return_samples, **extra,
+                    return_samples=params.return_samples, supports=supports, **extra,
                 )
             )
         except (InputError, ValueError) as exc:

@@ -28,7 +28,7 @@ class ForecastService:
 
     def _prepare(
         self, req: ForecastRequest, stream: bool = False
-    ) -> tuple[ForecastParams, list[Any], list[Any], list[int]]:
+    ) -> tuple[ForecastParams, list[Any], list[Any], list[int], list[str]]:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
             return_samples=req.return_samples, n_series=len(req.series), stream=stream,
@@ -41,13 +41,16 @@ class ForecastService:
             inputs.season(h, s.season_length, s.freq, f"series[{i}].")
             for i, (s, h) in enumerate(zip(req.series, histories, strict=True))
         ]
+        supports = [
+            inputs.support(h, s.support) for s, h in zip(req.series, histories, strict=True)
+        ]
         covariates = []
         for i, s in enumerate(req.series):
             field = f"series[{i}].covariates"
             future = inputs.future(s.covariates, params.horizon, field)
             inputs.need_future(future, params.horizon, field)
             covariates.append(future)
-        return params, histories, covariates, seasons
+        return params, histories, covariates, seasons, supports
 
     def _response(
         self, params: ForecastParams, forecasts: list[SeriesForecast]
@@ -60,14 +63,14 @@ class ForecastService:
         )
 
     async def forecast(self, req: ForecastRequest) -> ForecastResponse:
-        params, histories, covariates, seasons = self._prepare(req)
+        params, histories, covariates, seasons, supports = self._prepare(req)
 
         async def one(
-            i: int, series_id: str, history: Any, future: Any, season: int
+            i: int, series_id: str, history: Any, future: Any, season: int, support: str
         ) -> SeriesForecast:
             try:
                 return await self.engine.forecast_history(
-                    series_id, history, params, future, season
+                    series_id, history, params, future, season, support
                 )
             except InvalidInput as exc:  # the runtime names no series: say which one
                 field = f"series[{i}]" + (f".{exc.field}" if exc.field else "")
@@ -75,9 +78,9 @@ class ForecastService:
 
         forecasts = await asyncio.gather(
             *(
-                one(i, s.id, h, c, m)
-                for i, (s, h, c, m) in enumerate(
-                    zip(req.series, histories, covariates, seasons, strict=True)
+                one(i, s.id, h, c, m, u)
+                for i, (s, h, c, m, u) in enumerate(
+                    zip(req.series, histories, covariates, seasons, supports, strict=True)
                 )
             )
         )
@@ -86,12 +89,12 @@ class ForecastService:
     async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
         """SSE events: one `step` per horizon step, then `done` with the whole forecast.
         Input is checked and the histories filtered before the first event."""
-        params, histories, covariates, seasons = self._prepare(req, stream=True)
+        params, histories, covariates, seasons, supports = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
         future = covariates if self.engine.inputs.n_covariates else None
         try:
             states = await self.engine.start_stream(histories, seasons)
-            steps = self.engine.stream_steps(ids, states, params, future)  # refuses bad input
+            steps = self.engine.stream_steps(ids, states, params, future, supports)  # checked
         except InvalidInput as exc:
             raise await self._named(exc, params, histories, future) from exc
         return self._events(params, ids, steps)

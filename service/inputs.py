@@ -15,6 +15,7 @@ import numpy as np
 
 from model.runtime.runtime import Runtime
 from model.runtime.stateless import StatelessRuntime
+from model.runtime.support import read_support
 from service.errors import InvalidInput
 from service.settings import Settings
 from timeseries.seasons import declared, season_for, season_of_freq
@@ -180,6 +181,11 @@ class ModelInputs:
             except ValueError as exc:
                 raise InvalidInput(f"{field}freq: {exc}", field=f"{field}freq") from exc
         return season_for(history[:, 0], calendar, self.runtime.longest_season)
+
+    def support(self, history: np.ndarray, support: str | None) -> str:
+        """A series' support: `support` as given, else the one its history shows
+        (model/runtime/support.py)."""
+        return support if support is not None else read_support(history)
 
     def matrix(
         self, values: Sequence[Any], field: str, suffix: str = "", *, width: int | None = None,

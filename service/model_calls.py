@@ -34,8 +34,8 @@ BatchObserver = Callable[[str, int, float], None]
 UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None]
 #: (series id, stored state, future covariates (H, C) or None)
 ForecastItem = tuple[str, bytes, np.ndarray | None]
-#: (series id, history (T, F), future covariates (H, C) or None, season length)
-HistoryItem = tuple[str, np.ndarray, np.ndarray | None, int]
+#: (series id, history (T, F), future covariates (H, C) or None, season length, support)
+HistoryItem = tuple[str, np.ndarray, np.ndarray | None, int, str]
 
 
 def no_observer(kind: str, size: int, seconds: float) -> None:
@@ -184,16 +184,17 @@ class ModelCalls:
         def run(batch: Sequence[HistoryItem]) -> list[SeriesForecast]:
             extra: dict[str, Any] = {}
             if self._covariates:
-                extra["covariates"] = [c for _, _, c, _ in batch]
+                extra["covariates"] = [c for _, _, c, _, _ in batch]
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self.runtime.forecast_history(
-                    [h for _, h, _, _ in batch], params.horizon, params.fractions,
+                    [h for _, h, *_ in batch], params.horizon, params.fractions,
                     params.n_samples, return_samples=params.return_samples,
-                    seasons=[s for _, _, _, s in batch], **extra,
+                    seasons=[s for _, _, _, s, _ in batch],
+                    supports=[s for _, _, _, _, s in batch], **extra,
                 ),
             )
-            ids = [series_id for series_id, _, _, _ in batch]
+            ids = [series_id for series_id, *_ in batch]
             return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)

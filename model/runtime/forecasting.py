@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,9 +35,10 @@ from model.runtime.inputs import (
     check_levels,
     check_states,
 )
-from model.runtime.predictive import SampleSummary, summarize_samples
+from model.runtime.predictive import Forecast, forecasts, summarize_samples
 from model.runtime.rollout import Rollout
 from model.runtime.scaling import check_future_scale
+from model.runtime.support import COUNTS, SUPPORTS, in_support, support_codes
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
 
@@ -48,34 +48,6 @@ MAX_PATHS = 1 << 16
 # the noise drawn at once (floats, 64 MB): the steps of a forecast are drawn and moved in
 # blocks of at most this much noise
 NOISE_FLOATS = 1 << 24
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """Forecast of one series; arrays (H, O) in the series' units."""
-
-    mean: np.ndarray
-    median: np.ndarray
-    intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # level -> (lo, hi)
-    samples: np.ndarray | None = None  # (N, H, O) only if asked
-    quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
-    errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
-    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/runtime/predictive.py)
-
-
-def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
-    """Per-series Forecasts from samples (B, N, H, O) and their summary."""
-    return [
-        Forecast(
-            mean=s.mean[i],
-            median=s.median[i],
-            intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
-            samples=samples[i] if return_samples else None,
-            quantiles={q: v[i] for q, v in s.quantiles.items()},
-            errors={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.errors.items()},
-        )
-        for i in range(samples.shape[0])
-    ]
 
 
 def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
@@ -193,10 +165,13 @@ class ForecastMixin:
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
+        supports: Sequence[str | None] | None = None,
     ) -> list[Forecast]:
-        """Sample n_samples paths over `horizon` steps from each state and summarise them.
-        At most MAX_PATHS paths are held at once (each keeps its key/value window): more
-        series are forecast in chunks, with the same draws (each series has its own)."""
+        """Sample n_samples paths over `horizon` steps from each state and summarise them, in
+        each series' support (model/runtime/support.py; default: real). At most MAX_PATHS
+        paths are held at once (each keeps its key/value window): more series are forecast in
+        chunks, with the same draws (each series has its own)."""
+        codes = support_codes(supports, None, len(states))
         if covariates is not None and len(covariates) != len(states):
             raise InputError(
                 f"got future covariates for {len(covariates)} series, not {len(states)}"
@@ -209,6 +184,7 @@ class ForecastMixin:
                     states[i : i + chunk], horizon, levels, n_samples,
                     return_samples=return_samples, seed=seed, quantiles=quantiles,
                     covariates=None if covariates is None else covariates[i : i + chunk],
+                    supports=[SUPPORTS[c] for c in codes[i : i + chunk]],
                 )
             return out
         cov = self._path_inputs(states, horizon, n_samples, covariates)
@@ -218,7 +194,8 @@ class ForecastMixin:
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
         alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
-        return self._summaries(samples, levels, alphas, check_levels(quantiles), return_samples)
+        quantiles = check_levels(quantiles)
+        return self._summaries(samples, levels, alphas, quantiles, return_samples, codes)
 
     def forecast_history(
         self,
@@ -232,9 +209,11 @@ class ForecastMixin:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         seasons: Sequence[int] | None = None,
+        supports: Sequence[str | None] | None = None,
     ) -> list[Forecast]:
         """Stateless: create states from the histories (their coverage correction at
-        `levels`, their season lengths `seasons`; Runtime.create), then forecast."""
+        `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
+        supports (given, else read off the histories: model/runtime/support.py)."""
         return self.forecast(
             self.create(histories, levels=levels, seasons=seasons),
             horizon,
@@ -244,6 +223,7 @@ class ForecastMixin:
             seed=seed,
             quantiles=quantiles,
             covariates=covariates,
+            supports=[SUPPORTS[c] for c in support_codes(supports, histories, len(histories))],
         )
 
     def forecast_steps(
@@ -257,11 +237,13 @@ class ForecastMixin:
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
+        supports: Sequence[str | None] | None = None,
     ) -> Iterator[tuple[int, list[Forecast]]]:
         """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1).
         The inputs are checked here, before the first step is drawn (a stream refuses a bad
         request before it starts)."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
+        codes = support_codes(supports, None, len(states))
         cov = self._path_inputs(states, horizon, n_samples, covariates)
         alphas = self._alphas(states, levels, horizon) if states else None  # (B, H, Q)
         return (
@@ -269,7 +251,7 @@ class ForecastMixin:
                 h,
                 self._summaries(
                     x[:, :, None], levels, None if alphas is None else alphas[:, h : h + 1],
-                    quantiles, return_samples,
+                    quantiles, return_samples, codes,
                 ),
             )
             for h, x in self._paths(states, horizon, n_samples, seed, cov)
@@ -366,10 +348,14 @@ class ForecastMixin:
         alphas: np.ndarray | None,
         quantiles: list[float],
         return_samples: bool,
+        codes: np.ndarray | None = None,
     ) -> list[Forecast]:
-        """Summaries of samples (B, N, H, O); the intervals at `levels` are issued at each
-        series' miscoverage `alphas` (B, H, Q) (its coverage correction)."""
-        summary = summarize_samples(samples, levels, quantiles, alphas)
+        """Summaries of samples (B, N, H, O) in each series' support (`codes` (B,), None: all
+        real; model/runtime/support.py); the intervals at `levels` are issued at each series'
+        miscoverage `alphas` (B, H, Q) (its coverage correction)."""
+        samples = in_support(samples, codes)
+        integer = None if codes is None else codes == COUNTS
+        summary = summarize_samples(samples, levels, quantiles, alphas, integer)
         return forecasts(samples, summary, return_samples)
 
     def _path_inputs(

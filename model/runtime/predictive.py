@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -278,12 +278,15 @@ def summarize_samples(
     levels: Sequence[float],
     quantiles: Sequence[float] = (),
     alphas: np.ndarray | None = None,
+    integer: np.ndarray | None = None,
 ) -> SampleSummary:
     """Mean, median, equal-tailed `levels` intervals and `quantiles` of samples (B, N, H, O)
     over N (numpy's linear sample quantiles, as training/metrics.interval_bounds), and the
     standard errors of the interval bounds. With `alphas` (B, H, len(levels)), series b's
     interval at levels[j] and step h has the tails alphas[b, h, j] / 2 (a coverage correction,
-    model/series/adaptation.py) instead of (1 - levels[j]) / 2.
+    model/series/adaptation.py) instead of (1 - levels[j]) / 2. Where `integer` (B,) holds,
+    the series' samples are counts and its median, quantiles and bounds are rounded to the
+    nearer count (model/runtime/support.py).
 
     The samples are sorted once, each series, step and target a contiguous lane of N, and every
     summary is read off the sorted lanes at its ranks in one indexing: the median and quantiles
@@ -303,6 +306,8 @@ def summarize_samples(
     hi_rank, hi_factor = _bound_ranks(n, 1.0 - tails)
     ranks = [probs * (n - 1), lo_rank.reshape(b, h, -1), hi_rank.reshape(b, h, -1)]
     at = _at_ranks(lanes, np.concatenate(ranks, axis=-1))  # (B, H, K', O)
+    if integer is not None and np.any(integer):  # between two counts: the nearer one
+        at = np.where(integer[:, None, None, None], np.floor(at + 0.5), at)
     qs, lo_at, hi_at = np.split(at, [k, k + 3 * tails.shape[-1]], axis=2)
     lo, lo_se = _bound_and_error(lo_at.reshape(b, h, -1, 3, o), lo_factor)  # (B, H, Q, O)
     hi, hi_se = _bound_and_error(hi_at.reshape(b, h, -1, 3, o), hi_factor)
@@ -313,6 +318,34 @@ def summarize_samples(
         quantiles={q: qs[:, :, 1 + i] for i, q in enumerate(quantiles)},
         errors={lv: (lo_se[:, :, j], hi_se[:, :, j]) for j, lv in enumerate(levels)},
     )
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Forecast of one series; arrays (H, O) in the series' units."""
+
+    mean: np.ndarray
+    median: np.ndarray
+    intervals: dict[float, tuple[np.ndarray, np.ndarray]]  # level -> (lo, hi)
+    samples: np.ndarray | None = None  # (N, H, O) only if asked
+    quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
+    errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
+    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/runtime/predictive.py)
+
+
+def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
+    """Per-series Forecasts from samples (B, N, H, O) and their summary."""
+    return [
+        Forecast(
+            mean=s.mean[i],
+            median=s.median[i],
+            intervals={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.intervals.items()},
+            samples=samples[i] if return_samples else None,
+            quantiles={q: v[i] for q, v in s.quantiles.items()},
+            errors={lv: (lo[i], hi[i]) for lv, (lo, hi) in s.errors.items()},
+        )
+        for i in range(samples.shape[0])
+    ]
 
 
 def _bound_ranks(n: int, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -30,7 +30,6 @@ import torch
 
 from model.artifacts.artifact import ArtifactError
 from model.runtime.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
-from model.runtime.forecasting import Forecast, forecasts
 from model.runtime.inputs import (
     MIN_HISTORY,
     InputError,
@@ -39,8 +38,9 @@ from model.runtime.inputs import (
     check_levels,
     check_rows,
 )
-from model.runtime.predictive import summarize_samples
+from model.runtime.predictive import Forecast, forecasts, summarize_samples
 from model.runtime.scaling import check_future_scale, check_observed
+from model.runtime.support import COUNTS, REAL, in_support, support_codes
 from model.series.scaling import series_scaling
 
 
@@ -143,20 +143,23 @@ class StatelessRuntime:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         seasons: Sequence[int] | None = None,
+        supports: Sequence[str | None] | None = None,
     ) -> list[Forecast]:
-        """Sample n_samples paths over `horizon` steps after each history and summarise them.
+        """Sample n_samples paths over `horizon` steps after each history and summarise them
+        in each series' support (given, else read off its history: model/runtime/support.py).
         The draws are seeded by the history (the same history, the same answer), or by
         `seed` alone when it is given (the same draws for every history). A model with
         covariates needs their future values, (horizon, F - O) per series."""
         check_horizon(horizon, n_samples)
         states = self.create(histories)
         future = self._future(len(states), horizon, covariates)
+        codes = support_codes(supports, histories, len(states))
         return [
             forecast
-            for state, cov in zip(states, future, strict=True)
+            for state, cov, code in zip(states, future, codes, strict=True)
             for forecast in self._summaries(
                 self._paths(state, horizon, n_samples, seed, cov), levels, quantiles,
-                return_samples,
+                return_samples, code,
             )
         ]
 
@@ -171,6 +174,7 @@ class StatelessRuntime:
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
+        supports: Sequence[str | None] | None = None,
     ) -> Iterator[tuple[int, list[Forecast]]]:
         """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
         drawn whole first (a baseline's rollout is one call), then summarised step by step;
@@ -178,6 +182,7 @@ class StatelessRuntime:
         levels, quantiles = check_levels(levels), check_levels(quantiles)
         check_horizon(horizon, n_samples)
         future = self._future(len(states), horizon, covariates)
+        codes = support_codes(supports, None, len(states))
         o = self.target_dim
         for state, ahead in zip(states, future, strict=True):
             if ahead is not None:
@@ -191,8 +196,8 @@ class StatelessRuntime:
             ]
             for h in range(horizon):
                 yield h, [
-                    self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples)[0]
-                    for p in paths
+                    self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples, c)[0]
+                    for p, c in zip(paths, codes, strict=True)
                 ]
 
         return steps()
@@ -234,8 +239,13 @@ class StatelessRuntime:
         levels: Sequence[float],
         quantiles: Sequence[float],
         return_samples: bool,
+        code: int = REAL,
     ) -> list[Forecast]:
-        s = summarize_samples(samples, check_levels(levels), check_levels(quantiles))
+        """Summaries of one series' samples (1, N, H, O) in its support (`code`)."""
+        codes = np.array([code])
+        samples = in_support(samples, codes)
+        s = summarize_samples(samples, check_levels(levels), check_levels(quantiles),
+                              integer=codes == COUNTS)
         return forecasts(samples, s, return_samples)
 
 

@@ -28,6 +28,7 @@ from service.schemas.values import (
     RequestBody,
     SeasonLength,
     SeriesLabel,
+    Support,
     Values,
     unique_levels,
 )
@@ -41,6 +42,7 @@ class SeriesHistory(RequestBody):
     )
     season_length: SeasonLength = None
     freq: Freq = None
+    support: Support = None
 
 
 class ForecastRequest(RequestBody):

@@ -11,7 +11,7 @@ limits that depend on the deployment (SMCT_MAX_HORIZON, SMCT_MAX_SAMPLES) and on
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -125,6 +125,15 @@ SeasonLength = Annotated[
         ge=0, le=65535,
         description="steps per season (12 for monthly data with a yearly cycle, 24 for hourly "
         "with a daily one; 0 or 1: none); default: from `freq`, else detected from the values",
+    ),
+]
+Support = Annotated[
+    Literal["real", "nonnegative", "counts"] | None,
+    Field(
+        description="the values a series can take: any real number, non-negative numbers, or "
+        "counts (non-negative integers), its forecasts kept in them (no path below 0; counts' "
+        "quantiles whole numbers); default: counts where the history holds at least 8 "
+        "observed values, all non-negative integers and not all 0, else real",
     ),
 ]
 Freq = Annotated[

@@ -107,6 +107,34 @@ def test_forecast_returns_samples_when_asked(client: TestClient, runtime: Any) -
     assert np.allclose(median, f["median"], atol=1e-6 + 0.5 * np.ptp(f["samples"]))
 
 
+def test_a_series_of_counts_is_forecast_in_its_support(client: TestClient, runtime: Any) -> None:
+    """Declared counts (or read off a history of non-negative integers): no sample below 0,
+    whole-number medians and bounds; declared non-negative: no bound below 0, decimals kept;
+    an unknown support is a 422 naming the field, its series unforecast."""
+    counts = [float(abs(round(v))) for v in history(runtime, 40)]
+    body: dict[str, Any] = {"horizon": 4, "num_samples": 200, "return_samples": True,
+                            "levels": [80]}
+    for series, whole in (({"values": counts}, True), ({"values": counts, "support": "counts"},
+                                                       True),
+                          ({"values": history(runtime, 40), "support": "nonnegative"}, False)):
+        r = client.post("/v1/forecast", json=body | {"series": [{"id": "c", **series}]})
+        assert r.status_code == 200, r.text
+        f = r.json()["forecasts"][0]
+        samples = np.asarray(f["samples"])
+        lo, hi = np.asarray(f["intervals"]["80"]["lo"]), np.asarray(f["intervals"]["80"]["hi"])
+        assert samples.min() >= 0 and lo.min() >= 0, series
+        if whole:
+            for a in (samples, lo, hi, np.asarray(f["median"])):
+                np.testing.assert_array_equal(a, np.round(a))
+        else:
+            assert np.any(samples != np.round(samples))
+    r = client.post("/v1/forecast", json=body | {
+        "series": [{"id": "c", "values": counts, "support": "integer"}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["fields"] == [{"field": "series[0].support",
+                                   "message": "Input should be 'real', 'nonnegative' or 'counts'"}]
+
+
 def test_forecast_uses_service_defaults(client: TestClient, runtime: Any) -> None:
     out = client.post("/v1/forecast", json={"series": [{"id": "a", "values": history(runtime)}]})
     assert out.status_code == 200, out.text
