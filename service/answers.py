@@ -1,5 +1,5 @@
-"""What the series operations send: the answers of updates and the events of a series, rendered
-from the schema models.
+"""What the series operations send: a series' metadata, the answers of updates and the events of
+a series, rendered from the schema models.
 
 An update's answer (schemas.series.ObservationsResponse) and its `update` event
 (schemas.events.UpdateEvent) are rendered from its record (service/records.py), so that a
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,7 +25,13 @@ from pydantic import BaseModel
 from service import records
 from service.schemas.events import UpdateEvent
 from service.schemas.forecasts import SeriesForecast
-from service.schemas.series import ObservationResult, ObservationsResponse
+from service.schemas.series import (
+    ObservationResult,
+    ObservationsResponse,
+    SeriesAdaptation,
+    SeriesInfo,
+)
+from service.store import SeriesMeta
 
 #: a result as an answer lists it: rendered from an update record, or the JSON it was kept as
 Result = ObservationResult | str
@@ -107,3 +114,15 @@ def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:
         forecast=record.forecast,
     )
     return SentEvent(version, "update", event.model_dump_json())
+
+
+def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
+    return SeriesInfo(
+        id=series_id, seq=meta.seq, version=meta.version, ess=meta.ess,
+        particles=meta.particles, model_version=meta.model_version,
+        state_bytes=meta.state_bytes,
+        created_at=datetime.fromtimestamp(meta.created_at, UTC),
+        updated_at=datetime.fromtimestamp(meta.updated_at, UTC),
+        adaptation=None if meta.adaptation is None else SeriesAdaptation(**meta.adaptation),
+        season_length=meta.season_length, support=meta.support or "real",
+    )

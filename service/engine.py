@@ -123,11 +123,12 @@ class Engine:
 
     async def update(
         self, series_id: str, state: bytes, observations: np.ndarray, params: ForecastParams,
-        covariates: np.ndarray | None = None,
+        covariates: np.ndarray | None = None, support: str | None = None,
     ) -> Update:
-        """Absorb observations (K, F) into a stored state, then forecast from the new one (a
-        model with covariates: only with their future values (H, C); else no forecast)."""
-        payload = (series_id, state, observations, covariates)
+        """Absorb observations (K, F) into a stored state, then forecast from the new one in
+        the series' support (a model with covariates: only with their future values (H, C);
+        else no forecast)."""
+        payload = (series_id, state, observations, covariates, support)
         result: Update = await self._batcher.submit(
             ("update", params), lambda items: self._calls.update(params, items), payload
         )
@@ -135,12 +136,12 @@ class Engine:
 
     async def forecast(
         self, series_id: str, state: bytes, params: ForecastParams,
-        covariates: np.ndarray | None = None,
+        covariates: np.ndarray | None = None, support: str | None = None,
     ) -> SeriesForecast:
         self.inputs.need_future(covariates, params.horizon, "covariates")
         result: SeriesForecast = await self._batcher.submit(
             ("forecast", params), lambda items: self._calls.forecast(params, items),
-            (series_id, state, covariates),
+            (series_id, state, covariates, support),
         )
         return result
 

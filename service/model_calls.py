@@ -30,10 +30,11 @@ from service.schemas.series import ObservationResult
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
 BatchObserver = Callable[[str, int, float], None]
 
-#: (series id, stored state, observations (K, F), future covariates (H, C) or None)
-UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None]
-#: (series id, stored state, future covariates (H, C) or None)
-ForecastItem = tuple[str, bytes, np.ndarray | None]
+#: (series id, stored state, observations (K, F), future covariates (H, C) or None, support:
+#: model/runtime/support.py's, None for real)
+UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None, str | None]
+#: (series id, stored state, future covariates (H, C) or None, support)
+ForecastItem = tuple[str, bytes, np.ndarray | None, str | None]
 #: (series id, history (T, F), future covariates (H, C) or None, season length, support)
 HistoryItem = tuple[str, np.ndarray, np.ndarray | None, int, str]
 
@@ -118,8 +119,8 @@ class ModelCalls:
         fractions = [level / 100.0 for level in self.monitor_levels]
 
         def run(batch: Sequence[UpdateItem]) -> list[Update]:
-            states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
-            observations = [obs for _, _, obs, _ in batch]
+            states = [SeriesState.from_bytes(state) for _, state, *_ in batch]
+            observations = [obs for _, _, obs, *_ in batch]
             updated = self._timed(
                 "update", len(batch), lambda: self._filter.update(states, observations, fractions)
             )
@@ -130,7 +131,7 @@ class ModelCalls:
                     results=[observation_result(r, self.monitor_levels) for r in results],
                     forecast=None if forecast is None else series_forecast(i, forecast, params),
                 )
-                for (i, _, _, _), (state, results), forecast in zip(
+                for (i, *_), (state, results), forecast in zip(
                     batch, updated, forecasts, strict=True
                 )
             ]
@@ -153,6 +154,7 @@ class ModelCalls:
             lambda: self._filter.forecast(
                 [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
                 return_samples=params.return_samples, covariates=cov,
+                supports=[batch[i][4] for i in due],
             ),
         )
         for i, f in zip(due, done, strict=True):
@@ -163,17 +165,18 @@ class ModelCalls:
         """Forecasts from stored states."""
 
         def run(batch: Sequence[ForecastItem]) -> list[SeriesForecast]:
-            states = [SeriesState.from_bytes(state) for _, state, _ in batch]
+            states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
             # a model with covariates: every item sent them (Engine.forecast checks)
-            cov = cast(list[np.ndarray], [c for _, _, c in batch]) if self._covariates else None
+            cov = cast(list[np.ndarray], [c for _, _, c, _ in batch]) if self._covariates else None
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self._filter.forecast(
                     states, params.horizon, params.fractions, params.n_samples,
                     return_samples=params.return_samples, covariates=cov,
+                    supports=[s for *_, s in batch],
                 ),
             )
-            ids = [series_id for series_id, _, _ in batch]
+            ids = [series_id for series_id, *_ in batch]
             return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)

@@ -18,7 +18,6 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,6 @@ from service.schemas.series import (
     ForecastQuery,
     ObservationResult,
     ObservationsRequest,
-    SeriesAdaptation,
     SeriesForecastRequest,
     SeriesInfo,
     SeriesList,
@@ -73,18 +71,6 @@ def canonical(value: Any) -> str:
     return json.dumps(value if isinstance(value, list) else [value])
 
 
-def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
-    return SeriesInfo(
-        id=series_id, seq=meta.seq, version=meta.version, ess=meta.ess,
-        particles=meta.particles, model_version=meta.model_version,
-        state_bytes=meta.state_bytes,
-        created_at=datetime.fromtimestamp(meta.created_at, UTC),
-        updated_at=datetime.fromtimestamp(meta.updated_at, UTC),
-        adaptation=None if meta.adaptation is None else SeriesAdaptation(**meta.adaptation),
-        season_length=meta.season_length,
-    )
-
-
 class SeriesService:
     """The operations behind /v1/series; the engine does the model calls."""
 
@@ -104,12 +90,13 @@ class SeriesService:
 
     async def put(
         self, series_id: str, values: Sequence[Any], season_length: int | None = None,
-        freq: str | None = None,
+        freq: str | None = None, support: str | None = None,
     ) -> tuple[SeriesInfo, bool]:
-        """Create or replace a series from its history (values 0..t-1) and its season
-        (ModelInputs.season); -> (its metadata, whether it was created)."""
+        """Create or replace a series from its history (values 0..t-1), its season and its
+        support (ModelInputs); -> (its metadata, whether it was created)."""
         history = self.engine.inputs.history(values, "values")
         season = self.engine.inputs.season(history, season_length, freq, "")
+        support = self.engine.inputs.support(history, support)
         new = await self.engine.create(history, season)
         for _ in range(self.settings.commit_retries):
             old = await self.store.meta(series_id)
@@ -122,6 +109,7 @@ class SeriesService:
                 particles=new.particles, model_version=self.engine.model_version,
                 state_bytes=len(new.state), created_at=old.created_at if old else now,
                 updated_at=now, adaptation=new.adaptation, season_length=new.season,
+                support=support,
             )
             event = SeriesEvent(
                 type="replaced" if old else "created", id=series_id, version=meta.version,
@@ -133,7 +121,7 @@ class SeriesService:
             )
             if await self.store.commit(series_id, write):
                 self.metrics.observe_write(meta.state_bytes, new.adaptation)
-                return series_info(series_id, meta), old is None
+                return answers.series_info(series_id, meta), old is None
         raise self._busy(series_id)
 
     async def ids(self, prefix: str, after: str, limit: int) -> SeriesList:
@@ -145,7 +133,7 @@ class SeriesService:
         meta = await self.store.meta(series_id)
         if meta is None:
             raise SeriesNotFound(series_id)
-        return series_info(series_id, meta)
+        return answers.series_info(series_id, meta)
 
     async def delete(self, series_id: str) -> None:
         for _ in range(self.settings.commit_retries):
@@ -176,7 +164,8 @@ class SeriesService:
                                   self.settings)
         if etags.matches(held, tag):  # the same state gives the same bytes: nothing is drawn
             return tag, None
-        return tag, await self.engine.forecast(series_id, rec.state, params, covariates)
+        return tag, await self.engine.forecast(series_id, rec.state, params, covariates,
+                                               rec.meta.support)
 
     # ------------------------------------------------------------------ observations
 
@@ -202,7 +191,7 @@ class SeriesService:
                 )
             try:
                 upd = await self.engine.update(
-                    series_id, rec.state, x[n_old:], params, covariates
+                    series_id, rec.state, x[n_old:], params, covariates, rec.meta.support
                 )
             except InvalidInput as exc:
                 raise _shifted(exc, n_old) from exc
@@ -337,7 +326,8 @@ class SeriesService:
         else:  # the repeat ends elsewhere than the original request: forecast afresh
             version = str(rec.meta.version)
             if covariates is not None or not self.engine.inputs.n_covariates:
-                forecast = await self.engine.forecast(series_id, rec.state, params, covariates)
+                forecast = await self.engine.forecast(
+                    series_id, rec.state, params, covariates, rec.meta.support)
         return answers.answer_json(series_id, seqs[-1] + 1, int(version), results, forecast)
 
     async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:

@@ -50,6 +50,7 @@ class SeriesMeta:
     updated_at: float
     adaptation: dict[str, Any] | None = None  # schemas.series.SeriesAdaptation as a dict
     season_length: int | None = None  # the series' season length (0: none)
+    support: str | None = None  # its forecasts' support (model/runtime/support.py; None: real)
 
     def to_json(self) -> bytes:
         """The fields as a JSON object, written on every write of the series: by pydantic's

@@ -12,7 +12,8 @@ is rounded to the nearer one, so that every quantile, median and bound of a coun
 count.
 
 A series sent without a support is read as counts where its history holds at least MIN_COUNTS
-observed values, all of them non-negative integers and not all 0; otherwise as real. A history
+observed values, all of them non-negative integers, and two of them different (a history that
+never moves, a stuck sensor at 100, says nothing of its support); otherwise as real. A history
 of non-negative decimals is not read as non-negative: a temperature above 0 all summer goes
 below it in winter; `nonnegative` is declared.
 
@@ -37,7 +38,7 @@ def read_support(history: np.ndarray) -> str:
     x = np.asarray(history, dtype=np.float64).reshape(len(history), -1)[:, 0]
     x = x[np.isfinite(x)]
     counts = len(x) >= MIN_COUNTS and bool(np.all(x >= 0) and np.all(x == np.round(x)))
-    return "counts" if counts and bool(np.any(x > 0)) else "real"
+    return "counts" if counts and bool(np.ptp(x) > 0) else "real"
 
 
 def support_codes(

@@ -40,7 +40,8 @@ async def put_series(
     series_id: SeriesIdPath, body: SeriesCreate, series: SeriesDep, response: Response
 ) -> SeriesInfo:
     """The history holds seqs 0..t-1; the next observation has seq t. 201 when created."""
-    info, created = await series.put(series_id, body.values, body.season_length, body.freq)
+    info, created = await series.put(series_id, body.values, body.season_length, body.freq,
+                                     body.support)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return info

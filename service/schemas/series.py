@@ -29,6 +29,7 @@ from service.schemas.values import (
     Point,
     RequestBody,
     SeasonLength,
+    Support,
     Values,
     unique_levels,
 )
@@ -123,6 +124,7 @@ class SeriesCreate(RequestBody):
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
     season_length: SeasonLength = None
     freq: Freq = None
+    support: Support = None
 
 
 class Observation(RequestBody):
@@ -314,4 +316,8 @@ class SeriesInfo(BaseModel):
     season_length: int | None = Field(
         default=None, description="steps per season the model reads (0: none); null for a "
         "series stored before seasons existed"
+    )
+    support: str = Field(
+        default="real", description="the values its forecasts are kept in: real, nonnegative "
+        "or counts (real for a series stored before supports existed)"
     )

@@ -133,7 +133,7 @@ Support = Annotated[
         description="the values a series can take: any real number, non-negative numbers, or "
         "counts (non-negative integers), its forecasts kept in them (no path below 0; counts' "
         "quantiles whole numbers); default: counts where the history holds at least 8 "
-        "observed values, all non-negative integers and not all 0, else real",
+        "observed values, all non-negative integers, two of them different, else real",
     ),
 ]
 Freq = Annotated[

@@ -135,6 +135,36 @@ def test_a_series_of_counts_is_forecast_in_its_support(client: TestClient, runti
                                    "message": "Input should be 'real', 'nonnegative' or 'counts'"}]
 
 
+def test_a_stored_series_keeps_its_support(client: TestClient, runtime: Any) -> None:
+    """A series PUT with `support` (or read off its history) keeps it: GET shows it, and its
+    forecasts, fetched or after observations, stay in it; a series stored before supports
+    existed reads as real."""
+    counts = [float(abs(round(v))) for v in history(runtime, 40)]
+    r = client.put("/v1/series/cnt", json={"values": counts})
+    assert r.status_code == 201 and r.json()["support"] == "counts", r.text
+    r = client.put("/v1/series/pos", json={"values": history(runtime, 40),
+                                          "support": "nonnegative"})
+    assert r.json()["support"] == "nonnegative"
+    assert client.get("/v1/series/cnt").json()["support"] == "counts"
+    query = {"horizon": 4, "num_samples": 200, "levels": 80, "return_samples": "true"}
+    for sid, whole in (("cnt", True), ("pos", False)):
+        fetched = client.get(f"/v1/series/{sid}/forecast", params=query).json()
+        seq = client.get(f"/v1/series/{sid}").json()["seq"]
+        body = {"observations": [{"seq": seq, "value": 2.0}], "horizon": 4, "num_samples": 200}
+        updated = client.post(f"/v1/series/{sid}/observations", json=body).json()["forecast"]
+        samples = np.asarray(fetched["samples"])
+        assert samples.min() >= 0 and np.array_equal(samples, np.round(samples)) == whole, sid
+        for f in (fetched, updated):
+            bounds = np.asarray([f["intervals"][lv][k] for lv in f["intervals"]
+                                 for k in ("lo", "hi")])
+            assert bounds.min() >= 0, sid
+            if whole:
+                np.testing.assert_array_equal(bounds, np.round(bounds))
+                np.testing.assert_array_equal(f["median"], np.round(f["median"]))
+    r = client.put("/v1/series/real", json={"values": history(runtime, 40)})
+    assert r.json()["support"] == "real"
+
+
 def test_forecast_uses_service_defaults(client: TestClient, runtime: Any) -> None:
     out = client.post("/v1/forecast", json={"series": [{"id": "a", "values": history(runtime)}]})
     assert out.status_code == 200, out.text

@@ -30,7 +30,8 @@ def test_a_history_of_non_negative_integers_reads_as_counts() -> None:
     counts = np.array([[3.0], [0.0], [np.nan], [7.0], [1.0], [2.0], [0.0], [4.0], [5.0]])
     assert read_support(counts) == "counts"
     assert read_support(counts[:7]) == "real"  # 6 observed values: too few to tell
-    assert read_support(np.zeros((20, 1))) == "real"  # all 0: nothing says counts
+    assert read_support(np.zeros((20, 1))) == "real"  # a history that never moves: real
+    assert read_support(np.full((20, 1), 100.0)) == "real"
     assert read_support(counts + 0.5) == "real"  # non-negative decimals: declared, not read
     assert read_support(counts - 1.0) == "real"
     codes = support_codes([None, "nonnegative", None], [counts, counts, counts - 1.0], 3)
