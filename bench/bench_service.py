@@ -1,10 +1,13 @@
 """Load benchmark of the forecasting service on a real Redis, beside a bare FastAPI endpoint.
 
     python bench/bench_service.py --artifact artifacts/default [--clients 64] [--duration 10]
+        [--store embedded] [--device cuda]
 
 Starts a redis-server, the service (`uvicorn service.main:app`, one process, Redis store) and a
 bare FastAPI app whose endpoint does one Redis GET and one SET of a value as large as a series
-state, each in its own uvicorn process on this machine (with `--workers N`, N worker processes
+state, each in its own uvicorn process on this machine (with `--store embedded`, no Redis: the
+service on its embedded store, the bare app on a dict of its own, as on a machine without
+redis-server, a lent GPU's) (with `--workers N`, N worker processes
 each: the service through `smct serve --workers N`, the bare app through uvicorn's own).
 Then `--clients` concurrent keep-alive clients hit, phase by phase (in interleaved slices, so
 that load from elsewhere on the machine falls on every phase alike):
@@ -53,13 +56,25 @@ TARGET_UPDATE_CPU_MS = 1.0  # server CPU of an online update, at this bench's de
 
 
 def make_bare_app() -> Any:
-    """uvicorn --factory target: POST /bare/{key} does one Redis GET and one SET."""
+    """uvicorn --factory target: POST /bare/{key} does one Redis GET and one SET (without
+    BENCH_REDIS_URL: one get and one set of a dict, the embedded store's floor)."""
     from fastapi import FastAPI
+
+    payload = b"x" * int(os.environ.get("BENCH_VALUE_BYTES", "512"))
+    app = FastAPI()
+    if not os.environ.get("BENCH_REDIS_URL"):
+        kept: dict[str, bytes] = {}
+
+        @app.post("/bare/{key}")
+        async def bare_dict(key: str) -> dict[str, int]:
+            value = kept.get(f"bare:{key}")
+            kept[f"bare:{key}"] = payload
+            return {"bytes": len(value or b"")}
+
+        return app
     from redis.asyncio import Redis
 
     redis = Redis.from_url(os.environ["BENCH_REDIS_URL"])
-    payload = b"x" * int(os.environ.get("BENCH_VALUE_BYTES", "512"))
-    app = FastAPI()
 
     @app.post("/bare/{key}")
     async def bare(key: str) -> dict[str, int]:
@@ -181,8 +196,9 @@ def report(results: list[Result], args: argparse.Namespace, state_bytes: int) ->
     print(
         f"\n{args.clients} concurrent clients, {args.duration:.0f} s per phase in {args.rounds} "
         f"interleaved slices, each after {args.warmup:.0f} s warm-up; {args.workers} uvicorn "
-        "worker process(es) each, Redis on this machine; "
-        f"backend {args.backend}, {args.threads} model thread(s); "
+        "worker process(es) each, "
+        + ("Redis on this machine; " if args.store == "redis" else "the embedded store; ")
+        + f"backend {args.backend}, device {args.device}, {args.threads} model thread(s); "
         f"returned forecast: horizon {args.horizon}, {args.samples} samples; state "
         f"{state_bytes} bytes (the bare endpoint GETs and SETs as many); {os.cpu_count()} CPUs\n"
     )
@@ -241,12 +257,16 @@ def main() -> None:
         "--workers", type=int, default=1,
         help="worker processes of the service (smct serve --workers) and of the bare app",
     )
+    parser.add_argument("--store", choices=("redis", "embedded"), default="redis",
+                        help="the service's state store (embedded: no redis-server needed)")
     parser.add_argument("--check", action="store_true", help="exit 1 under the target ratio")
     parser.add_argument(
         "--split", action="store_true",
         help="also time the stages of an update (bench/service_split.py)",
     )
     args = parser.parse_args()
+    if args.store == "embedded" and args.workers > 1:
+        raise SystemExit("the embedded store lives in one process: --workers 1 with it")
     if not (args.artifact / "manifest.json").is_file():
         raise SystemExit(
             f"no artifact at {args.artifact}: train and export one first "
@@ -276,14 +296,17 @@ def start_servers(
     """Redis, the service, the bare app (and with --split the timed app), each appended to
     `procs` once started: ((port, pid) of the service, of the bare app, of the timed app or
     None), and the size of a series' state."""
-    redis_bin = shutil.which("redis-server") or "/usr/bin/redis-server"
-    redis_port, service_port, bare_port = free_port(), free_port(), free_port()
-    redis_args = ["--port", str(redis_port), "--save", "", "--appendonly", "no", "--dir", tmp]
-    procs.append(start([redis_bin, *redis_args], {}, redis_port))
-    url = f"redis://127.0.0.1:{redis_port}/0"
+    service_port, bare_port = free_port(), free_port()
+    url = ""
+    if args.store == "redis":
+        redis_bin = shutil.which("redis-server") or "/usr/bin/redis-server"
+        redis_port = free_port()
+        redis_args = ["--port", str(redis_port), "--save", "", "--appendonly", "no", "--dir", tmp]
+        procs.append(start([redis_bin, *redis_args], {}, redis_port))
+        url = f"redis://127.0.0.1:{redis_port}/0"
     env = {
         "SMCT_ARTIFACT": str(args.artifact),
-        "SMCT_REDIS_URL": url,
+        **({"SMCT_REDIS_URL": url} if url else {}),
         "SMCT_DEVICE": args.device,
         "SMCT_BACKEND": args.backend,
         "SMCT_THREADS": str(args.threads),

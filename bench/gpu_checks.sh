@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The checks of a lent GPU machine in one run, each one's output saved in OUT_DIR as it ends:
-# the rollout on the GPU (bench/bench_rollout.py --device cuda) and the ceiling of a captured
-# step loop (bench/gpu_graph_probe.py), then the GPU training recipe (make model-gpu) at four
-# shapes at once within TRAIN_MINUTES, beside the cuda tests (runtime, service and training on
-# the GPU against the CPU); the runs, their epochs' weights and logs packed as gpu_runs.tgz: six
-# files in all (a device run brings back 8 files at most; pack anything added into one archive).
+# the rollout on the GPU (bench/bench_rollout.py --device cuda), the service over HTTP with 64
+# clients on the GPU and on the CPU (bench/bench_service.py --store embedded) and the ceiling of
+# a captured step loop (bench/gpu_graph_probe.py), then the GPU training recipe (make model-gpu)
+# at four shapes at once within TRAIN_MINUTES, beside the cuda tests (runtime, service and
+# training on the GPU against the CPU); the runs, their epochs' weights and logs packed as
+# gpu_runs.tgz: eight files in all (a device run brings back 8 files at most; pack anything
+# added into one archive).
 #
 #   bash bench/gpu_checks.sh OUT_DIR [TRAIN_MINUTES]     (0: the benchmark and the tests alone)
 #
@@ -30,6 +32,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$out/gpu.txt"
 # the benchmarks first, alone on the device
 timeout 150 python3 bench/bench_rollout.py --device cuda --repeat 3 2>&1 | tee "$out/bench_gpu.txt"
+# the service over HTTP, 64 clients, on the GPU and then on the CPU of the same machine (the
+# embedded store: no redis-server there); the forecasts a second of the two, side by side
+for device in cuda cpu; do
+  timeout 120 python3 bench/bench_service.py --artifact artifacts/default --store embedded \
+    --device "$device" --clients 64 --duration 5 --rounds 2 2>&1 | tee "$out/http_$device.txt"
+done
 if [ "$minutes" = 0 ]; then  # no training: the cuda tests alone
   timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/cuda_tests.txt"
   exit 0
