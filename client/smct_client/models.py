@@ -103,6 +103,7 @@ class SeriesInfo(_Answer):
     updated_at: datetime
     adaptation: SeriesAdaptation | None = None
     season_length: int | None = None
+    support: str = Field("real", description="real, nonnegative or counts")
 
 
 class Event(_Answer):
