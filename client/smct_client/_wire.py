@@ -87,13 +87,16 @@ def forecast_params(
 
 
 def series_body(
-    values: Sequence[Any], season_length: int | None = None, freq: str | None = None
+    values: Sequence[Any], season_length: int | None = None, freq: str | None = None,
+    support: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"values": list(values)}
     if season_length is not None:
         body["season_length"] = int(season_length)
     if freq is not None:
         body["freq"] = freq
+    if support is not None:
+        body["support"] = support
     return body
 
 

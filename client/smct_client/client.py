@@ -148,16 +148,19 @@ class Client:
     def create_series(
         self, series_id: str, values: Sequence[Any] | pd.DataFrame, *,
         season_length: int | None = None, freq: str | None = None, target_col: str = "y",
-        time_col: str = "ds",
+        time_col: str = "ds", support: str | None = None,
     ) -> SeriesInfo:
         """Create (or replace) a series from its history: values, or a frame's target column
-        in time order (its frequency inferred from `time_col` when it has timestamps)."""
+        in time order (its frequency inferred from `time_col` when it has timestamps);
+        `support` (real, nonnegative, counts; default: the service reads it off the values)
+        the values its forecasts are kept in."""
         if isinstance(values, pd.DataFrame):
             part = values.sort_values(time_col) if time_col in values else values
             if freq is None and season_length is None and time_col in part:  # one or other
                 freq = frames._freq(pd.Index(part[time_col]))  # noqa: SLF001
             values = [frames._num(v) for v in part[target_col].to_numpy(float)]  # noqa: SLF001
-        return self._run(self._calls.create(series_id, series_body(values, season_length, freq)))
+        body = series_body(values, season_length, freq, support)
+        return self._run(self._calls.create(series_id, body))
 
     def series(self, series_id: str) -> SeriesInfo:
         return self._run(self._calls.get(series_id))
@@ -293,9 +296,9 @@ class AsyncClient:
 
     async def create_series(
         self, series_id: str, values: Sequence[Any], *, season_length: int | None = None,
-        freq: str | None = None,
+        freq: str | None = None, support: str | None = None,
     ) -> SeriesInfo:
-        body = series_body(values, season_length, freq)
+        body = series_body(values, season_length, freq, support)
         return await self._run(self._calls.create(series_id, body))
 
     async def series(self, series_id: str) -> SeriesInfo:

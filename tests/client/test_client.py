@@ -69,8 +69,11 @@ def test_forecast_a_long_frame_in_nixtlas_shape(server: ProcessServer) -> None:
         assert list(declared.ds) == list(out.ds)
         assert not np.allclose(declared.smct, out.smct)  # another season: other forecasts
         info = smct.create_series("declared", df[df.unique_id == "a"], season_length=12)
-        assert info.season_length == 12
+        assert info.season_length == 12 and info.support == "real"
         smct.delete_series("declared")
+        kept = smct.create_series("kept", df[df.unique_id == "a"], support="nonnegative")
+        assert kept.support == smct.series("kept").support == "nonnegative"
+        smct.delete_series("kept")
         paths = smct.forecast_samples(df, h=3, num_samples=20)
         assert len(paths) == 2 * 3 * 20
         assert set(paths.columns) == {"unique_id", "ds", "sample", "smct"}
