@@ -49,6 +49,7 @@ from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale
 from model.runtime.scoring import UpdateResult, issued_law, score
 from model.series import marginal
 from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
+from model.series.shifts import level_shifted
 from model.series.state import SeriesState, StateBatch
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
@@ -202,6 +203,7 @@ class Runtime(ForecastMixin):
         # history without them, and its forecasts move through them
         pending = [min(gaps.trailing_missing(r), gaps.MAX_PENDING, len(r) - 1) for r in rows]
         rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
+        rows = [level_shifted(r, self.target_dim) for r in rows]  # model/series/shifts.py
         batch, start, (trend, sums, alpha) = self._start(rows, seeds, season)
         # the history's trend is the fit's (model/series/trend.py), taken out of each step
         steps = [r[s0 + 1 :].copy() for r, s0 in zip(rows, start, strict=True)]
