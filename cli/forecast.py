@@ -91,8 +91,10 @@ def forecast(
         )
         n_cov = _check_covariates(runtime, names_in, covariates, horizon)
         future: dict[str, Any] = {}
+        stamps = table_stamps(input, id_col=id_col, time_col=time_col)
         seasons = _seasons(
-            runtime, input, ids, histories, season_length, freq, id_col=id_col, time_col=time_col
+            runtime, input, ids, histories, season_length, freq, id_col=id_col,
+            time_col=time_col, stamps=stamps,
         )
         if covariates is not None:
             cov_ids, futures = read_histories(
@@ -111,7 +113,6 @@ def forecast(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     names = runtime.manifest["features"]["targets"]
-    stamps = table_stamps(input, id_col=id_col, time_col=time_col)
     ahead = future_stamps(stamps, ids, horizon, freq)
     _echo_forecasts(output_format, runtime, horizon, fractions, names, ids, forecasts, ahead)
     if plot is not None:
@@ -217,11 +218,12 @@ def _forecast_json(
 
 def _seasons(
     runtime: Any, path: Path, ids: list[str], histories: list, season_length: int | None,
-    freq: str | None, *, id_col: str, time_col: str,
+    freq: str | None, *, id_col: str, time_col: str, stamps: dict[str, Any] | None = None,
 ) -> list[int]:
-    """Each series' season length: --season-length, else --freq's or its timestamps' where
-    its values show it, else detected (timeseries/seasons.py: season_for)."""
-    from timeseries.seasons import declared, season_for, season_of_freq
+    """Each series' season length: --season-length, else --freq's or its timestamps' (`stamps`
+    by id, else read from `path`) where its values show it, else detected
+    (timeseries/seasons.py: season_for)."""
+    from timeseries.seasons import declared, season_for, season_of_freq, season_of_timestamps
 
     if season_length is not None and freq is not None:
         raise typer.BadParameter("give --season-length or --freq, not both", param_hint="--freq")
@@ -232,11 +234,13 @@ def _seasons(
             calendar = season_of_freq(freq)
         except ValueError as err:
             raise typer.BadParameter(str(err), param_hint="--freq") from None
-        stamps = dict.fromkeys(ids, calendar)
+        calendars = dict.fromkeys(ids, calendar)
+    elif stamps is not None:
+        calendars = {k: season_of_timestamps(v) for k, v in stamps.items()}
     else:
-        stamps = table_seasons(path, id_col=id_col, time_col=time_col)
+        calendars = table_seasons(path, id_col=id_col, time_col=time_col)
     return [
-        season_for(h[:, 0], stamps.get(i, 0), runtime.longest_season)
+        season_for(h[:, 0], calendars.get(i, 0), runtime.longest_season)
         for i, h in zip(ids, histories, strict=True)
     ]
 

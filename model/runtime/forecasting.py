@@ -35,10 +35,10 @@ from model.runtime.inputs import (
     check_levels,
     check_states,
 )
-from model.runtime.predictive import Forecast, forecasts, summarize_samples
+from model.runtime.predictive import Forecast, summarized
 from model.runtime.rollout import Rollout
 from model.runtime.scaling import check_future_scale
-from model.runtime.support import COUNTS, SUPPORTS, in_support, support_codes
+from model.runtime.support import support_codes, support_names
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
 
@@ -184,7 +184,7 @@ class ForecastMixin:
                     states[i : i + chunk], horizon, levels, n_samples,
                     return_samples=return_samples, seed=seed, quantiles=quantiles,
                     covariates=None if covariates is None else covariates[i : i + chunk],
-                    supports=[SUPPORTS[c] for c in codes[i : i + chunk]],
+                    supports=None if supports is None else list(supports)[i : i + chunk],
                 )
             return out
         cov = self._path_inputs(states, horizon, n_samples, covariates)
@@ -194,8 +194,7 @@ class ForecastMixin:
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
         alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
-        quantiles = check_levels(quantiles)
-        return self._summaries(samples, levels, alphas, quantiles, return_samples, codes)
+        return summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
 
     def forecast_history(
         self,
@@ -223,7 +222,7 @@ class ForecastMixin:
             seed=seed,
             quantiles=quantiles,
             covariates=covariates,
-            supports=[SUPPORTS[c] for c in support_codes(supports, histories, len(histories))],
+            supports=support_names(supports, histories, len(histories)),
         )
 
     def forecast_steps(
@@ -249,9 +248,9 @@ class ForecastMixin:
         return (
             (
                 h,
-                self._summaries(
-                    x[:, :, None], levels, None if alphas is None else alphas[:, h : h + 1],
-                    quantiles, return_samples, codes,
+                summarized(
+                    x[:, :, None], levels, quantiles,
+                    None if alphas is None else alphas[:, h : h + 1], codes, return_samples,
                 ),
             )
             for h, x in self._paths(states, horizon, n_samples, seed, cov)
@@ -340,23 +339,6 @@ class ForecastMixin:
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
         return np.take_along_axis(every, ahead[:, :, None], axis=1)
-
-    def _summaries(
-        self,
-        samples: np.ndarray,
-        levels: list[float],
-        alphas: np.ndarray | None,
-        quantiles: list[float],
-        return_samples: bool,
-        codes: np.ndarray | None = None,
-    ) -> list[Forecast]:
-        """Summaries of samples (B, N, H, O) in each series' support (`codes` (B,), None: all
-        real; model/runtime/support.py); the intervals at `levels` are issued at each series'
-        miscoverage `alphas` (B, H, Q) (its coverage correction)."""
-        samples = in_support(samples, codes)
-        integer = None if codes is None else codes == COUNTS
-        summary = summarize_samples(samples, levels, quantiles, alphas, integer)
-        return forecasts(samples, summary, return_samples)
 
     def _path_inputs(
         self,

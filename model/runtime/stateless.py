@@ -38,9 +38,9 @@ from model.runtime.inputs import (
     check_levels,
     check_rows,
 )
-from model.runtime.predictive import Forecast, forecasts, summarize_samples
+from model.runtime.predictive import Forecast, summarized
 from model.runtime.scaling import check_future_scale, check_observed
-from model.runtime.support import COUNTS, REAL, in_support, support_codes
+from model.runtime.support import REAL, support_codes
 from model.series.scaling import series_scaling
 
 
@@ -242,11 +242,8 @@ class StatelessRuntime:
         code: int = REAL,
     ) -> list[Forecast]:
         """Summaries of one series' samples (1, N, H, O) in its support (`code`)."""
-        codes = np.array([code])
-        samples = in_support(samples, codes)
-        s = summarize_samples(samples, check_levels(levels), check_levels(quantiles),
-                              integer=codes == COUNTS)
-        return forecasts(samples, s, return_samples)
+        return summarized(samples, check_levels(levels), check_levels(quantiles), None,
+                          np.array([code]), return_samples)
 
 
 def _hash(data: bytes) -> int:

@@ -41,23 +41,31 @@ def read_support(history: np.ndarray) -> str:
     return "counts" if counts and bool(np.ptp(x) > 0) else "real"
 
 
-def support_codes(
+def support_names(
     supports: Sequence[str | None] | None, histories: Sequence[np.ndarray] | None, n: int
-) -> np.ndarray:
-    """Each of n series' support as a code (n,) int64: the one given, else the one its history
-    shows (`read_support`; real without a history). An unknown name is an InputError that
-    lists the valid ones."""
+) -> list[str]:
+    """Each of n series' support: the one given, else the one its history shows
+    (`read_support`; real without a history). An unknown name is an InputError that lists the
+    valid ones."""
     given = list(supports) if supports is not None else [None] * n
     if len(given) != n:
         raise InputError(f"got supports for {len(given)} series, not {n}")
-    out = np.full(n, REAL, np.int64)
+    out = []
     for i, name in enumerate(given):
-        if name is None and histories is not None:
-            name = read_support(histories[i])
-        if name is not None and name not in SUPPORTS:
+        if name is None:
+            name = read_support(histories[i]) if histories is not None else "real"
+        if name not in SUPPORTS:
             raise InputError(f"unknown support {name!r}; use one of {', '.join(SUPPORTS)}")
-        out[i] = SUPPORTS.index(name) if name is not None else REAL
+        out.append(name)
     return out
+
+
+def support_codes(
+    supports: Sequence[str | None] | None, histories: Sequence[np.ndarray] | None, n: int
+) -> np.ndarray:
+    """`support_names` as codes (n,) int64, indices into SUPPORTS."""
+    names = support_names(supports, histories, n)
+    return np.array([SUPPORTS.index(name) for name in names], np.int64)
 
 
 def in_support(samples: np.ndarray, codes: np.ndarray | None) -> np.ndarray:

@@ -48,34 +48,35 @@ def recent_shift(x: np.ndarray) -> tuple[int, float]:
         return 0, 0.0
     total = np.r_[0.0, np.cumsum(np.nan_to_num(x))]
     count = np.r_[0.0, np.cumsum(np.isfinite(x))]
+    end = np.array([len(x)])
     best = (0.0, 0, 0.0)
     for k in range(K_MIN, K_MAX + 1):
-        z, d = _statistic(total, count, len(x), k, sd)
-        if z[-1] > best[0] and np.isfinite(d[-1]):
-            best = (float(z[-1]), k, float(d[-1]))
+        z, d = _statistic(total, count, end, k, sd)
+        if z[0] > best[0]:
+            best = (float(z[0]), k, float(d[0]))
     z_end, k_end, d_end = best
     if z_end < Z:
         return 0, 0.0
-    earlier = _statistic(total, count, len(x) - k_end, k_end, sd)[0]  # ending before them
+    before = np.arange(k_end + 8, len(x) - k_end + 1)  # comparisons ending before the step
+    earlier = _statistic(total, count, before, k_end, sd)[0]
     if z_end < EXCEPTIONAL * float(np.max(earlier, initial=0.0)):
         return 0, 0.0
     return k_end, d_end
 
 
 def _statistic(
-    total: np.ndarray, count: np.ndarray, end: int, k: int, sd: float
+    total: np.ndarray, count: np.ndarray, t: np.ndarray, k: int, sd: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For every t in [k + 8, end]: the mean of x[t - k:t] less that of the up to REF values
-    before them, in standard errors, and the difference itself; from the cumulative sums and
-    counts of x (T + 1,)."""
-    t = np.arange(k + 8, end + 1)
+    """For each end t (t >= k): the mean of x[t - k:t] less that of the up to REF values before
+    them, in standard errors (0 where too few are observed), and the difference itself; from
+    the cumulative sums and counts of x (T + 1,)."""
     start = np.maximum(t - k - REF, 0)
     n_after, n_before = count[t] - count[t - k], count[t - k] - count[start]
     ok = (n_after >= max(2, k // 2)) & (n_before >= 8)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = (total[t] - total[t - k]) / n_after - (total[t - k] - total[start]) / n_before
         z = np.abs(d) / (sd * np.sqrt(1.0 / n_after + 1.0 / n_before))
-    return np.where(ok, z, 0.0), np.where(ok, d, np.nan)
+    return np.where(ok, z, 0.0), np.where(ok, d, 0.0)
 
 
 def level_shifted(rows: np.ndarray, targets: int) -> np.ndarray:

@@ -145,18 +145,15 @@ def fit_peer(name: str, y: np.ndarray, first: int, start: int, season: int) -> P
     from statsforecast.models import AutoARIMA, AutoETS
 
     history, t = y[first:start], np.arange(first, start)
-    model: Any
-    if name == "ETS":
-        model, peer = AutoETS(season_length=max(season, 1)), Peer(name, None, first)
-    elif season > LONG_SEASON and len(history) >= 3 * season:
-        k = fourier_pairs(history, t, season)
-        model, peer = AutoARIMA(season_length=1), Peer(name, None, first, season, k)
-    else:
-        model, peer = AutoARIMA(season_length=max(season, 1)), Peer(name, None, first)
+    period, pairs, length = 1, 0, max(season, 1)
+    if name == "ARIMA" and season > LONG_SEASON and len(history) >= 3 * season:
+        period, pairs, length = season, fourier_pairs(history, t, season), 1  # as regressors
+    model = (AutoETS if name == "ETS" else AutoARIMA)(season_length=length)
+    peer = Peer(name, model, first, period, pairs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(history, X=peer.regressors(t))
-    return Peer(name, model, first, peer.period, peer.pairs)
+    return peer
 
 
 def statsforecast_peer(
