@@ -48,13 +48,10 @@ def recent_shift(x: np.ndarray) -> tuple[int, float]:
         return 0, 0.0
     total = np.r_[0.0, np.cumsum(np.nan_to_num(x))]
     count = np.r_[0.0, np.cumsum(np.isfinite(x))]
-    end = np.array([len(x)])
-    best = (0.0, 0, 0.0)
-    for k in range(K_MIN, K_MAX + 1):
-        z, d = _statistic(total, count, end, k, sd)
-        if z[0] > best[0]:
-            best = (float(z[0]), k, float(d[0]))
-    z_end, k_end, d_end = best
+    ks = np.arange(K_MIN, K_MAX + 1)
+    z, d = _statistic(total, count, np.full(len(ks), len(x)), ks, sd)  # every k, at the end
+    best = int(np.argmax(z))
+    z_end, k_end, d_end = float(z[best]), int(ks[best]), float(d[best])
     if z_end < Z:
         return 0, 0.0
     before = np.arange(k_end + 8, len(x) - k_end + 1)  # comparisons ending before the step
@@ -65,14 +62,14 @@ def recent_shift(x: np.ndarray) -> tuple[int, float]:
 
 
 def _statistic(
-    total: np.ndarray, count: np.ndarray, t: np.ndarray, k: int, sd: float
+    total: np.ndarray, count: np.ndarray, t: np.ndarray, k: np.ndarray | int, sd: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each end t (t >= k): the mean of x[t - k:t] less that of the up to REF values before
-    them, in standard errors (0 where too few are observed), and the difference itself; from
-    the cumulative sums and counts of x (T + 1,)."""
+    """For each end t (t >= k; k one, or one per t): the mean of x[t - k:t] less that of the
+    up to REF values before them, in standard errors (0 where too few are observed), and the
+    difference itself; from the cumulative sums and counts of x (T + 1,)."""
     start = np.maximum(t - k - REF, 0)
     n_after, n_before = count[t] - count[t - k], count[t - k] - count[start]
-    ok = (n_after >= max(2, k // 2)) & (n_before >= 8)
+    ok = (n_after >= np.maximum(2, np.asarray(k) // 2)) & (n_before >= 8)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = (total[t] - total[t - k]) / n_after - (total[t - k] - total[start]) / n_before
         z = np.abs(d) / (sd * np.sqrt(1.0 / n_after + 1.0 / n_before))
