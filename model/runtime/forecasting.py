@@ -35,10 +35,10 @@ from model.runtime.inputs import (
     check_levels,
     check_states,
 )
-from model.runtime.predictive import Forecast, summarized
+from model.runtime.predictive import Forecast
 from model.runtime.rollout import Rollout
 from model.runtime.scaling import check_future_scale
-from model.runtime.support import support_codes, support_names
+from model.runtime.support import summarized, support_codes, support_names
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
 

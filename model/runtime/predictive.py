@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from model.runtime.support import COUNTS, in_support
-
 QUANTILE_TOL = 1e-10
 MAX_NEWTON = 100
 GRID = 9
@@ -348,22 +346,6 @@ def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> li
         )
         for i in range(samples.shape[0])
     ]
-
-
-def summarized(
-    samples: np.ndarray,
-    levels: Sequence[float],
-    quantiles: Sequence[float],
-    alphas: np.ndarray | None,
-    codes: np.ndarray | None,
-    return_samples: bool,
-) -> list[Forecast]:
-    """Per-series Forecasts of samples (B, N, H, O) kept in each series' support (`codes` (B,),
-    None: all real; model/runtime/support.py), summarised by `summarize_samples`."""
-    samples = in_support(samples, codes)
-    integer = None if codes is None else codes == COUNTS
-    summary = summarize_samples(samples, levels, quantiles, alphas, integer)
-    return forecasts(samples, summary, return_samples)
 
 
 def _bound_ranks(n: int, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

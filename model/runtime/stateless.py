@@ -38,9 +38,9 @@ from model.runtime.inputs import (
     check_levels,
     check_rows,
 )
-from model.runtime.predictive import Forecast, summarized
+from model.runtime.predictive import Forecast
 from model.runtime.scaling import check_future_scale, check_observed
-from model.runtime.support import REAL, support_codes
+from model.runtime.support import REAL, summarized, support_codes
 from model.series.scaling import series_scaling
 
 

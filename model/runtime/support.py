@@ -3,8 +3,8 @@ non-negative integers), declared or read off its history, and its forecasts kept
 
 A forecast's paths are drawn on the real line (the network's law is Gaussian). A series whose
 values cannot be negative gets its paths clipped at 0, a count series' also rounded to the
-nearest integer (half up), before they are summarised (model/runtime/predictive.py's
-`summarize_samples`). Clipping and rounding are non-decreasing maps, so the quantiles of the
+nearest integer (half up), before they are summarised (`summarized`, through
+model/runtime/predictive.py's `summarize_samples`). Clipping and rounding are non-decreasing maps, so the quantiles of the
 paths in the support are those maps of the paths' quantiles: the mass the Gaussian puts below 0
 becomes a mass at 0, no path and no bound falls below it, and the mean is the mean of the law in
 the support (E max(X, 0), not max(E X, 0)). A sample quantile interpolated between two counts
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.runtime.inputs import InputError
+from model.runtime.predictive import Forecast, forecasts, summarize_samples
 
 SUPPORTS = ("real", "nonnegative", "counts")
 REAL, NONNEGATIVE, COUNTS = range(len(SUPPORTS))
@@ -76,3 +77,19 @@ def in_support(samples: np.ndarray, codes: np.ndarray | None) -> np.ndarray:
     bounded = (codes != REAL)[:, None, None, None]
     out = np.where(bounded, np.maximum(samples, 0.0), samples)
     return np.where((codes == COUNTS)[:, None, None, None], np.floor(out + 0.5), out)
+
+
+def summarized(
+    samples: np.ndarray,
+    levels: Sequence[float],
+    quantiles: Sequence[float],
+    alphas: np.ndarray | None,
+    codes: np.ndarray | None,
+    return_samples: bool,
+) -> list[Forecast]:
+    """Per-series Forecasts of samples (B, N, H, O) kept in each series' support (`codes` (B,),
+    None: all real; model/runtime/support.py), summarised by `summarize_samples`."""
+    samples = in_support(samples, codes)
+    integer = None if codes is None else codes == COUNTS
+    summary = summarize_samples(samples, levels, quantiles, alphas, integer)
+    return forecasts(samples, summary, return_samples)
