@@ -4,12 +4,12 @@ non-negative integers), declared or read off its history, and its forecasts kept
 A forecast's paths are drawn on the real line (the network's law is Gaussian). A series whose
 values cannot be negative gets its paths clipped at 0, a count series' also rounded to the
 nearest integer (half up), before they are summarised (`summarized`, through
-model/runtime/predictive.py's `summarize_samples`). Clipping and rounding are non-decreasing maps, so the quantiles of the
-paths in the support are those maps of the paths' quantiles: the mass the Gaussian puts below 0
-becomes a mass at 0, no path and no bound falls below it, and the mean is the mean of the law in
-the support (E max(X, 0), not max(E X, 0)). A sample quantile interpolated between two counts
-is rounded to the nearer one, so that every quantile, median and bound of a count series is a
-count.
+model/runtime/predictive.py's `summarize_samples`). Clipping and rounding are non-decreasing
+maps, so the quantiles of the paths in the support are those maps of the paths' quantiles: the
+mass the Gaussian puts below 0 becomes a mass at 0, no path and no bound falls below it, and
+the mean is the mean of the law in the support (E max(X, 0), not max(E X, 0)). A sample
+quantile interpolated between two counts is rounded to the nearer one, so that every quantile,
+median and bound of a count series is a count.
 
 A series sent without a support is read as counts where its history holds at least MIN_COUNTS
 observed values, all of them non-negative integers, and two of them different (a history that
