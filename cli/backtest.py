@@ -1,4 +1,4 @@
-"""`smct backtest`: one or more artifacts against ETS, ARIMA and the seasonal naive on a user's
+"""`smct backtest`: one or more artifacts against statsforecast's peers on a user's
 own table, as `smct quality` measures its suite."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def backtest(
 ) -> None:
     """Forecast the last part of each series of a table one step at a time, through the
     runtime the service uses, and `--horizon` steps ahead from `--origins` origins, with each
-    artifact and with ETS, ARIMA and the seasonal naive fitted per series on the same history;
+    artifact and with statsforecast's AutoETS, AutoARIMA, AutoTheta and seasonal naive fitted
+    per series on the same history;
     print the summary (geometric means of the CRPS ratios, MASE, pooled coverage) and write
     `report.md` (summary and per-series tables), `forecasts.csv` and fan charts of the best
     and worst series to `--out`."""
@@ -117,7 +118,7 @@ def _report(path: Path, dataset: Path, names: list[str], paths: list[Path], resu
         "## Coverage by horizon", "",
         "Multistep 80 % intervals, pooled over every origin of every series: the share of values "
         "inside (nominal 0.80) and the mean width over each series' scale.", "",
-        horizon_table(results, [*names, *[p for p in PEERS if p != "naive"]]), "",
+        horizon_table(results, [*names, *PEERS]), "",
         "## Per series", "", series_table(results, names), "",
     ]
     if refused:

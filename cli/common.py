@@ -35,6 +35,9 @@ TargetDim = Annotated[
     typer.Option(help="table: how many value columns (the first) are targets (default all)"),
 ]
 IdCol = Annotated[str, typer.Option(help="table: the series id column")]
+MinGain = Annotated[float, typer.Option(
+    min=0.0, max=0.9, help="a table's run keeps the trained model where it saves this share "
+    "of the model it must beat's multistep CRPS on each series' last part, covering as well")]
 Threads = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option(min=1, help="CPU threads of torch (default: the cores idle when it starts)"),

@@ -1,5 +1,5 @@
-"""`smct quality`: the served model against its ablation, AutoETS, AutoARIMA and a seasonal
-naive on real series."""
+"""`smct quality`: the served model against its ablation and statsforecast's AutoETS,
+AutoARIMA, AutoTheta and seasonal naive on real series."""
 
 from __future__ import annotations
 
@@ -46,8 +46,9 @@ def quality(
 ) -> None:
     """Measure the served model's one-step and multistep forecasts on real series (hourly air
     quality, GE's stock, covid deaths, CO2, El Nino, US macro data, noisy sines) against
-    statsforecast's AutoETS and AutoARIMA, a seasonal naive and its ablation (its per-series
-    layer around a random walk, built once into ~/.cache/smct/ablation) on the same points;
+    statsforecast's AutoETS, AutoARIMA, AutoTheta and seasonal naive and against its ablation
+    (its per-series layer around a random walk, built once into ~/.cache/smct/ablation) on the
+    same points;
     print the tables and the acceptance checks (PASS/FAIL with the measured figures) and write
     them to --output with fan charts."""
     import torch

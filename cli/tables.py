@@ -95,7 +95,7 @@ def future_stamps(
 
     import pandas as pd
 
-    from timeseries.seasons import LEGACY_FREQ
+    from timeseries.seasons import stamps_after
 
     out = {}
     for sid in ids:
@@ -104,11 +104,9 @@ def future_stamps(
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            step = LEGACY_FREQ.get(freq, freq) if freq else pd.infer_freq(index)
-        if step is None:
-            continue
-        ahead = pd.date_range(index[-1], periods=horizon + 1, freq=step)[1:]
-        out[sid] = [t.isoformat() for t in ahead]
+            step = freq or pd.infer_freq(index)
+        if step is not None:
+            out[sid] = stamps_after(index[-1], step, horizon)
     return out
 
 

@@ -13,6 +13,7 @@ import typer
 from cli.common import (
     History,
     IdCol,
+    MinGain,
     SeqLen,
     TargetDim,
     TimeCol,
@@ -193,11 +194,12 @@ def train(
         typer.Option(
             "--evaluate/--no-evaluate",
             help="after training: on a table, serve the trained model and the one it must "
-            "beat on each series' validation part and keep the better (the other's weights "
-            "saved beside OUT as OUT-trained); on a named data set, score the test split. "
-            "--no-evaluate keeps the trained weights without either",
+            "beat on each series' last part and keep the trained one only where it helps "
+            "(--min-gain; the other's weights saved beside OUT as OUT-trained); on a named data "
+            "set, score the test split. --no-evaluate keeps the trained weights without either",
         ),
     ] = True,
+    min_gain: MinGain = 0.05,
     progress: bool = True,
     seq_len: SeqLen = None,
     history: History = None,

@@ -124,40 +124,45 @@ def save_beside(ckpt: Checkpoint, out: Path, last: bool = False) -> Path:
 
 
 def choose(ckpt: Checkpoint, out: Path, reference: Path, p: dict[str, Any]) -> Checkpoint:
-    """Serve the trained model (its checkpoint in `out`) and `reference` on the validation part
-    of the table's series; the checkpoint to keep, its metrics holding both figures."""
+    """Serve the trained model (its checkpoint in `out`) and `reference` on the last part of
+    the table's series; the checkpoint to keep (the trained one where it helps), its metrics
+    holding both figures, and one line that says which and why."""
     from model.runtime.runtime import Runtime
     from training.finetune import open_init
-    from training.served_check import compare, validation_series
+    from training.served_check import MIN_GAIN, check_series, compare
 
     value_cols = p.get("value_cols")
-    series = validation_series(
+    series = check_series(
         Path(p["dataset"]), horizon=CHECK_HORIZON, id_col=p["id_col"], time_col=p["time_col"],
         value_col=value_cols.split(",")[0] if value_cols else None,
         season_length=p.get("season_length"),
     )
-    typer.echo(f"serving the trained model and {reference} on the validation part of "
+    typer.echo(f"serving the trained model and {reference} on the last part of "
                f"{len(series)} series, as the service forecasts:", err=True)
     with tempfile.TemporaryDirectory(prefix="smct-served-") as tmp:
         trained = Runtime.load(_artifact(out, Path(tmp) / "trained"), device="cpu")
         ref = Runtime.load(_artifact(reference, Path(tmp) / "reference"), device="cpu")
-        verdict = compare(trained, ref, series, progress=lambda s: typer.echo(s, err=True))
+        verdict = compare(trained, ref, series, progress=lambda s: typer.echo(s, err=True),
+                          min_gain=p.get("min_gain", MIN_GAIN))
     figures = {"reference": str(reference), "series": verdict.n,
                "crps_ratio_one_step": verdict.one_step,
-               "crps_ratio_multi_step": verdict.multi_step}
+               "crps_ratio_multi_step": verdict.multi_step,
+               "coverage80_multi_step": list(verdict.coverage)}
     figures_line = (f"served CRPS trained / {reference} on {verdict.n} series: one-step "
-                    f"{verdict.one_step:.3f}, multistep {verdict.multi_step:.3f}")
+                    f"{verdict.one_step:.3f}, multistep {verdict.multi_step:.3f}; multistep 80 % "
+                    f"coverage {verdict.coverage[0]:.2f} / {verdict.coverage[1]:.2f}")
     if verdict.keep_trained:
         typer.echo(f"{figures_line}: kept the trained model", err=True)
         return replace(ckpt, metrics={"served_validation": figures})
     from training.checkpoint import Checkpoint
 
     beside = save_beside(ckpt, out)
-    typer.echo(f"{figures_line}: kept {reference}; the trained weights are in {beside} "
-               f"(smct export --checkpoint {beside} serves them)", err=True)
+    typer.echo(f"{figures_line}: kept {reference}, as the trained model does not help "
+               f"({verdict.why}); its weights are in {beside} (smct export --checkpoint "
+               f"{beside} serves them)", err=True)
     start = open_init(reference).model
     return Checkpoint(
         model=start.eval(), train_config=replace(ckpt.train_config, model=start.cfg),
         scaling=ckpt.scaling, history=ckpt.history, kept_epoch=0,
-        metrics={"served_validation": {**figures, "kept": "reference"}},
+        metrics={"served_validation": {**figures, "kept": "reference", "why": verdict.why}},
     )

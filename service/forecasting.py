@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from service.engine import Engine
 from service.errors import InvalidInput
@@ -17,6 +17,40 @@ from service.schemas.forecasts import (
     SeriesForecast,
 )
 from service.settings import Settings, level_label
+from timeseries.seasons import stamps_after
+
+
+class Prepared(NamedTuple):
+    """A request's checked inputs, a list each, one item a series."""
+
+    params: ForecastParams
+    histories: list[Any]
+    covariates: list[Any]
+    seasons: list[int]
+    supports: list[str]
+    stamps: list[list[str] | None]  # the steps' time stamps, where freq and last_timestamp say
+
+
+def _stamps(req: ForecastRequest, horizon: int) -> list[list[str] | None]:
+    out: list[list[str] | None] = []
+    for i, s in enumerate(req.series):
+        if s.last_timestamp is None:
+            out.append(None)
+            continue
+        field = f"series[{i}].last_timestamp"
+        if s.freq is None:
+            raise InvalidInput(f"{field}: send freq with it (the step between values, a pandas "
+                               "alias such as h, D, MS)", field=field)
+        try:
+            out.append(stamps_after(s.last_timestamp, s.freq, horizon))
+        except ValueError as exc:
+            raise InvalidInput(f"{field}: {exc}", field=field) from exc
+    return out
+
+
+def _dated(forecasts: list[SeriesForecast], stamps: list[list[str] | None]) -> None:
+    for f, ahead in zip(forecasts, stamps, strict=True):
+        f.timestamps = ahead
 
 
 class ForecastService:
@@ -26,9 +60,7 @@ class ForecastService:
         self.engine = engine
         self.settings = settings
 
-    def _prepare(
-        self, req: ForecastRequest, stream: bool = False
-    ) -> tuple[ForecastParams, list[Any], list[Any], list[int], list[str]]:
+    def _prepare(self, req: ForecastRequest, stream: bool = False) -> Prepared:
         params = forecast_params(
             self.settings, horizon=req.horizon, levels=req.levels, num_samples=req.num_samples,
             return_samples=req.return_samples, n_series=len(req.series), stream=stream,
@@ -50,7 +82,8 @@ class ForecastService:
             future = inputs.future(s.covariates, params.horizon, field)
             inputs.need_future(future, params.horizon, field)
             covariates.append(future)
-        return params, histories, covariates, seasons, supports
+        return Prepared(params, histories, covariates, seasons, supports,
+                        _stamps(req, params.horizon))
 
     def _response(
         self, params: ForecastParams, forecasts: list[SeriesForecast]
@@ -63,7 +96,7 @@ class ForecastService:
         )
 
     async def forecast(self, req: ForecastRequest) -> ForecastResponse:
-        params, histories, covariates, seasons, supports = self._prepare(req)
+        params, histories, covariates, seasons, supports, stamps = self._prepare(req)
 
         async def one(
             i: int, series_id: str, history: Any, future: Any, season: int, support: str
@@ -84,12 +117,13 @@ class ForecastService:
                 )
             )
         )
+        _dated(list(forecasts), stamps)
         return self._response(params, list(forecasts))
 
     async def stream(self, req: ForecastRequest) -> AsyncIterator[dict[str, str]]:
         """SSE events: one `step` per horizon step, then `done` with the whole forecast.
         Input is checked and the histories filtered before the first event."""
-        params, histories, covariates, seasons, supports = self._prepare(req, stream=True)
+        params, histories, covariates, seasons, supports, stamps = self._prepare(req, stream=True)
         ids = [s.id for s in req.series]
         future = covariates if self.engine.inputs.n_covariates else None
         try:
@@ -97,7 +131,7 @@ class ForecastService:
             steps = self.engine.stream_steps(ids, states, params, future, supports)  # checked
         except InvalidInput as exc:
             raise await self._named(exc, params, histories, future) from exc
-        return self._events(params, ids, steps)
+        return self._events(params, ids, steps, stamps)
 
     async def _named(
         self, exc: InvalidInput, params: ForecastParams, histories: list[Any],
@@ -119,9 +153,11 @@ class ForecastService:
         return exc
 
     async def _events(
-        self, params: ForecastParams, ids: list[str], steps: AsyncIterator[StreamStep]
+        self, params: ForecastParams, ids: list[str], steps: AsyncIterator[StreamStep],
+        stamps: list[list[str] | None],
     ) -> AsyncIterator[dict[str, str]]:
         whole = [_empty(i, params) for i in ids]
+        _dated(whole, stamps)
         async for step in steps:
             for acc, part in zip(whole, step.forecasts, strict=True):
                 _extend(acc, part)

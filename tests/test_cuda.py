@@ -161,3 +161,22 @@ def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
             for level in (0.8, 0.95):
                 for k in (0, 1):
                     _close(c.intervals[level][k], h.intervals[level][k], width)
+
+
+def test_batches_of_different_sizes_replay_the_graph_of_their_bucket() -> None:
+    """Batches of 3 and then 4 series (as the service gathers concurrent requests) replay the
+    graphs captured for a batch of 4: none captured anew; the batch of 3 answers as its first
+    three series did in the batch of 4 (each series' paths move apart from the others')."""
+    from model.runtime.runtime import Runtime
+
+    gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")
+    engine: Any = gpu.engine
+    hists = [_history(seed=s)[:, None] for s in range(4)]
+    states = gpu.create(hists, seasons=[12] * 4)
+    four = gpu.forecast(states, 12, [0.8], 1000, seed=2)
+    captured = len(engine.device_steps._captured)
+    three = gpu.forecast(gpu.create(hists[:3], seasons=[12] * 3), 12, [0.8], 1000, seed=2)
+    assert len(engine.device_steps._captured) == captured
+    for a, b in zip(three, four, strict=True):  # float rounding of other batch shapes
+        width = b.intervals[0.8][1] - b.intervals[0.8][0]
+        np.testing.assert_allclose(a.median, b.median, rtol=0, atol=0.01 * width.max())

@@ -8,7 +8,10 @@ forecast_step) step after step: the first step of paths that start from their pa
 (model/filtering/paths.LazyPaths), then the forecast graph. The graph reads its inputs from
 buffers of its own: the paths, the series' keys and the block's step numbers are copied in
 before each replay, and what it returns is copied out, so a captured block answers as the
-same steps run eagerly.
+same steps run eagerly. A batch is padded to the next power of two series (copies of its first
+series, dropped from the answer; each series' paths move apart from the others'), so that the
+batches the service gathers from concurrent requests replay a few captured graphs instead of
+capturing one per batch size.
 """
 
 from __future__ import annotations
@@ -28,7 +31,28 @@ from model.network.smc_transformer import SMCTransformer
 from model.runtime import device_normals
 
 DEVICE_NOISE_FLOATS = 1 << 27  # a block's noise, drawn on the device at once
-GRAPHS = 8  # captured blocks kept (least recently used dropped): one per shape of a request
+GRAPHS = 16  # captured blocks kept (least recently used dropped): one per shape of a request
+
+
+def bucket(size: int) -> int:
+    """The batch size a batch of `size` series is padded to: the next power of two."""
+    return 1 << max(size - 1, 0).bit_length()
+
+
+def padded(inputs: list[Tensor], batched: int, later: int, size: int) -> list[Tensor]:
+    """`inputs` with their batch dimension grown to `size` by copies of their first series:
+    the first `batched` tensors batched on dimension 0, the `later` ones after them on
+    dimension 1; the rest (step numbers, the step count) as they are."""
+    out = list(inputs)
+    for i, t in enumerate(inputs):
+        dim = 0 if i < batched else 1 if i >= len(inputs) - later else -1
+        if dim < 0 or t.shape[dim] == size:
+            continue
+        first = t.narrow(dim, 0, 1)
+        shape = list(t.shape)
+        shape[dim] = size - t.shape[dim]
+        out[i] = torch.cat([t, first.expand(shape)], dim=dim)
+    return out
 
 
 def _flat(paths: FilterState | LazyPaths) -> tuple[tuple[Any, ...], list[Tensor]]:
@@ -68,10 +92,11 @@ class DeviceSteps:
     (CUDA only): each block's shape captured once as a CUDA graph."""
 
     def __init__(self, model: SMCTransformer, graph: Callable[..., tuple[Tensor, ...]],
-                 capture: bool) -> None:
+                 capture: bool, buckets: bool | None = None) -> None:
         self.model = model
         self.graph = graph  # the forecast step module (model/artifacts/graphs.forecast_graph)
         self.capture = capture
+        self.buckets = capture if buckets is None else buckets  # batches padded to bucket()
         self.corrects_mean = model.cfg.lag_inputs
         self._captured: OrderedDict[tuple[Any, ...], _Captured] = OrderedDict()
 
@@ -97,6 +122,17 @@ class DeviceSteps:
         extra = [t for t in (covariates, coef) if t is not None]
         inputs = [*tensors, keys, steps, total_t, *extra]
         plan = (spec, covariates is not None, coef is not None, n, ends)
+        size = keys.shape[0]
+        if self.buckets and bucket(size) != size:
+            inputs = padded(inputs, len(tensors) + 1, len(extra), bucket(size))
+            moved, xs, eps_x = self._replay(plan, inputs)
+            out_spec, out_paths = _flat(moved)
+            return _build(out_spec, [t[:size] for t in out_paths]), xs[:, :size], eps_x[:, :size]
+        return self._replay(plan, inputs)
+
+    def _replay(self, plan: tuple[Any, ...], inputs: list[Tensor]
+                ) -> tuple[FilterState | LazyPaths, Tensor, Tensor]:
+        """The block run eagerly, or replayed from the graph captured for its shape."""
         if not self.capture:
             return self._block(plan, inputs)
         key = (plan, tuple((tuple(t.shape), t.dtype) for t in inputs))

@@ -3,6 +3,7 @@ that every forecasting answer holds."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -42,6 +43,10 @@ class SeriesHistory(RequestBody):
     )
     season_length: SeasonLength = None
     freq: Freq = None
+    last_timestamp: datetime | None = Field(
+        None, description="the time stamp of the last value (ISO 8601); with `freq`, the "
+        "forecast carries the time stamps of the steps ahead",
+    )
     support: Support = None
 
 
@@ -122,12 +127,17 @@ class SeriesForecast(BaseModel):
     samples: list[list[Point]] | None = Field(
         None, description="(num_samples, horizon) sample paths; only when asked"
     )
+    timestamps: list[str] | None = Field(
+        None, description="the time stamp of each step (ISO 8601); only when the history's "
+        "`freq` and `last_timestamp` were sent",
+    )
 
     @model_serializer(mode="wrap")
-    def _drop_absent_samples(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        if out.get("samples", 0) is None:
-            del out["samples"]
+        for key in ("samples", "timestamps"):
+            if out.get(key, 0) is None:
+                del out[key]
         return out
 
 

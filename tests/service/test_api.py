@@ -245,6 +245,33 @@ def test_a_series_season_is_given_implied_by_its_frequency_or_none(
     assert r.status_code == 200
 
 
+def test_a_forecast_is_dated_by_the_frequency_after_the_last_timestamp(
+    client: TestClient, runtime: Any
+) -> None:
+    """`freq` with `last_timestamp`: each step's time stamp (a month's start after a mid-month
+    last value, hours across a day); without them none; `last_timestamp` without `freq`, or
+    one that is no time, is refused naming the field."""
+    values = history(runtime, 48)
+    for last, freq, expected in (
+        ("2024-11-01", "MS", ["2024-12-01T00:00:00", "2025-01-01T00:00:00",
+                              "2025-02-01T00:00:00"]),
+        ("2024-11-15", "MS", ["2024-12-01T00:00:00", "2025-01-01T00:00:00",
+                              "2025-02-01T00:00:00"]),
+        ("2024-12-31T22:00:00", "h", ["2024-12-31T23:00:00", "2025-01-01T00:00:00",
+                                      "2025-01-01T01:00:00"]),
+    ):
+        body = {"series": [{"id": "a", "values": values, "freq": freq, "last_timestamp": last},
+                           {"id": "b", "values": values}], "horizon": 3}
+        r = client.post("/v1/forecast", json=body)
+        assert r.status_code == 200, r.json()
+        dated, plain = r.json()["forecasts"]
+        assert dated["timestamps"] == expected and "timestamps" not in plain
+    for extra, field in (({"last_timestamp": "2024-11-01"}, "series[0].last_timestamp"),
+                         ({"last_timestamp": "soon", "freq": "D"}, "series[0].last_timestamp")):
+        r = client.post("/v1/forecast", json={"series": [{"id": "a", "values": values, **extra}]})
+        assert r.status_code == 422 and field in r.text, r.json()
+
+
 def test_a_long_history_is_accepted_and_numbered_whole(client: TestClient, runtime: Any) -> None:
     """5,000 values: the filter runs on the last SMCT_MAX_FILTER_STEPS of them (a bounded
     model time; it used to hold the model thread for a step per value), and the series still

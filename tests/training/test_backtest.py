@@ -69,7 +69,7 @@ def test_backtest_writes_the_report_the_forecasts_and_the_charts(tmp_path: Path)
     ])
     assert res.exit_code == 0, res.output
     report = (out / "report.md").read_text()
-    for method in ("default", "ETS", "ARIMA", "naive"):
+    for method in ("default", "ETS", "ARIMA", "Theta", "naive"):
         assert f"| {method} |" in report
     with (out / "forecasts.csv").open() as fh:
         rows = list(csv.DictReader(fh))
@@ -148,11 +148,12 @@ def test_the_covid_panel_scores_as_smct_quality_scores_it(tmp_path: Path) -> Non
 
 def test_the_peers_score_as_statsforecasts_own_cross_validation(tmp_path: Path) -> None:
     """On a small monthly panel (a season, trends, level-proportional noise), the backtest's
-    AutoETS and AutoARIMA CRPS, one-step and multistep, within 2 % of those of statsforecast's
+    AutoETS, AutoARIMA, AutoTheta and seasonal naive CRPS, one-step and multistep, within 2 % of
+    those of statsforecast's
     own cross-validation without refitting on the same windows (its Gaussian intervals read
     alike); the report shows the multistep coverage of every step."""
     from statsforecast import StatsForecast
-    from statsforecast.models import AutoARIMA, AutoETS
+    from statsforecast.models import AutoARIMA, AutoETS, AutoTheta, SeasonalNaive
 
     from training.quality.scores import gaussian_crps
 
@@ -174,19 +175,23 @@ def test_the_peers_score_as_statsforecasts_own_cross_validation(tmp_path: Path) 
     start = results[0].series.eval_start  # 108: every series alike
     last = 144 - 12
     z80 = 1.2815515655446004
-    sf = StatsForecast(models=[AutoETS(season_length=12), AutoARIMA(season_length=12)], freq="MS")
+    names = {"ETS": "AutoETS", "ARIMA": "AutoARIMA", "Theta": "AutoTheta",
+             "naive": "SeasonalNaive"}
+    models = [AutoETS(season_length=12), AutoARIMA(season_length=12),
+              AutoTheta(season_length=12), SeasonalNaive(season_length=12)]
+    sf = StatsForecast(models=models, freq="MS")
     for h, windows, step, kind in ((12, 2, last - start, "multi_step"),
                                    (1, 144 - start, 1, "one_step")):
         cv = sf.cross_validation(df=panel, h=h, n_windows=windows, step_size=step, refit=False,
                                  level=[80])
         for r in results:
             own = cv[cv.unique_id == r.series.name]
-            for name, col in (("ETS", "AutoETS"), ("ARIMA", "AutoARIMA")):
+            for name, col in names.items():
                 sd = (own[f"{col}-hi-80"] - own[f"{col}-lo-80"]).to_numpy() / (2 * z80)
                 crps = gaussian_crps(own[col].to_numpy(), sd, own["y"].to_numpy())
                 ours = getattr(r, kind)[name]["crps"] * r.scale  # back in the series' units
                 assert ours == pytest.approx(float(np.mean(crps)), rel=0.02), (kind, name)
-    table_text = bt.horizon_table(results, ["ETS", "ARIMA"])
+    table_text = bt.horizon_table(results, list(names))
     assert table_text.count("\n") == 12 + 1 and "| 12 |" in table_text
 
 

@@ -104,7 +104,7 @@ def test_ets_on_its_own_law_is_calibrated_and_near_the_true_crps() -> None:
     y = _local_level(2500, alpha=0.3, seed=1)
     series = with_eval_part(Series("ann", "generated", y, season=1, horizon=12), SuiteConfig())
     assert series.n_eval == 750
-    one, multi, form = peers.ets(series, origins(series, 10), history_cap=2000)
+    one, multi, form = peers.statsforecast_peer("ETS", series, origins(series, 10), 2000)
     truth = y[series.eval_start :]
     assert form in ("ETS(A,N,N)", "ETS(A,Ad,N)"), form
     assert scores.picp(*one.bounds[0.8], truth) == pytest.approx(0.8, abs=0.04)
@@ -116,14 +116,15 @@ def test_ets_on_its_own_law_is_calibrated_and_near_the_true_crps() -> None:
     np.testing.assert_allclose(width / width[0], np.sqrt(1 + 0.3**2 * np.arange(12)), rtol=0.1)
 
 
-@pytest.mark.parametrize("name", ["ETS", "ARIMA"])
+@pytest.mark.parametrize("name", ["ETS", "ARIMA", "Theta", "naive"])
 def test_peers_issue_statsforecasts_own_forecasts(name: str) -> None:
     """One step ahead: statsforecast's forecast from the values before t with the parameters
     fixed (its mean, to 1e-5: ARIMA's Kalman filter then runs over more values; its standard
     deviation within 5 %: statsforecast re-estimates sigma on the values it is given, the peer
-    keeps the fit's). From an origin: statsforecast's mean and
-    interval exactly. A level-proportional noise makes AutoETS take multiplicative errors."""
-    from statsforecast.models import AutoARIMA, AutoETS
+    keeps the fit's). From an origin: statsforecast's mean and the width of its 80 % interval
+    exactly (Theta's intervals are quantiles of simulated paths: read as Gaussian, centred on
+    the mean). A level-proportional noise makes AutoETS take multiplicative errors."""
+    from statsforecast.models import AutoARIMA, AutoETS, AutoTheta, SeasonalNaive
 
     rng = np.random.default_rng(11)
     t = np.arange(400)
@@ -131,7 +132,8 @@ def test_peers_issue_statsforecasts_own_forecasts(name: str) -> None:
     y = level * (1 + 0.05 * rng.standard_normal(400))
     series = Series("m", "test", y, season=12, horizon=12, eval_start=300)
     one, multi, form = peers.statsforecast_peer(name, series, np.array([300, 350]), 2000)
-    model = (AutoETS if name == "ETS" else AutoARIMA)(season_length=12).fit(y[:300])
+    kind = {"ETS": AutoETS, "ARIMA": AutoARIMA, "Theta": AutoTheta, "naive": SeasonalNaive}
+    model = kind[name](season_length=12).fit(y[:300])
     if name == "ETS":
         assert form == model.model_["method"] and form.startswith("ETS(M"), form
     for k in (0, 17, 99):
@@ -142,8 +144,8 @@ def test_peers_issue_statsforecasts_own_forecasts(name: str) -> None:
     for i, origin in enumerate((300, 350)):
         own = model.forward(y[:origin], h=12, level=[80])
         np.testing.assert_allclose(multi.median[i], own["mean"], rtol=1e-9)
-        np.testing.assert_allclose(multi.bounds[0.8][0][i], own["lo-80"], rtol=1e-9)
-        np.testing.assert_allclose(multi.bounds[0.8][1][i], own["hi-80"], rtol=1e-9)
+        width = multi.bounds[0.8][1][i] - multi.bounds[0.8][0][i]
+        np.testing.assert_allclose(width, own["hi-80"] - own["lo-80"], rtol=1e-9)
 
 
 def test_missing_values_are_filled_from_the_past_only() -> None:
@@ -158,29 +160,28 @@ def test_missing_values_are_filled_from_the_past_only() -> None:
         assert np.isnan(one.crps[[20, 21]]).all() and np.isfinite(one.crps[22])
 
 
-def test_seasonal_naive_intervals_are_quantiles_of_its_past_residuals() -> None:
-    # season 1, steps cycling through -1, 0, 1, 2: the residuals are those steps
-    steps = np.tile([-1.0, 0.0, 1.0, 2.0], 50)
-    y = 100 + np.cumsum(steps)
-    series = Series("walk", "test", y, season=1, horizon=4, eval_start=120)
-    one = peers.seasonal_naive(series, pool=40)
-    t = 150
-    pool = steps[t - 40 : t]  # the residuals of y_{t-40} .. y_{t-1}
-    k = t - series.eval_start
-    lo, hi = np.quantile(y[t - 1] + pool, [0.1, 0.9])
-    assert one.bounds[0.8][0][k] == pytest.approx(lo) and one.bounds[0.8][1][k] == pytest.approx(hi)
-    assert one.median[k] == pytest.approx(y[t - 1] + np.median(pool))
-    assert one.crps[k] == pytest.approx(float(scores.sample_crps(y[t - 1] + pool, y[t])))
-    # a repeating season is forecast exactly: zero CRPS and width, full coverage
+def test_the_seasonal_naive_issues_the_law_of_a_seasonal_random_walk() -> None:
+    """y_t = y_{t-7} + e_t, e ~ N(0, 1): one step ahead the law N(y_{t-7}, 1) (sigma from 693
+    residuals: within 0.08); h steps ahead the sd grows as sqrt(floor((h - 1) / 7) + 1), the
+    seasons ahead the forecast leans on; a repeating season is forecast exactly."""
+    rng = np.random.default_rng(6)
+    y = np.tile(rng.normal(0, 5, 7), 143)[:1000] + 0.0
+    for t in range(7, 1000):
+        y[t] = y[t - 7] + rng.standard_normal()
+    series = Series("srw", "generated", y, season=7, horizon=14, eval_start=700)
+    one, multi, form = peers.statsforecast_peer("naive", series, np.array([700, 800]), 2000)
+    assert form == "SeasonalNaive(7)"
+    np.testing.assert_allclose(one.median, y[693:-7])
+    sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
+    np.testing.assert_allclose(sd, 1.0, rtol=0.08)
+    width = multi.bounds[0.8][1][0] - multi.bounds[0.8][0][0]
+    np.testing.assert_allclose(width / width[0], np.sqrt(np.arange(14) // 7 + 1), rtol=1e-9)
+    np.testing.assert_allclose(multi.median[1], np.r_[y[793:800], y[793:800]])
     periodic = np.tile([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0], 30)
-    exact = peers.seasonal_naive(Series("p", "test", periodic, 7, 12, eval_start=150))
+    exact, _, _ = peers.statsforecast_peer(
+        "naive", Series("p", "test", periodic, 7, 12, eval_start=150), np.array([150]), 2000)
     np.testing.assert_allclose(exact.median, periodic[150:])
-    assert np.abs(exact.crps).max() < 1e-12
-    # a missing value: the next season forecasts from the naive's own forecast of it
-    gapped = periodic.copy()
-    gapped[152] = np.nan
-    after = peers.seasonal_naive(Series("g", "test", gapped, 7, 12, eval_start=150))
-    assert math.isnan(after.crps[2]) and after.median[9] == pytest.approx(periodic[159])
+    assert np.abs(exact.crps).max() < 1e-12  # a point mass on the value: no error
 
 
 # --------------------------------------------------------------------------- ARIMA
@@ -205,7 +206,7 @@ def test_arima_on_an_ar1_issues_its_one_step_law() -> None:
     phi = 0.6
     y = _ar1(1000, phi, seed=5)
     series = Series("ar1", "generated", y, season=1, horizon=12, eval_start=700)
-    one, multi, name = peers.arima(series, origins(series, 3), history_cap=2000)
+    one, multi, name = peers.statsforecast_peer("ARIMA", series, origins(series, 3), 2000)
     assert re.match(r"ARIMA\(\d,0,\d\)", name), name  # d = 0
     law = phi * y[699:-1]
     assert float(np.sqrt(np.mean((one.median - law) ** 2))) < 0.15, name
@@ -222,7 +223,7 @@ def test_arima_on_a_random_walk_issues_the_last_value() -> None:
     (a drift of 1 / sqrt(600) = 0.04; sigma 1 / sqrt(1200) relative)."""
     walk = 100 + np.cumsum(np.random.default_rng(8).standard_normal(800))
     series = Series("walk", "generated", walk, season=1, horizon=12, eval_start=600)
-    one, _, name = peers.arima(series, origins(series, 2), history_cap=2000)
+    one, _, name = peers.statsforecast_peer("ARIMA", series, origins(series, 2), 2000)
     assert re.match(r"ARIMA\(\d,1,\d\)", name), name
     assert np.abs(one.median - walk[599:-1]).max() < 0.15
     sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
@@ -236,7 +237,7 @@ def test_a_long_season_enters_arima_as_fourier_pairs() -> None:
     t = np.arange(1200)
     y = 50 + 10 * np.sin(2 * np.pi * t / 52) + rng.standard_normal(1200)
     series = Series("s52", "generated", y, season=52, horizon=52, eval_start=900)
-    one, multi, name = peers.arima(series, origins(series, 2), history_cap=2000)
+    one, multi, name = peers.statsforecast_peer("ARIMA", series, origins(series, 2), 2000)
     assert name.endswith("+ 1 Fourier pairs of 52"), name
     sd = (one.bounds[0.8][1] - one.bounds[0.8][0]) / (2 * stats.norm.ppf(0.9))
     np.testing.assert_allclose(sd, 1.0, rtol=0.08)
@@ -315,17 +316,16 @@ def test_the_ablation_is_the_per_series_layer_around_the_last_value(
 
 def _result(name: str, model: dict[str, float], ets: dict[str, float],
             oracle: float | None = None) -> SeriesResult:
-    """ARIMA scores 0.9 of ETS's CRPS, the ablation 1.2, the naive 2."""
+    """ARIMA scores 0.9 of ETS's CRPS, the ablation 1.2, Theta 1.1, the naive 2."""
     series = Series(name, "test", np.zeros(10), 1, 2, oracle_width80=oracle)
     others = {m: {**ets, "crps": f * ets["crps"]}
-              for m, f in (("ARIMA", 0.9), ("ablation", 1.2), ("naive", 2.0))}
+              for m, f in (("ARIMA", 0.9), ("ablation", 1.2), ("Theta", 1.1), ("naive", 2.0))}
     empty = MultiStep(np.zeros(1, np.int64), np.zeros((1, 2)), {}, np.zeros((1, 2)))
     one = {"model": model, "ETS": ets, **others}
     return SeriesResult(
-        series, 1.0, {"ETS": "ANN", "ARIMA": "(0,1,0)"}, one,
-        {m: {"crps": s["crps"], "picp80": 0.8, "picp95": 0.95} for m, s in one.items()
-         if m != "naive"}, {},
-        {m: empty for m in ("model", "ablation", "ETS", "ARIMA")}, 0.0,
+        series, 1.0, {"ETS": "ANN", "ARIMA": "(0,1,0)", "Theta": "STM"}, one,
+        {m: {"crps": s["crps"], "picp80": 0.8, "picp95": 0.95} for m, s in one.items()}, {},
+        {m: empty for m in one}, 0.0,
     )
 
 
@@ -393,8 +393,9 @@ def test_the_report_has_the_columns_and_ratios_of_every_method() -> None:
         # model 0.8, ETS 1, ARIMA 0.9, ablation 1.2: the ratios and their geometric means
         assert "| 0.800 | 0.889 | 0.900 | 0.667 |" in table
         assert "| **0.800** | **0.889** | **0.900** | **0.667** |" in table
-    assert "| ANN | (0,1,0) |" in one and "CRPS naive" in one and "naive" not in multi
-    assert "model / ablation / ETS / ARIMA / naive" in report.point_table(results)
+    assert "| ANN | (0,1,0) | STM |" in one
+    assert "CRPS Theta" in multi and "CRPS naive" in multi
+    assert "model / ablation / ETS / ARIMA / Theta / naive" in report.point_table(results)
     # model 0.8 against ablation 1.2 on both tables: a third better than its random walk
     verdict = report.network_verdict(results)
     assert "one step ahead the trained network is 33.3% better than" in verdict

@@ -15,7 +15,7 @@ from cli.app import app
 from model.runtime.runtime import Runtime
 from training.checkpoint import Checkpoint
 from training.finetune import open_init
-from training.served_check import Verdict, compare, validation_series
+from training.served_check import Verdict, check_series, compare
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT = REPO / "artifacts" / "default"
@@ -36,22 +36,40 @@ def _table(path: Path, n: int = 4, length: int = 140) -> Path:
     return path
 
 
-def test_the_validation_part_is_the_time_split_s(tmp_path: Path) -> None:
-    series = validation_series(_table(tmp_path / "t.csv"), horizon=12, id_col="series_id",
-                               time_col="timestamp", value_col=None, season_length=None)
+def test_the_part_checked_is_the_time_split_s_test_part(tmp_path: Path) -> None:
+    """Each series whole, evaluated after 85 % of it: the part neither the training (70 %) nor
+    its early stopping (70-85 %) saw."""
+    series = check_series(_table(tmp_path / "t.csv"), horizon=12, id_col="series_id",
+                          time_col="timestamp", value_col=None, season_length=None)
     assert len(series) == 4
     for s in series:
-        assert (s.eval_start, len(s.values), s.season, s.horizon) == (98, 119, 7, 12)
+        assert (s.eval_start, len(s.values), s.season, s.horizon) == (119, 140, 7, 12)
 
 
-def test_a_model_against_itself_is_a_tie_and_is_kept(tmp_path: Path) -> None:
-    series = validation_series(_table(tmp_path / "t.csv", n=2), horizon=6, id_col="series_id",
-                               time_col="timestamp", value_col=None, season_length=None)
+def test_a_model_against_itself_is_a_tie_and_the_reference_stays(tmp_path: Path) -> None:
+    series = check_series(_table(tmp_path / "t.csv", n=2), horizon=6, id_col="series_id",
+                          time_col="timestamp", value_col=None, season_length=None)
     rt = Runtime.load(DEFAULT, device="cpu")
     verdict = compare(rt, rt, series)
     assert verdict.n == 2 and verdict.one_step == 1.0 and verdict.multi_step == 1.0
-    assert verdict.keep_trained
-    assert not Verdict(2, 1.1, 0.95).keep_trained and Verdict(2, 0.9, 1.05).keep_trained
+    assert verdict.coverage[0] == verdict.coverage[1] and 0.0 < verdict.coverage[0] <= 1.0
+    assert not verdict.keep_trained and "5%" in verdict.why
+    assert compare(rt, rt, series, min_gain=0.0).keep_trained  # a tie, when no gain is asked
+
+
+def test_the_trained_model_is_kept_only_where_it_helps() -> None:
+    """5 % of the multistep CRPS saved, one step no worse, intervals covering as well."""
+    assert Verdict(2, 0.99, 0.94).keep_trained
+    for verdict, why in (
+        (Verdict(2, 0.99, 0.96), "does not save 5% of the multistep CRPS"),
+        (Verdict(2, 1.01, 0.90), "one step ahead worse"),
+        (Verdict(2, 0.90, 0.90, (0.62, 0.78)), "cover 0.62 over the horizon"),
+        (Verdict(0, float("nan"), float("nan")), "no series could be measured"),
+    ):
+        assert not verdict.keep_trained and why in verdict.why, verdict
+    assert Verdict(2, 0.9, 0.9, (0.70, 0.66)).keep_trained  # closer to 0.80 than the reference
+    assert Verdict(2, 0.9, 0.9, (0.84, 0.80)).keep_trained  # within 0.05 of 0.80
+    assert not Verdict(2, 0.99, 0.94, min_gain=0.1).keep_trained
 
 
 def test_a_table_run_whose_epochs_all_score_worse_keeps_the_default_model(

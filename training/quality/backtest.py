@@ -4,8 +4,9 @@ Each series of a long table (one row per series id and timestamp) is forecast as
 forecasts its suite (training.quality.run): its last part is absorbed one observation at a
 time by each artifact through the runtime the service uses, each one-step forecast scored
 against the value that came, and forecasts of `horizon` steps are drawn from origins spread
-over that part; ETS, ARIMA and the seasonal naive forecast the same points from the same
-history. Dated rows are put on their regular grid first (a missing row is a missing value).
+over that part; statsforecast's AutoETS, AutoARIMA, AutoTheta and seasonal naive forecast
+the same points from the same history. Dated rows are put on their regular grid first (a
+missing row is a missing value).
 
 The season of a series is the one given, else its timestamps' frequency's, else detected from
 the history before its evaluation part (timeseries/seasons.py), as the service finds it.
@@ -27,11 +28,11 @@ from model.runtime.runtime import Runtime
 from timeseries.seasons import declared, season_for, season_of_timestamps
 from timeseries.tables import numeric_values
 from training.datasets.long_table import read_table, sorted_rows
+from training.quality.peers import PEERS
 from training.quality.run import SeriesResult, evaluate_suite
 from training.quality.scores import future, geometric_mean, picp
 from training.quality.suite import Series, SuiteConfig, with_eval_part
 
-PEERS = ("ETS", "ARIMA", "naive")
 CI_LEVEL, CI_DRAWS = 0.9, 2000  # the bootstrap interval of a geometric mean over series
 MAX_SEASON = 400  # the longest season detected from the values
 
@@ -166,10 +167,7 @@ def summary_table(results: list[SeriesResult], models: list[str]) -> str:
            "PICP80 | PICP95 |\n|---|---|---|---|---|---|---|---|"
     rows = []
     for m in [*models, *PEERS]:
-        multi = [
-            _gm([r.ratio("multi_step", m, p) for r in results]) if m != "naive" else "-"
-            for p in ("ETS", "ARIMA")
-        ]
+        multi = [_gm([r.ratio("multi_step", m, p) for r in results]) for p in ("ETS", "ARIMA")]
         rows.append("| " + " | ".join([
             m,
             _gm([r.ratio("one_step", m, "ETS") for r in results]),

@@ -1,14 +1,17 @@
-"""The classical peers of `smct quality` and `smct backtest`: statsforecast's AutoETS and
-AutoARIMA (the implementations users compare with), and a seasonal naive with empirical intervals.
+"""The classical peers of `smct quality` and `smct backtest`, statsforecast's (the
+implementations users compare with): AutoETS, AutoARIMA, AutoTheta and the seasonal naive.
 
-AutoETS and AutoARIMA are fitted once, on the history before the evaluation part (its last
-`history_cap` values); then their parameters stay fixed, as statsforecast's cross-validation
-without refitting does (its `forward`):
+Each is fitted once, on the history before the evaluation part (its last `history_cap` values);
+then its parameters stay fixed, as statsforecast's cross-validation without refitting does (its
+`forward`):
 
 - one step ahead, the law at t is N(m_t, s_t^2): m_t the fitted model's one-step mean given the
   values before t (the in-sample fitted values of `forward` over the history and the evaluation
-  part), s_t its one-step standard deviation: sigma for additive errors, sigma |m_t| for ETS's
-  multiplicative ones (sigma^2 of the fit);
+  part), s_t its one-step standard deviation as the fit on the history gives it: sigma for
+  additive errors, sigma |m_t| for ETS's multiplicative ones (sigma^2 of the fit); the seasonal
+  naive, which has no parameter, takes its sigma from the values before t; Theta's law is its
+  `forward`'s from the values before t (it decomposes the season of the values it is given, so
+  its in-sample fit over the whole series would see ahead);
 - from an origin, statsforecast's forecast of `forward` on the values before it: its mean, and
   the standard deviation of its Gaussian 80 % interval (half its width over z_0.9).
 
@@ -20,10 +23,6 @@ exogenous regressors without a seasonal part (dynamic harmonic regression, Hyndm
 Athanasopoulos, Forecasting: principles and practice, 10.5), K <= MAX_FOURIER of lowest AIC in a
 least-squares regression of the history on a constant, a linear trend and them. AutoETS takes
 the season as it is (statsforecast's ETS leaves out seasons longer than 24).
-
-The seasonal naive forecasts y_t by y_{t-m} (its own forecast of y_{t-m} where that is missing);
-its law is that forecast plus its NAIVE_POOL most recent past residuals y_s - y_{s-m} (s < t),
-as an empirical distribution.
 
 Shapes: n values, K origins, H horizon, c regressors.
 """
@@ -38,18 +37,10 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from training.quality.scores import (
-    LEVELS,
-    MultiStep,
-    OneStep,
-    future,
-    gaussian_bounds,
-    gaussian_crps,
-    sample_crps,
-)
+from training.quality.scores import MultiStep, OneStep, future, gaussian_bounds, gaussian_crps
 from training.quality.suite import Series
 
-NAIVE_POOL = 500
+PEERS = ("ETS", "ARIMA", "Theta", "naive")  # names in the tables
 LONG_SEASON, MAX_FOURIER = 12, 5
 _Z80 = float(ndtri(0.9))  # half the width of a Gaussian 80 % interval, in standard deviations
 
@@ -103,6 +94,10 @@ class Peer:
         fit = self.model.model_
         if "method" in fit:  # ETS
             return str(fit["method"])
+        if "modeltype" in fit:  # Theta
+            return str(fit["modeltype"])
+        if "sigma" in fit:  # the seasonal naive
+            return f"SeasonalNaive({self.model.season_length})"
         from statsforecast.arima import arima_string
 
         extra = f" + {self.pairs} Fourier pairs of {self.period}" if self.pairs else ""
@@ -112,17 +107,29 @@ class Peer:
         """The exogenous regressors (n, c) at absolute indices t, or None."""
         return fourier_terms(t, self.period, self.pairs) if self.pairs else None
 
-    def one_step(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Means and standard deviations (n,) of each y[first + i] given the values before it,
-        for the filled values y (the whole series)."""
-        z = y[self.first :]
-        t = np.arange(self.first, len(y))
-        out = self._forward(z, t, 1, fitted=True)
-        mean = np.asarray(out["fitted"], dtype=np.float64)
+    def one_step(self, y: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Means and standard deviations (n - start,) of each y[t], t >= start, given the
+        filled values y before it (the whole series)."""
         fit = self.model.model_
-        sigma = math.sqrt(float(fit["sigma2"]))
+        if "modeltype" in fit:  # Theta decomposes the values it is given: one forward a value
+            laws = [self.forecast(y, t, 1) for t in range(start, len(y))]
+            return np.array([m[0] for m, _ in laws]), np.array([s[0] for _, s in laws])
+        out = self._forward(y[self.first :], np.arange(self.first, len(y)), 1, fitted=True)
+        mean = np.asarray(out["fitted"], dtype=np.float64)[start - self.first :]
+        if "sigma" in fit:  # the seasonal naive: no parameter, sigma from the values before t
+            return mean, self._naive_sigmas(y[self.first :])[start - self.first :]
+        sigma = math.sqrt(float(fit["sigma2"]))  # ETS, ARIMA
         multiplicative = "components" in fit and fit["components"][0] == "M"
         return mean, sigma * (np.abs(mean) if multiplicative else np.ones_like(mean))
+
+    def _naive_sigmas(self, z: np.ndarray) -> np.ndarray:
+        """(n,) the seasonal naive's sigma before each z[i], as its `forward` on z[:i] takes
+        it: sqrt(sum of the squared residuals z_s - z_{s-m} / (i - m)), NaN before a season."""
+        m = self.model.season_length
+        squares = np.r_[np.zeros(m), (z[m:] - z[:-m]) ** 2]
+        seen = np.arange(len(z), dtype=np.float64) - m
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(seen > 0, np.sqrt(np.r_[0.0, np.cumsum(squares)[:-1]] / seen), np.nan)
 
     def forecast(self, y: np.ndarray, origin: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         """statsforecast's mean and standard deviation (H,) of y[origin:origin + horizon] given
@@ -140,15 +147,16 @@ class Peer:
 
 
 def fit_peer(name: str, y: np.ndarray, first: int, start: int, season: int) -> Peer:
-    """statsforecast's AutoETS or AutoARIMA (`name` "ETS" or "ARIMA") fitted on the filled
-    values y[first:start] with the season (module docstring)."""
-    from statsforecast.models import AutoARIMA, AutoETS
+    """statsforecast's model of `name` (one of PEERS) fitted on the filled values
+    y[first:start] with the season (module docstring)."""
+    from statsforecast.models import AutoARIMA, AutoETS, AutoTheta, SeasonalNaive
 
     history, t = y[first:start], np.arange(first, start)
     period, pairs, length = 1, 0, max(season, 1)
     if name == "ARIMA" and season > LONG_SEASON and len(history) >= 3 * season:
         period, pairs, length = season, fourier_pairs(history, t, season), 1  # as regressors
-    model = (AutoETS if name == "ETS" else AutoARIMA)(season_length=length)
+    kinds = {"ETS": AutoETS, "ARIMA": AutoARIMA, "Theta": AutoTheta, "naive": SeasonalNaive}
+    model = kinds[name](season_length=length)
     peer = Peer(name, model, first, period, pairs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -159,11 +167,11 @@ def fit_peer(name: str, y: np.ndarray, first: int, start: int, season: int) -> P
 def statsforecast_peer(
     name: str, series: Series, origins: np.ndarray, history_cap: int
 ) -> tuple[OneStep, MultiStep, str]:
-    """AutoETS's or AutoARIMA's one-step forecasts of the evaluation part and its forecasts
-    from `origins` (absolute indices); fitted on at most the last `history_cap` history values."""
+    """The peer `name`'s one-step forecasts of the evaluation part and its forecasts from
+    `origins` (absolute indices); fitted on at most the last `history_cap` history values."""
     start, y, h = series.eval_start, filled(series.values), series.horizon
     peer = fit_peer(name, y, max(0, start - history_cap), start, series.season)
-    mean, sd = (a[start - peer.first :] for a in peer.one_step(y))
+    mean, sd = peer.one_step(y, start)
     truth = series.values[start:]
     one = OneStep(mean, gaussian_bounds(mean, sd), gaussian_crps(mean, sd, truth))
     laws = [peer.forecast(y, int(o), h) for o in origins]
@@ -172,48 +180,3 @@ def statsforecast_peer(
     ahead = np.stack([future(series.values, o, h) for o in origins])
     multi = MultiStep(origins, mu, gaussian_bounds(mu, sigma), gaussian_crps(mu, sigma, ahead))
     return one, multi, peer.form
-
-
-def ets(series: Series, origins: np.ndarray, history_cap: int) -> tuple[OneStep, MultiStep, str]:
-    """statsforecast's AutoETS on `series` (statsforecast_peer)."""
-    return statsforecast_peer("ETS", series, origins, history_cap)
-
-
-def arima(series: Series, origins: np.ndarray, history_cap: int) -> tuple[OneStep, MultiStep, str]:
-    """statsforecast's AutoARIMA on `series` (statsforecast_peer)."""
-    return statsforecast_peer("ARIMA", series, origins, history_cap)
-
-
-def seasonal_naive(series: Series, pool: int = NAIVE_POOL) -> OneStep:
-    """The seasonal naive's one-step forecasts of the evaluation part, with the empirical law
-    of its last `pool` past residuals (see the module docstring)."""
-    y, m, start = series.values, series.season, series.eval_start
-    own = y.copy()  # the values, each missing one replaced by the naive's forecast of it
-    residuals: list[float] = []
-    median, crps = [], []
-    bounds: dict[float, tuple[list[float], list[float]]] = {lv: ([], []) for lv in LEVELS}
-    for t in range(m, len(y)):
-        point = own[t - m]
-        if not np.isfinite(point):  # no value of that phase yet: the last observed one
-            seen = np.flatnonzero(np.isfinite(y[:t]))
-            if not seen.size:
-                continue
-            point = y[seen[-1]]
-        if t >= start:
-            past = np.asarray(residuals[-pool:] or [0.0])
-            law = point + past
-            median.append(float(np.median(law)))
-            for lv in LEVELS:
-                lo, hi = np.quantile(law, [0.5 - lv / 2.0, 0.5 + lv / 2.0])
-                bounds[lv][0].append(float(lo))
-                bounds[lv][1].append(float(hi))
-            crps.append(float(sample_crps(law, y[t])) if np.isfinite(y[t]) else math.nan)
-        if np.isfinite(y[t]):
-            residuals.append(float(y[t] - point))
-        else:
-            own[t] = point
-    return OneStep(
-        np.asarray(median),
-        {lv: (np.asarray(lo), np.asarray(hi)) for lv, (lo, hi) in bounds.items()},
-        np.asarray(crps),
-    )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from training.quality.checks import Check
+from training.quality.peers import PEERS
 from training.quality.run import SeriesResult
 from training.quality.scores import ROLLING, geometric_mean
 from training.quality.suite import ORACLE_WIDTH80, SuiteConfig
@@ -20,10 +21,10 @@ def intro(cfg: SuiteConfig, filter_steps: int) -> str:
     """The text above the tables: what was measured, how, and how to read it."""
     return f"""# Forecast quality on real series
 
-How the served model forecasts real series, against three classical peers on the same points:
-statsforecast's AutoETS and AutoARIMA (the implementations users compare with; a season longer
-than 12 enters ARIMA as Fourier terms, `training/quality/peers.py`) and a seasonal naive with
-empirical intervals (the quantiles of its own past residuals); and against its ablation: the
+How the served model forecasts real series, against four classical peers on the same points,
+statsforecast's (the implementations users compare with): AutoETS, AutoARIMA (a season longer
+than 12 enters it as Fourier terms, `training/quality/peers.py`), AutoTheta and the seasonal
+naive; and against its ablation: the
 same per-series layer ([adaptation.md](adaptation.md): scaling, spread, coverage, mean
 correction, seasonal profile, trend, bound) around a network that forecasts the last value (a
 random walk with the trained network's observation noise), served alike, so that model/ablation
@@ -45,13 +46,13 @@ unemployment (season 4) and two generated series,
 {cfg.eval_cap} points). The model is created from the history before that (its last
 {filter_steps + 1} values at most, what the runtime filters), told the series' season as a
 user would declare it (`season_length`, none for GE), and then updated one observation at a
-time through `Runtime.update`, as the service does; the ablation too. ETS and ARIMA keep the
+time through `Runtime.update`, as the service does; the ablation too. The peers keep the
 parameters fitted on the history (its last {cfg.peer_history} values at most) and forecast the
 same points, as statsforecast's cross-validation without refitting does (a missing value
 replaced by the last one before it). Multistep forecasts (horizon 12, 48 for hourly data, 52
 for weekly) start from up to {cfg.origins} origins spread over the evaluation part: the
-model's and the ablation's from {cfg.samples} sample paths of `Runtime.forecast`, ETS's and
-ARIMA's Gaussian.
+model's and the ablation's from {cfg.samples} sample paths of `Runtime.forecast`, the peers'
+Gaussian.
 
 Reading the figures: CRPS, MPIW80 and MASE are divided by the in-sample MAE of the seasonal
 naive over the history (lower is better; MASE 1 is the naive's own in-sample error), so the
@@ -95,8 +96,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-ONE_STEP = ("model", "ablation", "ETS", "ARIMA", "naive")
-MULTI_STEP = ONE_STEP[:-1]
+ONE_STEP = MULTI_STEP = ("model", "ablation", *PEERS)
+FORMS = ("ETS", "ARIMA", "Theta")
 RATIOS = (("model", "ETS"), ("model", "ARIMA"), ("ARIMA", "ETS"), ("model", "ablation"))
 
 
@@ -116,13 +117,13 @@ def _ratios(results: list[SeriesResult], kind: str) -> tuple[list[list[str]], li
 
 def one_step_table(results: list[SeriesResult]) -> str:
     """Per series: each method's scaled CRPS, the ratios of RATIOS, PICP 80/95, scaled 80 %
-    width, MASE of the median, the forms of ETS and ARIMA; the last row the geometric means of
+    width, MASE of the median, the forms of FORMS' peers; the last row the geometric means of
     the ratios."""
     each = " / ".join(ONE_STEP)
     header = [
         "series", "n", *(f"CRPS {m}" for m in ONE_STEP), *(f"{a}/{b}" for a, b in RATIOS),
-        f"PICP80 {each}", f"PICP95 {each}", f"MPIW80 {each}", f"MASE {each}", "ETS form",
-        "ARIMA form",
+        f"PICP80 {each}", f"PICP95 {each}", f"MPIW80 {each}", f"MASE {each}",
+        *(f"{m} form" for m in FORMS),
     ]
     ratios, geo = _ratios(results, "one_step")
     rows = []
@@ -130,14 +131,15 @@ def one_step_table(results: list[SeriesResult]) -> str:
         rows.append([
             r.series.name, str(r.series.n_eval), *(_f(r.one_step[m]["crps"]) for m in ONE_STEP),
             *ratio, _each(r, "picp80"), _each(r, "picp95"), _each(r, "mpiw80"),
-            _each(r, "mase"), r.forms["ETS"], r.forms["ARIMA"],
+            _each(r, "mase"), *(r.forms[m] for m in FORMS),
         ])
-    rows.append(["**geometric mean**", *[""] * (1 + len(ONE_STEP)), *geo, *[""] * 6])
+    rows.append(["**geometric mean**", *[""] * (1 + len(ONE_STEP)), *geo,
+                 *[""] * (4 + len(FORMS))])
     return _table(header, rows)
 
 
 def multi_step_table(results: list[SeriesResult]) -> str:
-    """Per series: each method's scaled multistep CRPS (the naive's aside), the ratios of
+    """Per series: each method's scaled multistep CRPS, the ratios of
     RATIOS, PICP 80/95; the last row the geometric means of the ratios."""
     each = " / ".join(MULTI_STEP)
     header = [

@@ -1,6 +1,7 @@
 """One pass of `smct quality`: every series of the suite through the model, its ablation (the
-per-series layer around a random walk, training.quality.ablation), ETS, ARIMA and the seasonal
-naive on the same evaluation points, scored alike (training.quality.scores).
+per-series layer around a random walk, training.quality.ablation) and statsforecast's peers
+(AutoETS, AutoARIMA, AutoTheta, the seasonal naive) on the same evaluation points, scored alike
+(training.quality.scores).
 
 Shapes: n evaluation points, K origins, H horizon.
 """
@@ -28,14 +29,14 @@ from training.quality.scores import (
 from training.quality.suite import Series, SuiteConfig
 
 log = logging.getLogger(__name__)
-METHODS = ("model", "ablation", "ETS", "ARIMA", "naive")  # one-step; multistep: all but the naive
+METHODS = ("model", "ablation", *peers.PEERS)
 SEASONS_BEFORE_WIDTH = 3  # seasons of updates before the width of a generated series counts
 
 
 @dataclass(frozen=True)
 class SeriesResult:
     """The scores of one series: one_step[method] and multi_step[method] (scores.py's keys),
-    the forms ETS and ARIMA chose (forms["ETS"], forms["ARIMA"]), and what the figures draw."""
+    the forms each peer chose (forms["ETS"], ...), and what the figures draw."""
 
     series: Series
     scale: float
@@ -77,16 +78,15 @@ def evaluate_series(
     forecasts: dict[str, OneStep] = {}
     for name, runtime in models.items():
         forecasts[name], fans[name] = served.model(runtime, series, starts, cfg.samples)
-    forecasts["ETS"], fans["ETS"], ets_form = peers.ets(series, starts, cfg.peer_history)
-    forecasts["ARIMA"], fans["ARIMA"], arima_form = peers.arima(
-        series, starts, cfg.peer_history
-    )
-    forecasts["naive"] = peers.seasonal_naive(series)
+    forms = {}
+    for peer in peers.PEERS:
+        forecasts[peer], fans[peer], forms[peer] = peers.statsforecast_peer(
+            peer, series, starts, cfg.peer_history)
     skip = SEASONS_BEFORE_WIDTH * series.season if series.oracle_width80 else 0
     return SeriesResult(
         series=series,
         scale=scale,
-        forms={"ETS": ets_form, "ARIMA": arima_form},
+        forms=forms,
         one_step={m: one_step_scores(f, y, last, scale, skip) for m, f in forecasts.items()},
         multi_step={m: multi_step_scores(f, truth, scale) for m, f in fans.items()},
         forecasts=forecasts,

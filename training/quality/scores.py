@@ -48,11 +48,15 @@ class MultiStep:
 
 def gaussian_crps(mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> np.ndarray:
     """CRPS of N(mu, sigma^2) at y, closed form (Gneiting & Raftery 2007):
-    sigma (z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)), z = (y - mu) / sigma. Broadcasts."""
+    sigma (z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi)), z = (y - mu) / sigma; |y - mu| where
+    sigma is 0. Broadcasts."""
     mu, sigma, y = (np.asarray(a, dtype=np.float64) for a in (mu, sigma, y))
-    z = (y - mu) / sigma
+    point = sigma == 0.0  # a point mass: the absolute error
+    scale = np.where(point, 1.0, sigma)
+    z = (y - mu) / scale
     pdf = _INV_SQRT_2PI * np.exp(-0.5 * z * z)
-    return np.asarray(sigma * (z * (2.0 * ndtr(z) - 1.0) + 2.0 * pdf - 1.0 / math.sqrt(math.pi)))
+    law = scale * (z * (2.0 * ndtr(z) - 1.0) + 2.0 * pdf - 1.0 / math.sqrt(math.pi))
+    return np.asarray(np.where(point, np.abs(y - mu), law))
 
 
 def gaussian_bounds(

@@ -97,3 +97,34 @@ def test_paths_moved_on_the_device_forecast_as_on_the_host(
                                                                    b.intervals[0.95],
                                                                    strict=True)):
             assert np.all(np.abs(x - y) <= 1e-5 * width)
+
+
+def test_a_batch_padded_to_its_bucket_forecasts_as_it_is() -> None:
+    """Three series padded to a batch of four (copies of the first, dropped from the answer):
+    the same forecasts as the batch of three, within 1e-5 of the 80 % width; and the buckets
+    are the powers of two."""
+    assert [device_rollout.bucket(b) for b in (1, 2, 3, 4, 5, 17, 512)] == [1, 2, 4, 4, 8, 32,
+                                                                           512]
+    rt = Runtime.load(DEFAULT, backend="torch", device="cpu")
+    rt.engine.rollout = None  # type: ignore[attr-defined]  # the forecast graph, as on a GPU
+    engine: Any = rt.engine
+    hists, seasons = _histories()
+    states = rt.create(hists, seasons=seasons)
+    answers = []
+    for buckets in (False, True):
+        engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=False,
+                                          buckets=buckets)
+        answers.append(rt.forecast(states, 12, [0.8], 300, seed=5))
+    for a, b in zip(*answers, strict=True):
+        width = a.intervals[0.8][1] - a.intervals[0.8][0]
+        for x, y in ((a.median, b.median), *zip(a.intervals[0.8], b.intervals[0.8], strict=True)):
+            assert np.all(np.abs(x - y) <= 1e-5 * width)
+
+
+def test_padding_grows_the_batch_dimension_of_each_input_by_its_first_series() -> None:
+    paths, keys = torch.arange(6.0).reshape(3, 2), torch.tensor([7, 8, 9])
+    steps, cov = torch.arange(4), torch.arange(24.0).reshape(4, 3, 2)
+    out = device_rollout.padded([paths, keys, steps, cov], batched=2, later=1, size=4)
+    assert torch.equal(out[0], torch.cat([paths, paths[:1]]))
+    assert torch.equal(out[1], torch.tensor([7, 8, 9, 7])) and torch.equal(out[2], steps)
+    assert out[3].shape == (4, 4, 2) and torch.equal(out[3][:, 3], cov[:, 0])
