@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from service.engine import Engine
 from service.errors import InvalidInput
-from service.inputs import ForecastParams, forecast_params
+from service.inputs import ForecastParams, forecast_params, stamps
 from service.schemas.events import StreamStep
 from service.schemas.forecasts import (
     ForecastRequest,
@@ -17,7 +17,6 @@ from service.schemas.forecasts import (
     SeriesForecast,
 )
 from service.settings import Settings, level_label
-from timeseries.seasons import stamps_after
 
 
 class Prepared(NamedTuple):
@@ -32,20 +31,8 @@ class Prepared(NamedTuple):
 
 
 def _stamps(req: ForecastRequest, horizon: int) -> list[list[str] | None]:
-    out: list[list[str] | None] = []
-    for i, s in enumerate(req.series):
-        if s.last_timestamp is None:
-            out.append(None)
-            continue
-        field = f"series[{i}].last_timestamp"
-        if s.freq is None:
-            raise InvalidInput(f"{field}: send freq with it (the step between values, a pandas "
-                               "alias such as h, D, MS)", field=field)
-        try:
-            out.append(stamps_after(s.last_timestamp, s.freq, horizon))
-        except ValueError as exc:
-            raise InvalidInput(f"{field}: {exc}", field=field) from exc
-    return out
+    return [stamps(s.last_timestamp, s.freq, horizon, f"series[{i}].last_timestamp")
+            for i, s in enumerate(req.series)]
 
 
 def _dated(forecasts: list[SeriesForecast], stamps: list[list[str] | None]) -> None:

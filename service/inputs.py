@@ -18,7 +18,7 @@ from model.runtime.stateless import StatelessRuntime
 from model.runtime.support import read_support
 from service.errors import InvalidInput
 from service.settings import Settings
-from timeseries.seasons import declared, season_for, season_of_freq
+from timeseries.seasons import declared, season_for, season_of_freq, stamps_after
 
 MAX_ABS_VALUE = 1e30  # values in series units; the model computes in float32
 MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
@@ -96,6 +96,23 @@ def _check_sample_steps(
             f"{MAX_RETURNED_SAMPLE_VALUES} values; ask for fewer samples or a shorter horizon, "
             "or set return_samples to false", field="num_samples",
         )
+
+
+def stamps(
+    last: object | None, freq: str | None, horizon: int, field: str, skip: int = 0
+) -> list[str] | None:
+    """The time stamps of `horizon` steps after the value `skip` steps after the one stamped
+    `last` (timeseries.seasons.stamps_after), None without `last`; `field` names
+    `last_timestamp` in the request where it is refused."""
+    if last is None:
+        return None
+    if freq is None:
+        raise InvalidInput(f"{field}: send freq with it (the step between values, a pandas "
+                           "alias such as h, D, MS)", field=field)
+    try:
+        return stamps_after(last, freq, horizon, skip)
+    except ValueError as exc:
+        raise InvalidInput(f"{field}: {exc}", field=field) from exc
 
 
 class ModelInputs:

@@ -18,6 +18,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from service.errors import (
     SeriesNotFound,
     StoreUnavailable,
 )
-from service.inputs import ForecastParams, forecast_params
+from service.inputs import ForecastParams, forecast_params, stamps
 from service.metrics import Metrics
 from service.model_calls import NewState, Update
 from service.schemas.events import MissedEvent, SeriesEvent
@@ -91,11 +92,15 @@ class SeriesService:
     async def put(
         self, series_id: str, values: Sequence[Any], season_length: int | None = None,
         freq: str | None = None, support: str | None = None,
+        last_timestamp: datetime | None = None,
     ) -> tuple[SeriesInfo, bool]:
-        """Create or replace a series from its history (values 0..t-1), its season and its
-        support (ModelInputs); -> (its metadata, whether it was created)."""
+        """Create or replace a series from its history (values 0..t-1), its season, its
+        support (ModelInputs) and the time stamp of its last value (with freq: its forecasts'
+        dates); -> (its metadata, whether it was created)."""
         history = self.engine.inputs.history(values, "values")
         season = self.engine.inputs.season(history, season_length, freq, "")
+        stamps(last_timestamp, freq, 1, "last_timestamp")  # refused here, not when forecast
+        stamp = None if last_timestamp is None else last_timestamp.isoformat()
         support = self.engine.inputs.support(history, support)
         new = await self.engine.create(history, season)
         for _ in range(self.settings.commit_retries):
@@ -109,7 +114,8 @@ class SeriesService:
                 particles=new.particles, model_version=self.engine.model_version,
                 state_bytes=len(new.state), created_at=old.created_at if old else now,
                 updated_at=now, adaptation=new.adaptation, season_length=new.season,
-                support=support,
+                support=support, freq=freq, timestamp=stamp,
+                timestamp_seq=None if stamp is None else new.seq - 1,
             )
             event = SeriesEvent(
                 type="replaced" if old else "created", id=series_id, version=meta.version,
@@ -164,8 +170,13 @@ class SeriesService:
                                   self.settings)
         if etags.matches(held, tag):  # the same state gives the same bytes: nothing is drawn
             return tag, None
-        return tag, await self.engine.forecast(series_id, rec.state, params, covariates,
-                                               rec.meta.support)
+        forecast = await self.engine.forecast(series_id, rec.state, params, covariates,
+                                              rec.meta.support)
+        meta = rec.meta
+        if forecast is not None and meta.timestamp is not None and meta.timestamp_seq is not None:
+            forecast.timestamps = stamps(meta.timestamp, meta.freq, params.horizon, "",
+                                         skip=meta.seq - 1 - meta.timestamp_seq)
+        return tag, forecast
 
     # ------------------------------------------------------------------ observations
 

@@ -81,15 +81,16 @@ def season_of_freq(freq: str) -> int:
     return base // n if base % n == 0 and n < base else 0
 
 
-def stamps_after(last: object, freq: str, horizon: int) -> list[str]:
-    """The `horizon` time stamps after `last`, a step of `freq` (a pandas alias) apart, in ISO
-    8601; the first is the next one on the frequency's calendar (a month's start after the
-    15th). ValueError for a time stamp or a frequency that is not one."""
+def stamps_after(last: object, freq: str, horizon: int, skip: int = 0) -> list[str]:
+    """The `horizon` time stamps after the value `skip` steps after the one stamped `last`, a
+    step of `freq` (a pandas alias) apart, in ISO 8601; the first is the next one on the
+    frequency's calendar (a month's start after the 15th). ValueError for a time stamp or a
+    frequency that is not one."""
     import pandas as pd
 
     try:
         step = pd.tseries.frequencies.to_offset(LEGACY_FREQ.get(freq, freq))
-        ahead = pd.date_range(pd.Timestamp(last) + step, periods=horizon, freq=step)
+        ahead = pd.date_range(pd.Timestamp(last) + step * (skip + 1), periods=horizon, freq=step)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"no time stamps after {last!r} by {freq!r}: {exc}") from None
     return [t.isoformat() for t in ahead]

@@ -88,13 +88,15 @@ def forecast_params(
 
 def series_body(
     values: Sequence[Any], season_length: int | None = None, freq: str | None = None,
-    support: str | None = None,
+    support: str | None = None, last_timestamp: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"values": list(values)}
     if season_length is not None:
         body["season_length"] = int(season_length)
     if freq is not None:
         body["freq"] = freq
+        if last_timestamp is not None:  # the service dates the series' forecasts from it
+            body["last_timestamp"] = last_timestamp
     if support is not None:
         body["support"] = support
     return body

@@ -151,15 +151,18 @@ class Client:
         time_col: str = "ds", support: str | None = None,
     ) -> SeriesInfo:
         """Create (or replace) a series from its history: values, or a frame's target column
-        in time order (its frequency inferred from `time_col` when it has timestamps);
-        `support` (real, nonnegative, counts; default: the service reads it off the values)
-        the values its forecasts are kept in."""
+        in time order (its frequency inferred from `time_col` when it has timestamps, its
+        forecasts then dated from the last); `support` (real, nonnegative, counts; default:
+        the service reads it off the values) the values its forecasts are kept in."""
+        last = None
         if isinstance(values, pd.DataFrame):
             part = values.sort_values(time_col) if time_col in values else values
             if freq is None and season_length is None and time_col in part:  # one or other
                 freq = frames._freq(pd.Index(part[time_col]))  # noqa: SLF001
+            if time_col in part and pd.api.types.is_datetime64_any_dtype(part[time_col]):
+                last = pd.Timestamp(part[time_col].iloc[-1]).isoformat()
             values = [frames._num(v) for v in part[target_col].to_numpy(float)]  # noqa: SLF001
-        body = series_body(values, season_length, freq, support)
+        body = series_body(values, season_length, freq, support, last)
         return self._run(self._calls.create(series_id, body))
 
     def series(self, series_id: str) -> SeriesInfo:

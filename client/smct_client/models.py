@@ -33,6 +33,7 @@ class Forecast(_Answer):
     median: list[Point]
     intervals: dict[str, Interval]
     samples: list[list[Point]] | None = None
+    timestamps: list[str] | None = None  # each step's, where the series' dates are known
 
 
 class ForecastAnswer(_Answer):

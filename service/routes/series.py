@@ -41,7 +41,7 @@ async def put_series(
 ) -> SeriesInfo:
     """The history holds seqs 0..t-1; the next observation has seq t. 201 when created."""
     info, created = await series.put(series_id, body.values, body.season_length, body.freq,
-                                     body.support)
+                                     body.support, body.last_timestamp)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return info

@@ -3,7 +3,6 @@ that every forecasting answer holds."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -23,6 +22,7 @@ from service.schemas.values import (
     Covariates,
     Freq,
     Horizon,
+    LastTimestamp,
     Level,
     NumSamples,
     Point,
@@ -43,10 +43,7 @@ class SeriesHistory(RequestBody):
     )
     season_length: SeasonLength = None
     freq: Freq = None
-    last_timestamp: datetime | None = Field(
-        None, description="the time stamp of the last value (ISO 8601); with `freq`, the "
-        "forecast carries the time stamps of the steps ahead",
-    )
+    last_timestamp: LastTimestamp = None
     support: Support = None
 
 

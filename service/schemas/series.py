@@ -24,6 +24,7 @@ from service.schemas.values import (
     Covariates,
     Freq,
     Horizon,
+    LastTimestamp,
     Level,
     NumSamples,
     Point,
@@ -124,6 +125,7 @@ class SeriesCreate(RequestBody):
     values: Annotated[Values, Field(min_length=1, max_length=MAX_VALUES)]
     season_length: SeasonLength = None
     freq: Freq = None
+    last_timestamp: LastTimestamp = None
     support: Support = None
 
 

@@ -11,6 +11,7 @@ limits that depend on the deployment (SMCT_MAX_HORIZON, SMCT_MAX_SAMPLES) and on
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
@@ -143,6 +144,13 @@ Freq = Annotated[
         description="the values' frequency as a pandas alias (h, 30min, D, W, MS, QS ...): "
         "gives the season length when `season_length` is not sent",
     ),
+]
+
+
+LastTimestamp = Annotated[
+    datetime | None,
+    Field(description="the time stamp of the last value (ISO 8601); with `freq`, forecasts "
+          "carry the time stamp of each step ahead"),
 ]
 
 

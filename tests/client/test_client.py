@@ -84,6 +84,8 @@ def test_online_series_with_automatic_seqs(server: ProcessServer) -> None:
     with Client(server.url) as smct:
         info = smct.create_series("online-1", df)
         assert isinstance(info, SeriesInfo) and info.seq == 48 and info.season_length == 24
+        dated = smct.series_forecast("online-1", horizon=2)  # from the frame's last hour
+        assert dated.timestamps == ["2026-01-03T00:00:00", "2026-01-03T01:00:00"]
         for k in range(3):
             answer = smct.append("online-1", [10.0 + 0.1 * k], horizon=2)
             assert isinstance(answer, ObservationsAnswer) and not answer.replayed

@@ -1,6 +1,7 @@
 """README.md and docs/ stay a manual: a short README that opens with the two set-up commands,
 no history outside CHANGELOG.md (dates, issue numbers, commit hashes), figures dated only on
-the one line that heads their table, and links that lead to files and headings that exist."""
+the one line that heads their table, and links and repo paths in code spans that lead to files
+and headings that exist."""
 
 from __future__ import annotations
 
@@ -117,3 +118,30 @@ def test_relative_links_lead_somewhere(doc: Path) -> None:
         elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
             broken.append(target)
     assert not broken, f"{_rel(doc)} links to files or headings that do not exist: {broken}"
+
+
+SPAN = re.compile(r"`([^`\n]+)`")
+REPO_PATH = re.compile(r"^[\w-]+(?:/[\w.-]+)+/?$")  # model/x.py, docs/, model/x.NAME
+FILE_KINDS = (".py", ".md", ".sh", ".toml", ".yml", ".yaml", ".json", ".txt", ".csv", ".npz")
+
+
+@pytest.mark.parametrize("doc", MANUAL, ids=_rel)
+def test_repo_paths_in_code_spans_exist(doc: Path) -> None:
+    """A file or folder of the repository named in a code span exists; `module/path.NAME`
+    (a module and a name in it) names a module that holds NAME."""
+    missing = []
+    for span in SPAN.findall(FENCE.sub("", doc.read_text())):
+        if not REPO_PATH.match(span) or not (REPO / span.split("/")[0]).is_dir():
+            continue
+        if (REPO / span).exists():
+            continue
+        if span.endswith("/") or span.endswith(FILE_KINDS):
+            missing.append(span)
+        elif "." in span.rsplit("/", 1)[-1]:
+            module, name = span.split(".", 1)
+            source = REPO / f"{module}.py"
+            if not source.is_file() or name.split(".")[0] not in source.read_text():
+                missing.append(span)
+        elif not (REPO / f"{span}.py").exists():
+            missing.append(span)
+    assert not missing, f"{_rel(doc)} names paths that are not in the repository: {missing}"

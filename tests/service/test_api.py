@@ -272,6 +272,30 @@ def test_a_forecast_is_dated_by_the_frequency_after_the_last_timestamp(
         assert r.status_code == 422 and field in r.text, r.json()
 
 
+def test_a_series_forecast_is_dated_from_its_last_timestamp_and_its_seq(
+    client: TestClient, runtime: Any
+) -> None:
+    """A series created with `freq` and `last_timestamp`: its forecast is dated from the month
+    after, and two observations later from two months further; without them, undated;
+    `last_timestamp` without `freq` is refused naming the field, and nothing is created."""
+    values = history(runtime, 48)
+    r = client.put("/v1/series/dated", json={"values": values, "freq": "MS",
+                                             "last_timestamp": "2024-10-01T00:00:00"})
+    assert r.status_code == 201, r.json()
+    r = client.get("/v1/series/dated/forecast", params={"horizon": 2})
+    assert r.json()["timestamps"] == ["2024-11-01T00:00:00", "2024-12-01T00:00:00"]
+    obs = {"observations": [{"seq": 48, "value": 0.3}, {"seq": 49, "value": None}]}
+    assert client.post("/v1/series/dated/observations", json=obs).status_code == 200
+    r = client.get("/v1/series/dated/forecast", params={"horizon": 2})
+    assert r.json()["timestamps"] == ["2025-01-01T00:00:00", "2025-02-01T00:00:00"]
+    client.put("/v1/series/plain", json={"values": values, "freq": "MS"})
+    assert "timestamps" not in client.get("/v1/series/plain/forecast").json()
+    r = client.put("/v1/series/undated", json={"values": values,
+                                               "last_timestamp": "2024-10-01T00:00:00"})
+    assert r.status_code == 422 and r.json()["fields"][0]["field"] == "last_timestamp", r.json()
+    assert client.get("/v1/series/undated").status_code == 404
+
+
 def test_a_long_history_is_accepted_and_numbered_whole(client: TestClient, runtime: Any) -> None:
     """5,000 values: the filter runs on the last SMCT_MAX_FILTER_STEPS of them (a bounded
     model time; it used to hold the model thread for a step per value), and the series still
