@@ -266,7 +266,7 @@ class ForecastMixin:
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
         covariates from `_path_inputs`. The paths of a series with pending steps (missing
-        observations not yet filtered, model/runtime/runtime.Runtime._defer) move through those
+        observations not yet filtered, model/runtime/gaps.defer) move through those
         first: its step h is the paths' step pending + h."""
         if not states:
             return

@@ -199,7 +199,7 @@ class Runtime(ForecastMixin):
         season = check_seasons(seasons, len(rows))
         if not rows:
             return []
-        # trailing missing values stay pending (`_defer`): the state is the one of the
+        # trailing missing values stay pending (gaps.defer): the state is the one of the
         # history without them, and its forecasts move through them
         pending = [min(gaps.trailing_missing(r), gaps.MAX_PENDING, len(r) - 1) for r in rows]
         rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]

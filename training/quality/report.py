@@ -98,7 +98,8 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 ONE_STEP = MULTI_STEP = ("model", "ablation", *PEERS)
 FORMS = ("ETS", "ARIMA", "Theta")
-RATIOS = (("model", "ETS"), ("model", "ARIMA"), ("ARIMA", "ETS"), ("model", "ablation"))
+RATIOS = (("model", "ETS"), ("model", "ARIMA"), ("ARIMA", "ETS"), ("model", "ablation"),
+          ("model", "Theta"))
 
 
 def _each(r: SeriesResult, key: str, methods: tuple[str, ...] = ONE_STEP,
