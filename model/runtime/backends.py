@@ -6,7 +6,7 @@ keep forecast paths in their own tensor type between steps. The filter update is
 model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
 model/filtering/filter.forecast_step: on the cpu, the torch backend's `start_paths` returns the
-rollout of model/runtime/rollout.py (the same samples to float32 rounding, a ring buffer of
+rollout of model/runtime/rollout/compiled.py (the same samples to float32 rounding, a ring buffer of
 keys and values with the paths as columns), which the forecast moves a block of steps at a
 time (model/runtime/forecasting.py); elsewhere `forecast_step` runs the forecast graph.
 
@@ -38,12 +38,13 @@ from model.filtering.compact import materialize, rollout_windows
 from model.filtering.filter import CompactState, FilterState
 from model.filtering.paths import LazyPaths, draw_paths, start_paths
 from model.network.smc_transformer import N_MEAN_TERMS, SMCTransformer
-from model.runtime import device_rollout, normals
-from model.runtime.device_rollout import DeviceSteps
 from model.runtime.inputs import InputError
-from model.runtime.rollout import Rollout
-from model.runtime.rollout_kernels import warm
-from model.runtime.rollout_weights import RolloutWeights
+from model.runtime.rollout import device as device_rollout
+from model.runtime.rollout import normals
+from model.runtime.rollout.compiled import Rollout
+from model.runtime.rollout.device import DeviceSteps
+from model.runtime.rollout.kernels import warm
+from model.runtime.rollout.weights import RolloutWeights
 
 
 class StepOut(NamedTuple):
@@ -112,7 +113,7 @@ DEVICE_PATHS = 1 << 19  # paths held at once on a GPU (a path's windows: 2 L D f
 
 class TorchBackend:
     """Eager PyTorch on cpu or cuda. On the cpu, forecast paths move by the rollout kernel
-    (model/runtime/rollout.py); on cuda, and where `rollout` is None, by forecast_graph."""
+    (model/runtime/rollout/compiled.py); on cuda, and where `rollout` is None, by forecast_graph."""
 
     name = "torch"
 
@@ -130,7 +131,7 @@ class TorchBackend:
             warm(self.rollout.kernel)
         normals.warm()  # the forecast noise's kernel, likewise
         # on a GPU the paths move there, their noise drawn there, each block of steps captured
-        # once as a CUDA graph (model/runtime/device_rollout.py); and more of them at once
+        # once as a CUDA graph (model/runtime/rollout/device.py); and more of them at once
         self.device_steps: DeviceSteps | None = None
         if device != "cpu" and not model.cfg.det_context:
             self.device_steps = DeviceSteps(self.model, self.forecast_graph,

@@ -25,7 +25,6 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
-from model.runtime import device_rollout, normals
 from model.runtime.adapter import Adapter
 from model.runtime.backends import Backend
 from model.runtime.inputs import (
@@ -36,7 +35,9 @@ from model.runtime.inputs import (
     check_states,
 )
 from model.runtime.predictive import Forecast
-from model.runtime.rollout import Rollout
+from model.runtime.rollout import device as device_rollout
+from model.runtime.rollout import normals
+from model.runtime.rollout.compiled import Rollout
 from model.runtime.scaling import check_future_scale
 from model.runtime.support import summarized, support_codes, support_names
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
@@ -69,10 +70,9 @@ def _block(
     ends: bool,
 ) -> tuple[Any, np.ndarray]:
     """S steps of the paths: the torch backend's rollout on the cpu in one call
-    (model/runtime/rollout.py), other paths by S `forecast_step`s. noise: eps_z (S, B, N, D),
-    eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D) (the last step's unread where the forecast
-    `ends` with these steps); covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N,
-    O)."""
+    (model/runtime/rollout/compiled.py), other paths by S `forecast_step`s. noise: eps_z (S, B, N,
+    D), eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D) (the last step's unread where the forecast
+    `ends` with these steps); covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N, O)."""
     eps_z, eps_x, eps_qkv = noise
     if isinstance(paths, Rollout):
         coef = torch.from_numpy(mean_coef) if engine.corrects_mean else None
@@ -105,7 +105,7 @@ def draw_noise(
     keys: np.ndarray, steps: range, total: int, n: int, d: int, o: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The noise of `steps` of a forecast of `total` steps, each series from the streams of its
-    key (B,) (model/runtime/normals.py): eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv
+    key (B,) (model/runtime/rollout/normals.py): eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv
     (S, B, N, 3, D), but for the q, k, v of the forecast's last step, which no step reads
     (zeros). Each step's numbers are its own, whatever the steps drawn with it."""
     s, b = len(steps), len(keys)

@@ -1,9 +1,9 @@
-"""The rollout kernel of the torch backend on the cpu (model/runtime/rollout.py) against the path
-it replaces (model/filtering/filter.forecast_step through the backend's forecast graph): the
-same samples under the same noise, for the default model, the test artifact and random
-networks with every option of the model (lag embeddings, skip, lagged targets, a scale per
-particle, covariates, two targets, a linear head without residual), with series of several
-seasons, short histories (lags not held yet) and pending steps.
+"""The rollout kernel of the torch backend on the cpu (model/runtime/rollout/compiled.py) against
+the path it replaces (model/filtering/filter.forecast_step through the backend's forecast graph):
+the same samples under the same noise, for the default model, the test artifact and random networks
+with every option of the model (lag embeddings, skip, lagged targets, a scale per particle,
+covariates, two targets, a linear head without residual), with series of several seasons, short
+histories (lags not held yet) and pending steps.
 
 Tolerance: the kernel does the float32 arithmetic of forecast_step in another order (sums
 over the window and the heads, the query scaled before its products, stacked and folded
@@ -156,7 +156,7 @@ def test_the_cpu_backend_serves_the_kernel_and_unsorted_ancestors_are_gathered(
 ) -> None:
     """Runtime.load on the cpu rolls out with the kernel; paths drawn in any order of
     particles (not systematic resampling's sorted draws) take their particles' numbers."""
-    from model.runtime.rollout import Picks
+    from model.runtime.rollout.compiled import Picks
 
     assert rt_torch.engine.rollout is not None  # type: ignore[attr-defined]
     x = torch.arange(24.0).view(2, 3, 4)  # (B, 3, P)

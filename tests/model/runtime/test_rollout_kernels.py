@@ -1,5 +1,5 @@
-"""The compiled kernels of the rollout (model/runtime/rollout_attention.py, rollout_readout.py,
-rollout_kernels.py) on cases with a known answer; tests/model/runtime/test_rollout.py checks
+"""The compiled kernels of the rollout (model/runtime/rollout/attention.py, readout.py,
+kernels.py) on cases with a known answer; tests/model/runtime/test_rollout.py checks
 them inside the rollout against the forecast graph for every option of the model."""
 
 from __future__ import annotations
@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime import rollout_attention as attention
-from model.runtime import rollout_kernels as kernels
-from model.runtime import rollout_readout as readout
+from model.runtime.rollout import attention, kernels, readout
 
 RNG = np.random.default_rng(0)
 B, HD, R, L, M = 2, 2, 3, 5, 7

@@ -1,7 +1,7 @@
-"""The readout of the forecast rollout (model/runtime/rollout.py), section 3.3 from mu(t) to X_t
-for every path at once, compiled (model/runtime/jit.py): z(t), r(t) = LN(z(t) + W^e X_{t-1}),
-the head G_obs, the skip, the lag terms (read off the ring's targets at the slots of the lags)
-with the series' correction of the mean, the scale of each path and the draw of X_t, in one
+"""The readout of the forecast rollout (model/runtime/rollout/compiled.py), section 3.3 from mu(t)
+to X_t for every path at once, compiled (model/runtime/rollout/jit.py): z(t), r(t) = LN(z(t) + W^e
+X_{t-1}), the head G_obs, the skip, the lag terms (read off the ring's targets at the slots of the
+lags) with the series' correction of the mean, the scale of each path and the draw of X_t, in one
 pass with the paths innermost.
 
 Shapes: B batch, M paths, L window, D width, F inputs, O targets, J lag terms, C d_ff, K the
@@ -16,12 +16,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from model.runtime.jit import inline, kernel
-from model.runtime.rollout_attention import exp_of
+from model.runtime.rollout.attention import exp_of
+from model.runtime.rollout.jit import inline, kernel
 
 
 class KernelWeights(NamedTuple):
-    """The network's weights as numpy arrays (model/runtime/rollout_weights.RolloutWeights),
+    """The network's weights as numpy arrays (model/runtime/rollout/weights.RolloutWeights),
     zeros for the parts a model lacks (its flags say which it has)."""
 
     qkv_w: np.ndarray  # (3D, F), the query's rows / sqrt(R)
@@ -180,7 +180,7 @@ def _mean_and_draw(
 @inline
 def _scales(s: np.ndarray, bound: float, work: np.ndarray) -> None:
     """exp(bound tanh(s) - bound) (M,) into work[0]; work (4, M) a buffer. Both exponentials
-    of arguments <= 0 by rollout_attention.exp_of (vectorized): tanh(s) = sign(s) (1 - e) /
+    of arguments <= 0 by attention.exp_of (vectorized): tanh(s) = sign(s) (1 - e) /
     (1 + e), e = exp(-2 |s|), whose absolute error (what the exponent feels) is float32's."""
     e, zero, total, bits = work[0], work[1], work[2], work[3]
     for m in range(s.shape[0]):

@@ -1,5 +1,5 @@
 """Forecast paths moved where the model is (a GPU), a block of steps at a time, their noise
-drawn there (model/runtime/device_normals.py: the host's streams), and on CUDA the block
+drawn there (model/runtime/rollout/device_normals.py: the host's streams), and on CUDA the block
 captured once as a CUDA graph per shape and replayed: one launch for what would be hundreds
 of kernels launched and waited on from Python.
 
@@ -28,7 +28,7 @@ from torch import Tensor
 from model.filtering.filter import FilterState
 from model.filtering.paths import LazyPaths
 from model.network.smc_transformer import SMCTransformer
-from model.runtime import device_normals
+from model.runtime.rollout import device_normals
 
 DEVICE_NOISE_FLOATS = 1 << 27  # a block's noise, drawn on the device at once
 GRAPHS = 16  # captured blocks kept (least recently used dropped): one per shape of a request

@@ -1,5 +1,5 @@
-"""The compiling decorators of the rollout's kernels (model/runtime/rollout_kernels.py,
-rollout_attention.py, rollout_readout.py, normals.py): float32 loops that vectorize (the fast
+"""The compiling decorators of the rollout's kernels (model/runtime/rollout/kernels.py,
+attention.py, readout.py, normals.py): float32 loops that vectorize (the fast
 math flags but for reassociation, which would undo the order of operations that keeps
 Cody and Waite's reductions exact and is not needed: no loop reduces across paths), release
 the GIL, never check bounds and divide as numpy does (no exception), compiled by numba on

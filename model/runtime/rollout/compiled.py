@@ -3,10 +3,10 @@ model/filtering/filter.forecast_step moves them (section 3.3), by kernels laid o
 
 The paths hold the numbers of a FilterState of N paths, laid out otherwise:
   - columns are paths: every per-path array has the paths on its last axis, so that each
-    step's three compiled loops (the attention, model/runtime/rollout_attention.py; the
-    readout, rollout_readout.py; the absorption of the values drawn, rollout_kernels.py) run
+    step's three compiled loops (the attention, model/runtime/rollout/attention.py; the
+    readout, readout.py; the absorption of the values drawn, kernels.py) run
     over all paths along contiguous rows, and the steps after the first run in one compiled
-    call (rollout_kernels.steps);
+    call (kernels.steps);
   - the key/value window is a ring buffer: a step writes k(t), v(t) into one slot, the one
     lag L leaves, instead of shifting the window. After c steps slot j holds lag
     (j + c) mod L + 1; the relative-lag embeddings and the mask of the lags not held yet are
@@ -32,10 +32,10 @@ from torch import Tensor
 
 from model.filtering.filter import FilterState
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime.rollout_attention import attend
-from model.runtime.rollout_kernels import no_lags, steps, take
-from model.runtime.rollout_readout import readout
-from model.runtime.rollout_weights import RolloutWeights
+from model.runtime.rollout.attention import attend
+from model.runtime.rollout.kernels import no_lags, steps, take
+from model.runtime.rollout.readout import readout
+from model.runtime.rollout.weights import RolloutWeights
 
 
 class Rollout:
@@ -204,7 +204,7 @@ class LagSlots:
 
 class Picks:
     """The particle each path descends from, ancestors (B, N): each path's columns copied from
-    its particle's by one compiled gather (rollout_kernels.take)."""
+    its particle's by one compiled gather (kernels.take)."""
 
     def __init__(self, ancestors: Tensor) -> None:
         self.ancestors = np.ascontiguousarray(ancestors.cpu().numpy(), dtype=np.int64)

@@ -1,8 +1,8 @@
-"""The compiled steps of the forecast rollout (model/runtime/rollout.py): `absorb`, eq. (3.1),
-q(t), k(t), v(t) of every path from X_t written into the query and the ring's slot of lag L
-(which leaves) with X_t's targets; `steps`, the loop of a forecast's steps after its first
-(absorb, attend, read out), in one call (model/runtime/jit.py); `take`, the paths' columns
-from their particles'.
+"""The compiled steps of the forecast rollout (model/runtime/rollout/compiled.py): `absorb`, eq.
+(3.1), q(t), k(t), v(t) of every path from X_t written into the query and the ring's slot of lag L
+(which leaves) with X_t's targets; `steps`, the loop of a forecast's steps after its first (absorb,
+attend, read out), in one call (model/runtime/rollout/jit.py); `take`, the paths' columns from their
+particles'.
 
 Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R, F inputs, O targets,
 J lag terms.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime.jit import inline, kernel
-from model.runtime.rollout_attention import attend
-from model.runtime.rollout_readout import KernelWeights, readout
+from model.runtime.rollout.attention import attend
+from model.runtime.rollout.jit import inline, kernel
+from model.runtime.rollout.readout import KernelWeights, readout
 
 
 @kernel

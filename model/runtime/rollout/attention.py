@@ -1,10 +1,9 @@
-"""The attention of the forecast rollout (model/runtime/rollout.py), eq. (3) for every path at
-once, compiled (model/runtime/jit.py): the scores of each path's query against the keys of
-its ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
-softmax over the window, and the mean mu(t) = pi . (v + E^v). Each key and value is read
-once, and the scores of one head, a window of every path's (L, M), stay in cache between the
-three phases; the loops run over the paths innermost, along contiguous rows, which the
-compiler vectorizes.
+"""The attention of the forecast rollout (model/runtime/rollout/compiled.py), eq. (3) for every path
+at once, compiled (model/runtime/rollout/jit.py): the scores of each path's query against the keys
+of its ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
+softmax over the window, and the mean mu(t) = pi . (v + E^v). Each key and value is read once, and
+the scores of one head, a window of every path's (L, M), stay in cache between the three phases; the
+loops run over the paths innermost, along contiguous rows, which the compiler vectorizes.
 
 Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R.
 """
@@ -15,7 +14,7 @@ import math
 
 import numpy as np
 
-from model.runtime.jit import inline, kernel
+from model.runtime.rollout.jit import inline, kernel
 
 
 @kernel

@@ -1,7 +1,7 @@
-"""The forecast noise of model/runtime/normals.py drawn by torch, on whatever device the paths
-are: the same streams (Philox4x32-10 under each series' key, counter (block, step, part, 0)),
-the same layout and the same float32 transform (Giles' erfinv, Cephes' logarithm), so that a
-GPU's paths read the numbers a CPU's read without copying them from the host.
+"""The forecast noise of model/runtime/rollout/normals.py drawn by torch, on whatever device the
+paths are: the same streams (Philox4x32-10 under each series' key, counter (block, step, part, 0)),
+the same layout and the same float32 transform (Giles' erfinv, Cephes' logarithm), so that a GPU's
+paths read the numbers a CPU's read without copying them from the host.
 
 The 32-bit words are computed in int64 tensors: a product of two 32-bit words wraps past 2^63
 as the unsigned one would, bit for bit, and a right shift masked to 32 bits reads its high
@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor
 
-from model.runtime import normals as host
+from model.runtime.rollout import normals as host
 
 _LOW = 0xFFFFFFFF
 _M0, _M1 = int(host._M0), int(host._M1)
