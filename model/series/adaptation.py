@@ -1,100 +1,28 @@
-"""Per-series online adaptation of the predictive law: its spread and its coverage.
+"""Per-series online adaptation of the predictive law: the estimators of its spread, its
+coverage, its mean and its season, each kept in the series' state and moved after every
+observed step once the step has been scored. What each does and why, its derivation and what it
+measured: docs/adaptation.md.
 
-One model serves every series, and the spread of its predictive law is what it learnt over all
-its training windows; a series' own one-step errors tell, after a few dozen steps, whether its
-intervals are too wide or too narrow. Two corrections are kept in each series' state (a few
-bytes) and updated at every observed step, after the step has been scored:
-
-Spread (online estimate of a scale factor). The filter's one-step law of a target (paper
-eq. (5)) is the mixture M = sum_m w_m N(mu_m, Sigma_obs) of mean m. The series is issued the
-law scaled about its mean,
-    y = m + s (Y - m),   Y ~ M,
-a mixture of means m + s (mu_m - m) and variance s^2 Sigma_obs. If the series' values follow
-that law, the standardised absolute residual a_t = |y_t - m_t| / D_t, with D = E_M |Y - m| the
-mean absolute deviation of M (closed form for a Gaussian mixture), has mean s whatever M's
-shape; s is estimated by the average of a_t over the series' steps, the M-step of an online
-EM (Cappe and Moulines, 2009) for a scale, with a forgetting factor lam and a weight n:
-    n_t = lam n_{t-1} + 1,   s_t = s_{t-1} + (a_t - s_{t-1}) / n_t.
-Absolute, not squared, residuals: one step's outlier moves s by a_t / n, not a_t^2 / n, and a_t
-is capped at MAX_STAT. s starts at 1 (the model as trained) with the weight of PRIOR_WEIGHT
-observations, so a few steps cannot swing it; its memory is 1 / (1 - lam) steps, 10 by
-default (AdaptConfig.forget 0.9: the noise of real series changes, docs/adaptation.md). A series'
-first steps, while the window the model attends to holds fewer than half its inputs, do not
-count: its scaling is still settling (a window of two equal values is scaled by a hundredth of
-its level, and the next value lies hundreds of scales away). Scaling the whole law, not
-Sigma_obs alone, corrects a spread of the particles' means as well as of the noise, and a
-forecast's sample paths are scaled the same way about their mean at each step, after they are
-drawn: the model's own recursion (eq. (5) weights, the paths' inputs) is left as trained.
-One-step errors say little about how errors grow over many steps: at step h of a forecast the
-factor is s^(1/h) (`horizon_factors`), s at the first step, fading to 1, the model's own
-growth of the spread; measured on the real series of `smct quality`, s at every step made
-the multistep CRPS worse.
-
-Coverage (adaptive conformal inference, Gibbs and Candes, 2021). For each monitored level
-1 - alpha the series keeps alpha_t, issues its interval at level 1 - alpha_t, and after the
-observation moves
-    alpha_{t+1} = alpha_t + gamma (alpha - err_t),   err_t = 1 if y fell outside, else 0;
-over any run of T steps the miss rate is then within |alpha_end - alpha_start| / (gamma T) of
-alpha, whatever the model, so each series' rolling coverage converges to nominal. alpha_t
-itself is not clipped to (0, 1), which would break that bound (a law too narrow for its
-series needs alpha_t near 0, and a miss there steps below it); it is kept in ALPHA_RANGE, and
-the interval is issued at alpha_t clipped to [ALPHA_MIN, ALPHA_MAX] (0.999: almost a point,
-1e-3: a 99.9 % interval, where the paper's rule would issue an empty or an infinite one). A
-forecast at a level the series does not monitor takes the
-correction of the monitored levels around it (its logit shift, interpolated in the level).
-At step h of a forecast the logit shift is divided by h (`horizon_alphas`): the correction is
-learnt from one-step coverage, and carried whole to 48 steps it left the multistep 80 %
-intervals of the hourly series covering 0.59.
-
-Mean (online regression of the residuals, a Kalman filter). One model's readout weighs the
-lagged values of every series alike: trained on a corpus, it smooths towards the window's
-level, where one series needs the value one season back and another a trend carried on. A
-model with lag inputs (model/network/config.py) adds each series' own correction of its mean,
-    m_t = G(r_t) + ... + sum_j a_j lagged_j(t) + a_J,
-the lagged differences X_{t-l} - X_{t-1} the readout already reads (l = 2, L, m, 2 m;
-SMCTransformer.lag_terms) and a constant, in the series' scaled units. The coefficients a are
-the state of a linear Gaussian model, a random walk observed through the one-step residual:
-    a_t = a_{t-1} + w_t,  w_t ~ N(0, MEAN_DRIFT I),
-    y_t - m_t(a = 0) = phi_t . a_t + e_t,  e_t ~ N(0, v_t),
-with phi_t = (lagged(t), 1); a Kalman filter tracks their mean and covariance (`update_mean`,
-the recursive least squares of the residuals with a forgetting random walk). v_t is the
-variance of the series' own recent innovations, an average of their squares with the
-forgetting factor ODDS_FORGET (starting at 1, the window's variance), not the variance of
-the law issued: where the law is far too narrow or too wide, which is when a correction is
-needed, its variance would make every step move a by too little or too much. a starts at 0
-(the model as trained) with covariance MEAN_PRIOR_SD^2 I, so a few steps cannot swing it.
-The correction enters the model's mean, not the law after it: the filter weighs its particles
-with it (eq. 5), and a forecast's paths feed it back at every step (divided by h at step h:
-`horizon_mean`), so a trend it finds is carried on. An innovation beyond MEAN_CLIP standard
-deviations counts as MEAN_CLIP (one outlier moves a little). The constant is in scaled units
-and follows the series' scale when it changes (`rescale_intercept`).
-
-Weight of the mean correction (dynamic model averaging, Raftery, Karny and Ettler, 2010). A
-correction learnt on a series' past can be wrong for its present (a momentum learnt in a
-growth that has ended), and its coefficients forget slowly. Each series keeps the log odds o
-that its values follow the model with its correction rather than the model as trained, and
-the correction is issued with the weight w = expit(o), the posterior probability of the
-corrected model (`mean_weight`). After each value, with d = phi . a the correction's shift of
-the mean and f the law issued (its mean moved by w d),
-    o_t = lam o_{t-1} + clip(log f(y - (1 - w) d) - log f(y + w d), +-MAX_EVIDENCE)
-(`odds_evidence`, `update_odds`): the log density of the value under each model's law, the
-issued law moved to each, one value's evidence bounded as the Kalman step bounds an
-innovation; lam = ODDS_FORGET their forgetting factor, so that the odds turn when the series
-does; bounded by MEAN_ODDS_MAX. What is issued is the law of the weighted mean, not the
-mixture of the two laws. A new series starts at even odds; the coefficients learn from the
-corrected model's own residual, y less the mean issued less (1 - w) d.
-
-Season (a seasonal profile, as ETS keeps seasonal states). A model reads the season of a
-series from the values its window holds: one or two seasons back, each as noisy as any value.
-ETS keeps an index per phase of the season, estimated over every season it has seen. A series
-with a season m keeps the same (m indices per target), estimated from its history when it is
-created by the classical additive decomposition and shrunk by its own noise
-(`season_profile`); it is taken out of every value before the model sees it and put back into
-every law and every forecast path, so that the model forecasts the series without its season,
-and a forecast carries the season on exactly. The profile is not updated online: ETS's
-seasonal step on the model's one-step error feeds back through the values the profile is
-taken out of, and that loop grew without bound on the hourly series of `smct quality`; a
-series re-created from a longer history (PUT) gets a new profile.
+- Spread (an online EM for a scale factor s of the law about its mean; docs/adaptation.md,
+  "Spread"): s is the forgetting average of the standardised absolute residuals
+  |y - m| / E_M|Y - m| (`spread_statistic`, `update_spread`), capped at MAX_STAT, from 1 with the
+  weight of PRIOR_WEIGHT observations; a forecast's paths take s^(1/h) at step h
+  (`horizon_factors`).
+- Coverage (adaptive conformal inference, Gibbs and Candes 2021; "Coverage"): alpha_t moves by
+  gamma (alpha - err_t) (`update_alpha`), kept in ALPHA_RANGE (not clipped to (0, 1), which
+  would break the rule's bound on the miss rate), issued within [ALPHA_MIN, ALPHA_MAX]; a
+  forecast's step h takes 1/h of its logit shift (`horizon_alphas`); a level not monitored, the
+  shift of those around it (`effective_alphas`).
+- Mean (a Kalman filter of each series' regression of its residuals on the lagged values the
+  readout reads, MEAN_TERMS; "Mean"): `update_mean`, with the innovations' variance from
+  ODDS_FORGET, MEAN_DRIFT, MEAN_PRIOR_SD and MEAN_CLIP; carried into a forecast's paths divided
+  by h (`horizon_mean`) and following the series' scale (`rescale_intercept`).
+- The mean's weight (dynamic model averaging, Raftery et al. 2010; "The weight of the
+  correction"): the log odds of the corrected model against the model as trained
+  (`odds_evidence`, `update_odds`, `mean_weight`), each value's evidence within MAX_EVIDENCE.
+- Season (an additive profile per phase, as ETS keeps one; "Season"): estimated once from the
+  history by the classical decomposition and shrunk by the series' noise (`season_profile`),
+  taken out of every value before the model sees it and put back into every law and path.
 
 Shapes: B series, P particles, O targets, K monitored levels, J = K_lag + 1 mean terms, M
 the longest season.

@@ -1,83 +1,33 @@
 """Each series' own law: a pull of its forecasts towards its level, and the bound of their
-spread over many steps.
+spread over many steps. What each does and why, and what it measured: docs/adaptation.md, "The
+series' own law".
 
 Each series keeps an exponentially weighted mean m and variance v of its values without season
-and trend (the values the model reads; series units), with forgetting FORGET (memory
-1 / (1 - FORGET) steps), and a level l, their simple exponential smoothing with alpha
-1 - LEVEL_FORGET = 0.3 (ETS(A,N,N)'s level; their running mean over its first values; one
-alpha for every series: fitted to each one's history, it served worse, docs/adaptation.md). A
-series holds them once their weight counts MIN_WEIGHT values.
+and trend (the values the model reads; series units), with forgetting FORGET, and a level l,
+their simple exponential smoothing with alpha 1 - LEVEL_FORGET (ETS(A,N,N)'s level); they hold
+once their weight counts MIN_WEIGHT values.
 
-Reverting (dynamic model averaging, as for the weight of the correction of the mean in
-model/series/adaptation.py). The network's median is one forecaster among those a series may
-follow best: on a series whose values scatter about a level (white noise, what a season leaves,
-daily counts) a smoothed level errs by the value's noise about once where the network errs by it
-twice over; on one whose level holds for long (a season and white noise) the slow mean m errs
-less still; on one that wanders (a share price, a rate) the last value is what ETS(A,N,N) with
-alpha near 1 and a random walk forecast, and no level is. Each series forecasts from the anchor
+Reverting (dynamic model averaging, as for the weight of the mean's correction in
+model/series/adaptation.py). Each series forecasts from the anchor
 
     a_h = A_l + p (A_m - A_l),   A_l = l + phi_l^h (y_last - l),   A_m = m + phi_m^h (y_last - m),
 
-h steps ahead: the AR(1) forecasts about its level and about its mean weighted by p = expit(g),
-the weight of the mean's against the level's (g their log odds), with phi_l and phi_m its
-persistence about each, the least-squares coefficient of the value's deviation on the last
-value's (y_t - l_{t-1} on y_{t-1} - l_{t-1}, and the same about m), weighted as the moments are
-(within [0, 1]: about 1 for a random walk, whose last value the anchor then is at every step;
-0 for white noise, whose level or mean it is; between for a persistent series, the anchor
-returning to its level or mean as an AR(1) does). The level follows a stationary AR(1)'s
-deviations, so an anchor about the level alone kept them over many steps. Each series keeps the
-log odds o that its values follow that reverting model, the law issued centred at the anchor,
-rather than the model's, and issues the model's law moved towards the anchor by the weight
-r = expit(o): with mu the model's mean and d = a_1 - mu, the law is moved by r d (`reversion`).
-After each value y, with f the law issued and c its mean,
+the AR(1) forecasts about its level and about its mean weighted by p = expit(g), with phi_l and
+phi_m its persistence about each (`persistence`, `ar_anchor`, `anchor`), and issues the model's
+law moved towards a_1 by the weight r = expit(o) of that reverting model (`reversion`; a
+forecast's paths towards a_h). After each value y, with f the law issued, c its mean, mu the
+model's mean and d = a_1 - mu,
 
     o_t = lam o_{t-1} + clip(log f(y - (1 - r) d) - log f(y + r d), +-MAX_EVIDENCE),
-    g_t = lam g_{t-1} + clip(log f(y - (A_m - c)) - log f(y - (A_l - c)), +-MAX_EVIDENCE),
+    g_t = lam g_{t-1} + clip(log f(y - (A_m - c)) - log f(y - (A_l - c)), +-MAX_EVIDENCE)
 
-the log density of the value under the law issued moved to each model's mean (lam the
-forgetting of the odds, adaptation.ODDS_FORGET, so the odds turn when the series does). A
-forecast's paths are moved the same way at step h, towards a_h from their own mean. A trend
-or a season the profile has not taken out makes the reverting model lose, and its weight fall
-to 0. `smct quality`, one-step CRPS over ETS's (the level's alpha then 0.1): the level alone
-0.923 (the mean alone 0.934: the daily counts lost), the anchor 0.910 (share prices, GDP and
-CPI, hourly temperature and humidity gained 2-6 %, the sines 1-3 %, New York's zigzagging
-daily counts 6 %), multistep 0.819 -> 0.810. Taking the last value's weight from its odds
-against the level instead of the persistence served one step as well and many worse: the
-hourly sensors' odds go to 1, and their paths stayed at the last value where the sensors
-return to their level. The level's alpha 0.3 took the one-step CRPS over ETS's from 0.881 to
-0.836 (the covid counties that fell after their peak: New York 1.40 -> 1.03).
+(`mean_evidence`; lam = adaptation.ODDS_FORGET).
 
-Bound. A forecast's paths feed the network its own draws, and on a series whose values return
-to their level (white noise, an AR process, the residual of a season) the network's paths still
-spread as a random walk's do: measured on generated series of known law, the 80 % interval of
-white noise was 2.6 times the true width 24 steps ahead. How far a series' values stray is
-told by the series itself: for a stationary series of mean m and variance v, the value h
-steps ahead, forecast by any centre c, has the mean squared error
-
-    E (y_{t+h} - c)^2 = Var(y_{t+h} | past) + (E(y_{t+h} | past) - c)^2 <= v + (c - m)^2
-
-once h is past the series' memory (the conditional law tends to the marginal one, and a
-conditional variance is at most v). At every step of a forecast after the first the paths'
-spread about their mean c is bounded by sqrt(v + (c - m)^2) (`spread_bound`): the paths are
-scaled about their mean where their spread exceeds it. The bound does not bind on a series
-that wanders (a random walk's variance about its weighted mean is about 1 / (2 (1 - FORGET))
-innovation variances, 50 at FORGET 0.99: its paths' spread reaches that after 50 steps) nor
-on one with a trend the weighted mean trails, and the one-step law, calibrated by the spread
-and coverage corrections, is left as it is.
-
-Growth. A series whose level moves, as ETS(A,N,N)'s y_t = l_{t-1} + e_t, l_t = l_{t-1} +
-alpha e_t (or the level of its damped-trend form, model/series/trend.py), has the h-step
-variance (1 + (h - 1) alpha^2) sigma^2 (Hyndman et al. 2008, table 6.1): less than a random
-walk's h sigma^2 wherever alpha < 1, and the network's paths spread as a walk's. Each series'
-alpha is fitted with its trend on its history (the alpha of the form kept) and kept here; at
-every step after the first the paths' spread is also bounded by the first step's spread (the
-one-step law, which the spread and coverage corrections calibrate) times sqrt(1 + (h - 1)
-alpha^2) (`growth_bound`). It holds for alpha in GROWING: a level that hardly moves (white
-noise, what a season leaves: alpha 0.05 or 0.1) is held by the marginal law's bound, and the
-lesser of two noisy bounds of the same width is too narrow (measured on white noise: 0.88 of
-the true 80 % width after 6 steps, covering 0.72); a level that wanders as a walk spreads as
-the network's paths do, and the fit's grid (0.9 for most walks) would hold it 10 % short at
-24 steps.
+Bound. After a forecast's first step its paths' spread about their mean c is held to
+sqrt(v + (c - m)^2), what any centre errs by once h is past a stationary series' memory
+(`spread_bound`), and to the first step's spread times sqrt(1 + (h - 1) alpha^2), a local
+level's growth with the series' own alpha where it is in GROWING (`growth_bound`); the spread
+is read from the paths' 10-90 % range (`spread`, `bounded`).
 
 The weighted moments (West 1979), with W the weight of the values seen:
 
