@@ -23,13 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.artifacts.formats import ARTIFACT_TYPE, ARTIFACT_VERSION, MANIFEST, WEIGHTS
 from model.network.config import ModelConfig
 from model.network.smc_transformer import SMCTransformer
 
-ARTIFACT_TYPE = "smct-artifact"
-FORMAT_VERSION = 2
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.pt"
 NOISE = "noise.f32"
 FILTER_GRAPH = "filter_step.onnx"
 FORECAST_GRAPH = "forecast_step.onnx"
@@ -70,7 +67,7 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     files = {name: sha256_file(directory / name) for name in FILES}
     manifest = {
         "type": ARTIFACT_TYPE,
-        "format_version": FORMAT_VERSION,
+        "format_version": ARTIFACT_VERSION,
         "model_id": model_id_of(files[WEIGHTS], files[NOISE]),
         **manifest,
         "files": files,
@@ -115,10 +112,10 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("type") != ARTIFACT_TYPE:
         found = manifest.get("type") if isinstance(manifest, dict) else None
         raise ArtifactError(f"{path}: artifact type is {found!r}, expected {ARTIFACT_TYPE!r}")
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") != ARTIFACT_VERSION:
         raise ArtifactError(
             f"{path}: artifact format version {manifest.get('format_version')!r} is not "
-            f"supported (this code reads version {FORMAT_VERSION}); re-export it"
+            f"supported (this code reads version {ARTIFACT_VERSION}); re-export it"
         )
     missing = [key for key in REQUIRED if key not in manifest]
     if missing:

@@ -23,11 +23,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from model.artifacts.formats import FORECASTER_VERSION, MANIFEST, WEIGHTS
+
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.pt"
-FORMAT_VERSION = 1
 
 
 @runtime_checkable
@@ -51,7 +50,7 @@ class Forecaster(Protocol):
 def write_manifest(path: Path, kind: str, config: dict[str, Any]) -> None:
     """A saved forecaster is a directory with manifest.json naming its type and version."""
     path.mkdir(parents=True, exist_ok=True)
-    manifest = {"type": kind, "format_version": FORMAT_VERSION, "config": config}
+    manifest = {"type": kind, "format_version": FORECASTER_VERSION, "config": config}
     (path / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
@@ -60,9 +59,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not file.exists():
         raise FileNotFoundError(f"{path} is not a saved forecaster: no {MANIFEST}")
     manifest: dict[str, Any] = json.loads(file.read_text())
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") != FORECASTER_VERSION:
         raise ValueError(
-            f"{path}: format version {manifest.get('format_version')} is not {FORMAT_VERSION}"
+            f"{path}: format version {manifest.get('format_version')} is not {FORECASTER_VERSION}"
         )
     return manifest
 

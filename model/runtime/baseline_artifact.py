@@ -26,11 +26,9 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError, sha256_file
+from model.artifacts.formats import BASELINE_TYPE, BASELINE_VERSION, MANIFEST
 from model.runtime.inputs import MIN_HISTORY
 
-BASELINE_TYPE = "smct-baseline"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 FORECASTER_DIR = "forecaster"
 DEFAULT_CONTEXT = 256
 
@@ -93,7 +91,7 @@ def export_baseline(
     ).hexdigest()
     manifest = {
         "type": BASELINE_TYPE,
-        "format_version": FORMAT_VERSION,
+        "format_version": BASELINE_VERSION,
         "model": name,
         "model_id": model_id,
         "features": {"inputs": names, "targets": names[:d_out]},
@@ -172,10 +170,10 @@ def open_baseline(path: Path | str) -> dict[str, Any]:
         raise ArtifactError(f"{path}: cannot read {MANIFEST}: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("type") != BASELINE_TYPE:
         raise ArtifactError(f"{path}: artifact type is not {BASELINE_TYPE!r}")
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") != BASELINE_VERSION:
         raise ArtifactError(
             f"{path}: baseline artifact format version {manifest.get('format_version')!r} is "
-            f"not supported (this code reads version {FORMAT_VERSION}); re-export it"
+            f"not supported (this code reads version {BASELINE_VERSION}); re-export it"
         )
     for name, expected in manifest.get("files", {}).items():
         file = path / name

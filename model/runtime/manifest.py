@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from model.artifacts.artifact import ARTIFACT_TYPE, MANIFEST, Artifact, ArtifactError
+from model.artifacts.artifact import Artifact, ArtifactError
 from model.artifacts.checkpoint import MODEL_CONFIG, WEIGHTS
-from model.runtime.baseline_artifact import BASELINE_TYPE
+from model.artifacts.formats import ARTIFACT_TYPE, BASELINE_TYPE, MANIFEST
 
 if TYPE_CHECKING:
     from model.network.smc_transformer import SMCTransformer
