@@ -139,7 +139,7 @@ def runtimes(artifact: Path) -> dict[str, Runtime]:
     same backend without it) and onnx."""
     rts = {b: Runtime.load(artifact, backend=b, device="cpu", threads=1) for b in ("torch", "onnx")}
     graph = Runtime.load(artifact, backend="torch", device="cpu", threads=1)
-    graph.engine.rollout = None  # type: ignore[attr-defined]
+    graph.backend.rollout = None  # type: ignore[attr-defined]
     return {"torch": rts["torch"], "torch graph": graph, "onnx": rts["onnx"]}
 
 
@@ -163,7 +163,7 @@ def gpu(artifact: Path, repeat: int) -> None:
     n = samples_for(LEVELS)
     s = rt.create(histories(1))
     med, low = timed(partial(rt.forecast, s, 12, LEVELS, n), max(repeat, 10))
-    engine: Any = rt.engine
+    engine: Any = rt.backend
     engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=False)
     eager, _ = timed(partial(rt.forecast, s, 12, LEVELS, n), repeat)
     print(f"the default answer (12 steps x {n} paths): {med * 1e3:.1f} ms wall (median; "

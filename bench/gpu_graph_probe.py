@@ -35,7 +35,7 @@ TARGET = 20e6  # path-steps a second at 512 series or more
 def started(rt: Runtime, b: int, n: int) -> tuple[tuple[torch.Tensor, ...], int, int]:
     """The paths of b series, n each, after their first forecast step, as the forecast graph's
     state tuple; d_model and the output width."""
-    engine = rt.engine
+    engine = rt.backend
     cfg = rt.artifact.config
     d, o = cfg.d_model, cfg.target_dim
     fc = rt
@@ -60,7 +60,7 @@ def stepper(rt: Runtime, state: tuple[torch.Tensor, ...], noise: tuple[torch.Ten
             steps: int) -> Callable[[], torch.Tensor]:
     """`steps` forecast steps from the buffers `state` over the noise buffers, in place:
     returns a function that runs them and gives the paths' values (S, B, N, O)."""
-    graph = rt.engine.forecast_graph  # type: ignore[attr-defined]
+    graph = rt.backend.forecast_graph  # type: ignore[attr-defined]
     start = tuple(t.clone() for t in state)
     z, eps, qkv = noise
     lagged = len(state) > 4
@@ -140,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rt = Runtime.load(args.artifact, backend="torch", device=device)
-    rt.engine.rollout = None  # type: ignore[attr-defined]  # the forecast graph on the cpu too
+    rt.backend.rollout = None  # type: ignore[attr-defined]  # the forecast graph on the cpu too
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu (eager only)"
     print(f"{name}: path-steps a second, the forecast graph's steps (target {TARGET:.3g} at 512+)")
     print(f"{'series':>6} {'paths':>6} {'steps':>5} {'eager':>12} {'captured':>12} "

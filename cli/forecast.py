@@ -194,7 +194,7 @@ def _forecast_json(
         {
             "model_version": runtime.model_version,
             "point_forecast": is_point_forecaster(getattr(runtime, "forecaster", None)),
-            "backend": runtime.backend,
+            "backend": runtime.backend_name,
             "horizon": horizon,
             "levels": [round(100 * f, 6) for f in fractions],
             "targets": names,

@@ -75,7 +75,7 @@ class Engine:
             )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
-            runtime.model_version, settings.artifact, runtime.backend, runtime.device,
+            runtime.model_version, settings.artifact, runtime.backend_name, runtime.device,
         )
         return cls(
             runtime, max_batch=settings.batch_max_size,
@@ -107,7 +107,7 @@ class Engine:
         rt = self.runtime
         return {
             "model_version": rt.model_version, "stateful": rt.stateful,
-            "point_forecast": self.point_forecast, "backend": rt.backend, "device": rt.device,
+            "point_forecast": self.point_forecast, "backend": rt.backend_name, "device": rt.device,
             "n_features": rt.n_features, "target_dim": rt.target_dim,
             "covariates": self.inputs.n_covariates,
             "min_history": rt.min_history, "manifest": rt.manifest,

@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None, *, runtime: Any = None) -> Fast
         _configure_logging(settings)
         engine = await _start_engine(settings, metrics, runtime)
         store = make_store(settings, metrics.observe_store)
-        metrics.set_model(engine.model_version, engine.runtime.backend, engine.runtime.device)
+        metrics.set_model(engine.model_version, engine.runtime.backend_name, engine.runtime.device)
         metrics.count_series(store.series_count)
         app.state.settings = settings
         app.state.metrics = metrics

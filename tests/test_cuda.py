@@ -42,7 +42,7 @@ def test_the_runtime_on_cuda_filters_and_forecasts_as_on_the_cpu() -> None:
 
     cpu = Runtime.load(DEFAULT, backend="torch", device="cpu")
     gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")
-    assert gpu.engine.device == "cuda"
+    assert gpu.backend.device == "cuda"
     hists = [_history(seed=s)[:, None] for s in range(3)]
     s_cpu, s_gpu = cpu.create(hists, seasons=[12] * 3), gpu.create(hists, seasons=[12] * 3)
     obs = [np.array([[51.0], [np.nan], [49.5]])] * 3
@@ -138,7 +138,7 @@ def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
 
     gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")
     cpu = Runtime.load(DEFAULT, backend="torch", device="cpu")
-    engine: Any = gpu.engine
+    engine: Any = gpu.backend
     assert engine.device_steps is not None and engine.device_steps.capture
     hists = [_history(seed=s)[:, None] for s in range(4)]
     s_gpu, s_cpu = gpu.create(hists, seasons=[12] * 4), cpu.create(hists, seasons=[12] * 4)
@@ -170,7 +170,7 @@ def test_batches_of_different_sizes_replay_the_graph_of_their_bucket() -> None:
     from model.runtime.runtime import Runtime
 
     gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")
-    engine: Any = gpu.engine
+    engine: Any = gpu.backend
     hists = [_history(seed=s)[:, None] for s in range(4)]
     states = gpu.create(hists, seasons=[12] * 4)
     four = gpu.forecast(states, 12, [0.8], 1000, seed=2)

@@ -62,7 +62,7 @@ def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
 
 
 def _block(
-    engine: Backend,
+    backend: Backend,
     paths: Any,
     noise: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     covariates: torch.Tensor | None,
@@ -75,13 +75,13 @@ def _block(
     `ends` with these steps); covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N, O)."""
     eps_z, eps_x, eps_qkv = noise
     if isinstance(paths, Rollout):
-        coef = torch.from_numpy(mean_coef) if engine.corrects_mean else None
+        coef = torch.from_numpy(mean_coef) if backend.corrects_mean else None
         return paths, paths.run(eps_z, eps_x, eps_qkv, covariates, coef, ends)
     out = []
     for k in range(len(eps_z)):
         last = ends and k + 1 == len(eps_z)
         cov = None if covariates is None else covariates[k]
-        paths, x_t = engine.forecast_step(
+        paths, x_t = backend.forecast_step(
             paths, eps_z[k], eps_x[k], None if last else eps_qkv[k], cov, mean_coef[k]
         )
         out.append(x_t)
@@ -140,7 +140,7 @@ class ForecastMixin:
     """The forecasts of a Runtime, which sets the attributes below (Runtime.__init__)."""
 
     artifact: Artifact
-    engine: Backend
+    backend: Backend
     adapt: AdaptConfig
     adapter: Adapter
     layout: NoiseLayout
@@ -176,7 +176,7 @@ class ForecastMixin:
             raise InputError(
                 f"got future covariates for {len(covariates)} series, not {len(states)}"
             )
-        chunk = max(1, getattr(self.engine, "max_paths", MAX_PATHS) // max(n_samples, 1))
+        chunk = max(1, getattr(self.backend, "max_paths", MAX_PATHS) // max(n_samples, 1))
         if len(states) > chunk:
             out: list[Forecast] = []
             for i in range(0, len(states), chunk):
@@ -280,7 +280,7 @@ class ForecastMixin:
         valid = np.arange(self.window)[None, :] < batch.t[:, None]
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
         base = self.layout.base_rows(batch.seed, steps, self.table_rows)
-        paths = self.engine.start_paths(
+        paths = self.backend.start_paths(
             base, batch.x_hist, valid, batch.lineage, batch.logw, _uniforms(gens, n),
             batch.season, self.adapter.mean_coef(batch),
         )
@@ -295,7 +295,7 @@ class ForecastMixin:
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
-        on_device = getattr(self.engine, "device_steps", None)
+        on_device = getattr(self.backend, "device_steps", None)
         floats = NOISE_FLOATS if on_device is None else device_rollout.DEVICE_NOISE_FLOATS
         block = max(1, floats // (len(gens) * n * (4 * d + o)))  # steps drawn at once
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
@@ -310,7 +310,8 @@ class ForecastMixin:
                                                       total, n, cov_k, means, carried is not None)
             else:
                 z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
-                paths, xs = _block(self.engine, paths, (z, eps, e_qkv), cov_k, means, stop == total)
+                noise = (z, eps, e_qkv)
+                paths, xs = _block(self.backend, paths, noise, cov_k, means, stop == total)
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
             xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop

@@ -72,7 +72,7 @@ class Runtime(ForecastMixin):
     def __init__(
         self,
         artifact: Artifact,
-        engine: Backend,
+        backend: Backend,
         sigma_obs: np.ndarray,
         particles: int,
         table_rows: int,
@@ -97,9 +97,9 @@ class Runtime(ForecastMixin):
         self.manifest: dict[str, Any] = artifact.manifest
         self.model_id = artifact.model_id
         self.model_version = self.model_id[:12]
-        self.engine = engine
-        self.backend: str = engine.name
-        self.device: str = engine.device
+        self.backend = backend  # what moves the particles and the paths (backends.py)
+        self.backend_name: str = backend.name
+        self.device: str = backend.device
         cfg = artifact.config
         self.n_features: int = cfg.d_in
         self.target_dim: int = cfg.target_dim
@@ -113,7 +113,7 @@ class Runtime(ForecastMixin):
         self.longest_season: int = MAX_SEASON if self.adapt.season else self.max_season
         # terms of each series' own correction of the mean (model/series/adaptation.py): a model
         # with lag inputs whose backend takes them; 0: none
-        self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and engine.corrects_mean else 0
+        self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and backend.corrects_mean else 0
         self.adapter = Adapter(self.adapt, self.target_dim, self.n_mean, self.min_observed)
         self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
@@ -162,13 +162,13 @@ class Runtime(ForecastMixin):
         device = backend_device(backend, device)
         model = art.load_model("cpu")
         threshold = float(art.manifest["filter"].get("threshold", 1.0))
-        engine: Backend = (
+        served: Backend = (
             TorchBackend(model, noise, device, threshold) if backend == "torch"
             else OnnxBackend(art, model, noise, device, threads)
         )
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
-        return cls(art, engine, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
+        return cls(art, served, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
 
     # ------------------------------------------------------------------ filtering
 
@@ -374,9 +374,9 @@ class Runtime(ForecastMixin):
         (B, P, L, 2D) stay in cache (a batch of 64 series at P = 100 would gather 40 MB)."""
         b = len(arrays[0])
         if b <= self.chunk:
-            return self.engine.update(*arrays)
+            return self.backend.update(*arrays)
         parts = [
-            self.engine.update(*(a[i : i + self.chunk] for a in arrays))
+            self.backend.update(*(a[i : i + self.chunk] for a in arrays))
             for i in range(0, b, self.chunk)
         ]
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))

@@ -63,7 +63,8 @@ class StatelessRuntime:
 
     def __init__(self, path: Path, manifest: dict[str, Any], forecaster: Any, device: str) -> None:
         self.path = path
-        self.backend = "torch" if getattr(forecaster, "net", None) is not None else "statsmodels"
+        torch_net = getattr(forecaster, "net", None) is not None
+        self.backend_name = "torch" if torch_net else "statsmodels"
         self.manifest = manifest
         self.forecaster = forecaster
         self.device = device

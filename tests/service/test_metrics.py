@@ -134,7 +134,7 @@ def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any)
     assert delta("smct_http_request_duration_seconds_count", route=route, method="POST",
                  status="200") == len(results) + 1
     assert value(after, "smct_model_info", model_version=runtime.model_version,
-                 backend=runtime.backend, device=runtime.device) == 1
+                 backend=runtime.backend_name, device=runtime.device) == 1
 
 
 def test_error_answers_are_counted_by_status(client: TestClient) -> None:

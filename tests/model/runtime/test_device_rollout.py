@@ -83,12 +83,12 @@ def test_paths_moved_on_the_device_forecast_as_on_the_host(
     same steps as device blocks (the whole horizon in one, blocks of two steps, one step a
     block): bounds and medians within 1e-5 of the 80 % width (the noise's float32 rounding)."""
     rt = Runtime.load(DEFAULT, backend="torch", device="cpu")
-    rt.engine.rollout = None  # type: ignore[attr-defined]  # the forecast graph, as on a GPU
+    rt.backend.rollout = None  # type: ignore[attr-defined]  # the forecast graph, as on a GPU
     hists, seasons = _histories()
     states = rt.create(hists, seasons=seasons)
     want = rt.forecast(states, 12, [0.8, 0.95], 400, seed=3)
     monkeypatch.setattr(device_rollout, "DEVICE_NOISE_FLOATS", floats)
-    engine: Any = rt.engine
+    engine: Any = rt.backend
     engine.device_steps = DeviceSteps(engine.model, engine.forecast_graph, capture=False)
     got = rt.forecast(states, 12, [0.8, 0.95], 400, seed=3)
     for a, b in zip(want, got, strict=True):
@@ -107,8 +107,8 @@ def test_a_batch_padded_to_its_bucket_forecasts_as_it_is() -> None:
     assert [device_rollout.bucket(b) for b in (1, 2, 3, 4, 5, 17, 512)] == [1, 2, 4, 4, 8, 32,
                                                                            512]
     rt = Runtime.load(DEFAULT, backend="torch", device="cpu")
-    rt.engine.rollout = None  # type: ignore[attr-defined]  # the forecast graph, as on a GPU
-    engine: Any = rt.engine
+    rt.backend.rollout = None  # type: ignore[attr-defined]  # the forecast graph, as on a GPU
+    engine: Any = rt.backend
     hists, seasons = _histories()
     states = rt.create(hists, seasons=seasons)
     answers = []

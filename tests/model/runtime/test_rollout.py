@@ -43,10 +43,10 @@ def _both(
     **kwargs: Any,
 ) -> tuple[list[Forecast], list[Forecast]]:
     """The forecasts of the kernel and of the forecast graph, from the same seed."""
-    assert rt.engine.name == "torch" and getattr(rt.engine, "rollout", None) is not None
+    assert rt.backend.name == "torch" and getattr(rt.backend, "rollout", None) is not None
     new = rt.forecast(states, horizon, [0.8, 0.95], n, return_samples=True, seed=11, **kwargs)
     with monkeypatch.context() as m:
-        m.setattr(rt.engine, "rollout", None)
+        m.setattr(rt.backend, "rollout", None)
         old = rt.forecast(states, horizon, [0.8, 0.95], n, return_samples=True, seed=11, **kwargs)
     return new, old
 
@@ -158,7 +158,7 @@ def test_the_cpu_backend_serves_the_kernel_and_unsorted_ancestors_are_gathered(
     particles (not systematic resampling's sorted draws) take their particles' numbers."""
     from model.runtime.rollout.compiled import Picks
 
-    assert rt_torch.engine.rollout is not None  # type: ignore[attr-defined]
+    assert rt_torch.backend.rollout is not None  # type: ignore[attr-defined]
     x = torch.arange(24.0).view(2, 3, 4)  # (B, 3, P)
     ancestors = torch.tensor([[3, 0, 0, 2, 1], [1, 1, 2, 3, 0]])
     sorted_ = torch.sort(ancestors, dim=1).values

@@ -194,13 +194,13 @@ def test_a_long_history_is_filtered_over_its_last_steps(artifact: Any, ar_series
     steps = 2 * Runtime.load(artifact).window
     rt = Runtime.load(artifact, backend="torch", device="cpu", max_filter_steps=steps)
     calls: list[int] = []
-    update = rt.engine.update
+    update = rt.backend.update
 
     def counted(*arrays: Any) -> Any:
         calls.append(len(arrays[0]))
         return update(*arrays)
 
-    rt.engine.update = counted  # type: ignore[method-assign]
+    rt.backend.update = counted  # type: ignore[method-assign]
     long, short = ar_series(2, 1000, seed=5)[0], ar_series(1, steps + 1, seed=6)[0]
     state_long, state_short = rt.create([long, short])
     assert (state_long.t, state_short.t) == (1000, steps + 1)

@@ -71,7 +71,7 @@ def test_a_forecast_is_the_start_of_any_longer_one(backend: str) -> None:
     graph and onnx, and a series with a pending step (its last step is the paths' third)."""
     rt = Runtime.load(DEFAULT, backend="onnx" if backend == "onnx" else "torch", device="cpu")
     if backend == "torch graph":
-        rt.engine.rollout = None  # type: ignore[attr-defined]
+        rt.backend.rollout = None  # type: ignore[attr-defined]
     rng = np.random.default_rng(4)
     history = 50.0 + np.cumsum(rng.normal(size=(60, 1)), axis=0)
     pending = np.concatenate([history, np.full((1, 1), np.nan)])
