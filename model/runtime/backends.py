@@ -5,10 +5,11 @@ tensors of a model/filtering/filter.CompactState, flattened as the exported grap
 keep forecast paths in their own tensor type between steps. The filter update is
 model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
-model/filtering/filter.forecast_step: on the cpu, the torch backend's `start_paths` returns the
-rollout of model/runtime/rollout/compiled.py (the same samples to float32 rounding, a ring buffer of
-keys and values with the paths as columns), which the forecast moves a block of steps at a
-time (model/runtime/forecasting.py); elsewhere `forecast_step` runs the forecast graph.
+model/filtering/filter.forecast_step, a block of steps at a time (`forecast_steps`): on the cpu,
+the torch backend's `start_paths` returns the rollout of model/runtime/rollout/compiled.py (the
+same samples to float32 rounding, a ring buffer of keys and values with the paths as columns),
+whose compiled steps move the whole block in one call; elsewhere the forecast graph runs a step
+at a time.
 
 Paths are drawn from P particles (model/filtering/paths.py): the torch backend keeps them as
 particles plus ancestors (`LazyPaths`, or the kernel's `Rollout`) through the first step, the
@@ -93,19 +94,41 @@ class Backend(Protocol):
         mean_coef: np.ndarray | None = None,
     ) -> Any: ...
 
-    def forecast_step(
+    def forecast_steps(
         self,
         paths: Any,
-        eps_z: Tensor,
-        eps_x: Tensor,
-        eps_qkv: Tensor | None,
+        noise: tuple[Tensor, Tensor, Tensor],
         covariates: Tensor | None,
-        mean_coef: np.ndarray | None = None,
+        mean_coef: np.ndarray,
+        ends: bool,
     ) -> tuple[Any, np.ndarray]:
-        """One step of the paths; `mean_coef` (B, J, O): the correction of the mean at this
-        step (None: the one they started with); eps_qkv None at the last step of a forecast,
-        whose q, k, v no step reads (the paths need not move on)."""
+        """S steps of the paths: noise eps_z (S, B, N, D), eps_x (S, B, N, O), eps_qkv (S, B,
+        N, 3, D) (the last step's unread where the forecast `ends` with these steps, whose q,
+        k, v no step reads); covariates (S, B, F - O), mean_coef (S, B, J, O) the correction
+        of the mean at each step -> the paths and X (S, B, N, O)."""
         ...
+
+
+def step_by_step(
+    forecast_step: Any,
+    paths: Any,
+    noise: tuple[Tensor, Tensor, Tensor],
+    covariates: Tensor | None,
+    mean_coef: np.ndarray,
+    ends: bool,
+) -> tuple[Any, np.ndarray]:
+    """Backend.forecast_steps by one `forecast_step(paths, eps_z, eps_x, eps_qkv, covariates,
+    mean_coef)` a step (eps_qkv None at a forecast's last step)."""
+    eps_z, eps_x, eps_qkv = noise
+    out = []
+    for k in range(len(eps_z)):
+        last = ends and k + 1 == len(eps_z)
+        cov = None if covariates is None else covariates[k]
+        paths, x_t = forecast_step(
+            paths, eps_z[k], eps_x[k], None if last else eps_qkv[k], cov, mean_coef[k]
+        )
+        out.append(x_t)
+    return paths, np.stack(out)
 
 
 DEVICE_PATHS = 1 << 19  # paths held at once on a GPU (a path's windows: 2 L D floats)
@@ -183,6 +206,21 @@ class TorchBackend:
         particles = materialize(self.model, table, first, state, window=False)
         windows = rollout_windows(self.model, table, first, state)
         return Rollout(self.rollout, particles, draw_paths(state.logw, self._t(u)), windows)
+
+    def forecast_steps(
+        self,
+        paths: FilterState | LazyPaths | Rollout,
+        noise: tuple[Tensor, Tensor, Tensor],
+        covariates: Tensor | None,
+        mean_coef: np.ndarray,
+        ends: bool,
+    ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
+        """Backend.forecast_steps: the rollout's compiled steps in one call where the paths
+        are one (on the cpu), else the forecast graph a step at a time."""
+        if isinstance(paths, Rollout):
+            coef = torch.from_numpy(mean_coef) if self.corrects_mean else None
+            return paths, paths.run(*noise, covariates, coef, ends)
+        return step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
 
     @torch.inference_mode()
     def forecast_step(
@@ -303,6 +341,17 @@ class OnnxBackend:
                 assert paths.mean_coef is not None
                 held.append(paths.mean_coef)
         return [t.numpy() for t in held]
+
+    def forecast_steps(
+        self,
+        paths: Any,
+        noise: tuple[Tensor, Tensor, Tensor],
+        covariates: Tensor | None,
+        mean_coef: np.ndarray,
+        ends: bool,
+    ) -> tuple[Any, np.ndarray]:
+        """Backend.forecast_steps: the forecast graph a step at a time."""
+        return step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
 
     def forecast_step(
         self,

@@ -37,7 +37,6 @@ from model.runtime.inputs import (
 from model.runtime.predictive import Forecast
 from model.runtime.rollout import device as device_rollout
 from model.runtime.rollout import normals
-from model.runtime.rollout.compiled import Rollout
 from model.runtime.scaling import check_future_scale
 from model.runtime.support import summarized, support_codes, support_names
 from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
@@ -59,33 +58,6 @@ def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
     for i in range(b):
         out[i, shift[i] : shift[i] + horizon] = cov[i]
     return out
-
-
-def _block(
-    backend: Backend,
-    paths: Any,
-    noise: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    covariates: torch.Tensor | None,
-    mean_coef: np.ndarray,
-    ends: bool,
-) -> tuple[Any, np.ndarray]:
-    """S steps of the paths: the torch backend's rollout on the cpu in one call
-    (model/runtime/rollout/compiled.py), other paths by S `forecast_step`s. noise: eps_z (S, B, N,
-    D), eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D) (the last step's unread where the forecast
-    `ends` with these steps); covariates (S, B, F - O), mean_coef (S, B, J, O) -> X (S, B, N, O)."""
-    eps_z, eps_x, eps_qkv = noise
-    if isinstance(paths, Rollout):
-        coef = torch.from_numpy(mean_coef) if backend.corrects_mean else None
-        return paths, paths.run(eps_z, eps_x, eps_qkv, covariates, coef, ends)
-    out = []
-    for k in range(len(eps_z)):
-        last = ends and k + 1 == len(eps_z)
-        cov = None if covariates is None else covariates[k]
-        paths, x_t = backend.forecast_step(
-            paths, eps_z[k], eps_x[k], None if last else eps_qkv[k], cov, mean_coef[k]
-        )
-        out.append(x_t)
-    return paths, np.stack(out)
 
 
 def _steps_of(a: np.ndarray, at: slice) -> np.ndarray:
@@ -310,8 +282,8 @@ class ForecastMixin:
                                                       total, n, cov_k, means, carried is not None)
             else:
                 z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
-                noise = (z, eps, e_qkv)
-                paths, xs = _block(self.backend, paths, noise, cov_k, means, stop == total)
+                paths, xs = self.backend.forecast_steps(paths, (z, eps, e_qkv), cov_k, means,
+                                                        stop == total)
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
             xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop
