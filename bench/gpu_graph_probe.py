@@ -25,6 +25,7 @@ import torch
 from bench_runtime import histories
 
 from model.filtering.filter import FilterState
+from model.runtime.backends import Particles
 from model.runtime.forecasting import _uniforms, draw_noise, seed_key
 from model.runtime.runtime import Runtime
 from model.series.state import StateBatch
@@ -46,8 +47,8 @@ def started(rt: Runtime, b: int, n: int) -> tuple[tuple[torch.Tensor, ...], int,
     steps = batch.t[:, None] + 1 - np.arange(fc.window + 1)[None, :]
     base = fc.layout.base_rows(batch.seed, steps, fc.table_rows)
     coef = fc.adapter.mean_coef(batch)
-    paths = engine.start_paths(base, batch.x_hist, valid, batch.lineage, batch.logw,
-                               _uniforms(gens, n), batch.season, coef)
+    particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season, coef)
+    paths = engine.start_paths(particles, _uniforms(gens, n))
     z, eps, qkv = draw_noise(keys, range(2), 2, n, d, o)
     paths, _ = engine.forecast_step(paths, z[0], eps[0], qkv[0], None, coef)
     paths = paths.expand()

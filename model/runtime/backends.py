@@ -64,6 +64,27 @@ class StepOut(NamedTuple):
     loglik: np.ndarray  # (B, P) float32
 
 
+class Particles(NamedTuple):
+    """A batch's particles as a backend takes them (numpy): the noise rows `base` of their
+    window's steps, the window's inputs x_hist (B, L, F), which lags exist `valid` (B, L), each
+    particle's ancestors at each lag `lineage` (B, P, L), their log-weights `logw` (B, P), each
+    series' season (B,) and correction of the mean (B, J, O) (None: none)."""
+
+    base: np.ndarray
+    x_hist: np.ndarray
+    valid: np.ndarray
+    lineage: np.ndarray
+    logw: np.ndarray
+    season: np.ndarray | None = None
+    mean_coef: np.ndarray | None = None
+
+    def rows(self, at: slice) -> Particles:
+        """The series `at` of the batch."""
+        s, c = self.season, self.mean_coef
+        return Particles(self.base[at], self.x_hist[at], self.valid[at], self.lineage[at],
+                         self.logw[at], None if s is None else s[at], None if c is None else c[at])
+
+
 class Backend(Protocol):
     name: str
     device: str
@@ -71,28 +92,12 @@ class Backend(Protocol):
 
     def update(
         self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
+        particles: Particles,
         x: np.ndarray,
         observed: np.ndarray,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
     ) -> StepOut: ...
 
-    def start_paths(
-        self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
-        u: Tensor,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
-    ) -> Any: ...
+    def start_paths(self, particles: Particles, u: Tensor) -> Any: ...
 
     def forecast_steps(
         self,
@@ -167,45 +172,31 @@ class TorchBackend:
     @torch.inference_mode()
     def update(
         self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
+        particles: Particles,
         x: np.ndarray,
         observed: np.ndarray,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
     ) -> StepOut:
-        args = [self._t(a) for a in (base, x_hist, valid, lineage, logw, x, observed)]
-        lagged = _lagged(self.model, season, mean_coef, len(x), self._t)
+        p = particles
+        args = [self._t(a) for a in (p.base, p.x_hist, p.valid, p.lineage, p.logw, x, observed)]
+        lagged = _lagged(self.model, p.season, p.mean_coef, len(x), self._t)
         out = self.graph(self.noise, *args, *lagged)
         if self.device != "cpu":
             out = tuple(o.cpu() for o in out)
         return StepOut(*(o.numpy() for o in out))
 
     @torch.inference_mode()
-    def start_paths(
-        self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
-        u: Tensor,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
-    ) -> LazyPaths | Rollout:
-        x_h, v, lin, lw = (self._t(a) for a in (x_hist, valid, lineage, logw))
+    def start_paths(self, particles: Particles, u: Tensor) -> LazyPaths | Rollout:
+        p = particles
+        x_h, v, lin, lw = (self._t(a) for a in (p.x_hist, p.valid, p.lineage, p.logw))
         state = CompactState(
-            x_h, v, lin, lw, *_lagged(self.model, season, mean_coef, len(x_hist), self._t)
+            x_h, v, lin, lw, *_lagged(self.model, p.season, p.mean_coef, len(p.x_hist), self._t)
         )
         if self.rollout is None:
-            return LazyPaths.start(self.model, self.noise, self._t(base), state, self._t(u))
-        table, first = self.noise, self._t(base)
-        particles = materialize(self.model, table, first, state, window=False)
+            return LazyPaths.start(self.model, self.noise, self._t(p.base), state, self._t(u))
+        table, first = self.noise, self._t(p.base)
+        held = materialize(self.model, table, first, state, window=False)
         windows = rollout_windows(self.model, table, first, state)
-        return Rollout(self.rollout, particles, draw_paths(state.logw, self._t(u)), windows)
+        return Rollout(self.rollout, held, draw_paths(state.logw, self._t(u)), windows)
 
     def forecast_steps(
         self,
@@ -295,45 +286,32 @@ class OnnxBackend:
 
     def update(
         self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
+        particles: Particles,
         x: np.ndarray,
         observed: np.ndarray,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
     ) -> StepOut:
         feeds: dict[str, Any] = {UPDATE_INPUTS[0]: self.noise_value}
+        p = particles
         for name, value in zip(
-            UPDATE_INPUTS[1:], (base, x_hist, valid, lineage, logw, x, observed), strict=True
+            UPDATE_INPUTS[1:], (p.base, p.x_hist, p.valid, p.lineage, p.logw, x, observed),
+            strict=True,
         ):
             feeds[name] = np.ascontiguousarray(value)
         if SEASON in self.update_inputs:
-            feeds[SEASON] = _season_array(season, len(x))
+            feeds[SEASON] = _season_array(p.season, len(x))
         if MEAN_COEF in self.update_inputs:
-            feeds[MEAN_COEF] = _mean_coef_array(self.model, mean_coef, len(x))
+            feeds[MEAN_COEF] = _mean_coef_array(self.model, p.mean_coef, len(x))
         # run() with the table as a bound OrtValue: cheaper per call than an io_binding
         # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
         return StepOut(*self.update_session.run(self.outputs, feeds))
 
-    def start_paths(
-        self,
-        base: np.ndarray,
-        x_hist: np.ndarray,
-        valid: np.ndarray,
-        lineage: np.ndarray,
-        logw: np.ndarray,
-        u: Tensor,
-        season: np.ndarray | None = None,
-        mean_coef: np.ndarray | None = None,
-    ) -> list[np.ndarray]:
+    def start_paths(self, particles: Particles, u: Tensor) -> list[np.ndarray]:
         with torch.inference_mode():
-            x_h, v, lin, lw = (torch.as_tensor(a) for a in (x_hist, valid, lineage, logw))
-            lagged = _lagged(self.model, season, mean_coef, len(x_hist), torch.as_tensor)
+            p = particles
+            x_h, v, lin, lw = (torch.as_tensor(a) for a in (p.x_hist, p.valid, p.lineage, p.logw))
+            lagged = _lagged(self.model, p.season, p.mean_coef, len(p.x_hist), torch.as_tensor)
             state = CompactState(x_h, v, lin, lw, *lagged)
-            paths = start_paths(self.model, self.noise, torch.as_tensor(base), state, u)
+            paths = start_paths(self.model, self.noise, torch.as_tensor(p.base), state, u)
         held = [paths.window, paths.query, paths.x_prev, paths.valid]
         if paths.inputs is not None and paths.season is not None:  # the graph takes N windows
             held += [paths.inputs.expand(-1, paths.window.shape[1], -1, -1), paths.season]

@@ -26,7 +26,7 @@ import torch
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
 from model.runtime.adapter import Adapter
-from model.runtime.backends import Backend
+from model.runtime.backends import Backend, Particles
 from model.runtime.inputs import (
     InputError,
     check_covariates,
@@ -252,10 +252,9 @@ class ForecastMixin:
         valid = np.arange(self.window)[None, :] < batch.t[:, None]
         steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
         base = self.layout.base_rows(batch.seed, steps, self.table_rows)
-        paths = self.backend.start_paths(
-            base, batch.x_hist, valid, batch.lineage, batch.logw, _uniforms(gens, n),
-            batch.season, self.adapter.mean_coef(batch),
-        )
+        particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season,
+                              self.adapter.mean_coef(batch))
+        paths = self.backend.start_paths(particles, _uniforms(gens, n))
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
         seqs = batch.t[:, None] + np.arange(total)[None, :]

@@ -33,7 +33,14 @@ from model.filtering.noise import NoiseLayout, check_table, noise_rows
 from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
 from model.runtime import gaps, scaling
 from model.runtime.adapter import Adapter
-from model.runtime.backends import Backend, OnnxBackend, StepOut, TorchBackend, backend_device
+from model.runtime.backends import (
+    Backend,
+    OnnxBackend,
+    Particles,
+    StepOut,
+    TorchBackend,
+    backend_device,
+)
 from model.runtime.forecasting import Forecast, ForecastMixin, seed_key
 from model.runtime.inputs import (
     MAX_SEASON,
@@ -344,10 +351,9 @@ class Runtime(ForecastMixin):
             base = self.layout.base_rows(sub.seed, steps, self.table_rows)
             # after a gap the mean is corrected as a forecast is, and not adapted (gaps.py)
             ahead = gaps.steps_ahead(sub, self.window, self.target_dim)
-            out = self._step(
-                base, sub.x_hist, valid, sub.lineage, sub.logw, xs, observed, sub.season,
-                gaps.carried_mean(self.adapter.mean_coef(sub), ahead),
-            )
+            particles = Particles(base, sub.x_hist, valid, sub.lineage, sub.logw, sub.season,
+                                  gaps.carried_mean(self.adapter.mean_coef(sub), ahead))
+            out = self._step(particles, xs, observed)
             raw = self._law(sub, out)
             law = self.adapter.reverted(sub, raw, ahead + 1)  # what the series is issued
             law = gaps.widened(law, idx, k, sub.scale[:, : self.target_dim], gap_sd or {})
@@ -368,16 +374,16 @@ class Runtime(ForecastMixin):
             if sub is not batch:
                 batch.put(idx, sub)
 
-    def _step(self, *arrays: np.ndarray) -> StepOut:
+    def _step(self, particles: Particles, x: np.ndarray, observed: np.ndarray) -> StepOut:
         """The backend's update in chunks of `chunk` series: large enough to share the per-call
         cost of the graph's ~173 nodes, small enough that the noise rows one call gathers
         (B, P, L, 2D) stay in cache (a batch of 64 series at P = 100 would gather 40 MB)."""
-        b = len(arrays[0])
+        b = len(x)
         if b <= self.chunk:
-            return self.backend.update(*arrays)
+            return self.backend.update(particles, x, observed)
         parts = [
-            self.backend.update(*(a[i : i + self.chunk] for a in arrays))
-            for i in range(0, b, self.chunk)
+            self.backend.update(particles.rows(at), x[at], observed[at])
+            for at in (slice(i, i + self.chunk) for i in range(0, b, self.chunk))
         ]
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 

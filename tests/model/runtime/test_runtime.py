@@ -196,9 +196,9 @@ def test_a_long_history_is_filtered_over_its_last_steps(artifact: Any, ar_series
     calls: list[int] = []
     update = rt.backend.update
 
-    def counted(*arrays: Any) -> Any:
-        calls.append(len(arrays[0]))
-        return update(*arrays)
+    def counted(particles: Any, x: Any, observed: Any) -> Any:
+        calls.append(len(x))
+        return update(particles, x, observed)
 
     rt.backend.update = counted  # type: ignore[method-assign]
     long, short = ar_series(2, 1000, seed=5)[0], ar_series(1, steps + 1, seed=6)[0]
