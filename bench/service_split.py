@@ -166,7 +166,7 @@ def _targets() -> list[tuple[Any, str, str]]:
 
     from model.runtime import runtime as rt
     from model.runtime.adapter import Adapter
-    from model.runtime.forecasting import ForecastMixin
+    from model.runtime.forecasting import Forecaster
     from model.series.state import SeriesState, StateBatch
     from service import answers, model_calls, records, redis_store, series
     from service.batching import Coalescer, MicroBatcher
@@ -203,7 +203,7 @@ def _targets() -> list[tuple[Any, str, str]]:
         *((Adapter, attr, adaptation) for attr in ("learn", "offsets", "alphas", "mean_coef")),
         (rt, "reanchor", adaptation), (rt, "rescale_intercept", adaptation),
         (model_calls, "adaptation_of", "adaptation report (meta)"),
-        (ForecastMixin, "forecast", "forecast returned with the update"),
+        (Forecaster, "forecast", "forecast returned with the update"),
         (SeriesState, "to_bytes", "state encode (to_bytes)"),
         (model_calls, "observation_result", schemas), (model_calls, "series_forecast", schemas),
         (records, "encode", "event record encode"),

@@ -1,7 +1,7 @@
 """Forecasts of the runtime: sample paths from series states, and their summaries.
 
-Runtime (model/runtime/runtime.py) takes its forecast entry points from ForecastMixin: `forecast`
-draws n_samples paths over a horizon from each state and summarises them, `forecast_steps`
+Runtime (model/runtime/runtime.py) holds a Forecaster for its forecasts: `forecast` draws
+n_samples paths over a horizon from each state and summarises them, `forecast_steps`
 yields the same step by step (the service's streams). Paths start from the state's particles,
 drawn by weight (model/runtime/backends.py), and move by the model's forecast step; each series'
 adaptation (model/runtime/adapter.py) adds its seasonal index, scales the spread of the paths about
@@ -17,7 +17,8 @@ Q levels, L window.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,8 @@ from model.runtime.predictive import Forecast
 from model.runtime.rollout import device as device_rollout
 from model.runtime.rollout import normals
 from model.runtime.scaling import check_future_scale
-from model.runtime.support import summarized, support_codes, support_names
-from model.series.adaptation import AdaptConfig, horizon_alphas, horizon_factors, horizon_mean
+from model.runtime.support import summarized, support_codes
+from model.series.adaptation import horizon_alphas, horizon_factors, horizon_mean
 from model.series.state import SeriesState, StateBatch
 
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
@@ -108,12 +109,13 @@ def seed_key(*parts: Any) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-class ForecastMixin:
-    """The forecasts of a Runtime, which sets the attributes below (Runtime.__init__)."""
+@dataclass(eq=False)
+class Forecaster:
+    """A Runtime's forecasts (Runtime.forecaster): what they read of the runtime that serves the
+    model (Runtime.__init__), and `forecast`, `forecast_steps`."""
 
     artifact: Artifact
     backend: Backend
-    adapt: AdaptConfig
     adapter: Adapter
     layout: NoiseLayout
     model_id: str
@@ -123,8 +125,7 @@ class ForecastMixin:
     n_mean: int
     window: int
     table_rows: int
-    sigma_obs: np.ndarray
-    create: Callable[..., list[SeriesState]]
+    sigma_obs: np.ndarray  # (O,)
 
     def forecast(
         self,
@@ -167,35 +168,6 @@ class ForecastMixin:
         levels = check_levels(levels)
         alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
         return summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
-
-    def forecast_history(
-        self,
-        histories: Sequence[np.ndarray],
-        horizon: int,
-        levels: Sequence[float],
-        n_samples: int,
-        *,
-        return_samples: bool = False,
-        seed: int | None = None,
-        quantiles: Sequence[float] = (),
-        covariates: Sequence[np.ndarray] | None = None,
-        seasons: Sequence[int] | None = None,
-        supports: Sequence[str | None] | None = None,
-    ) -> list[Forecast]:
-        """Stateless: create states from the histories (their coverage correction at
-        `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
-        supports (given, else read off the histories: model/runtime/support.py)."""
-        return self.forecast(
-            self.create(histories, levels=levels, seasons=seasons),
-            horizon,
-            levels,
-            n_samples,
-            return_samples=return_samples,
-            seed=seed,
-            quantiles=quantiles,
-            covariates=covariates,
-            supports=support_names(supports, histories, len(histories)),
-        )
 
     def forecast_steps(
         self,

@@ -21,7 +21,7 @@ Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from model.runtime.backends import (
     TorchBackend,
     backend_device,
 )
-from model.runtime.forecasting import Forecast, ForecastMixin, seed_key
+from model.runtime.forecasting import Forecast, Forecaster, seed_key
 from model.runtime.inputs import (
     MAX_SEASON,
     MIN_HISTORY,
@@ -54,6 +54,7 @@ from model.runtime.inputs import (
 from model.runtime.predictive import Mixture
 from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale_values
 from model.runtime.scoring import UpdateResult, issued_law, score
+from model.runtime.support import support_names
 from model.series import marginal
 from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
 from model.series.shifts import level_shifted
@@ -70,9 +71,9 @@ CHUNK_BYTES = 16 << 20
 MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last values)
 
 
-class Runtime(ForecastMixin):
+class Runtime:
     """Batched inference on one artifact with one backend (see the module docstring); the
-    forecasts are ForecastMixin's (model/runtime/forecasting.py)."""
+    forecasts are its Forecaster's (model/runtime/forecasting.py)."""
 
     stateful = True  # series states and online updates (model/runtime/stateless.py has none)
 
@@ -126,6 +127,10 @@ class Runtime(ForecastMixin):
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows
         self.sigma_obs = np.asarray(sigma_obs, dtype=np.float64)  # (O,)
+        self.forecaster = Forecaster(
+            artifact, backend, self.adapter, self.layout, self.model_id, particles,
+            self.n_features, self.target_dim, self.n_mean, self.window, table_rows, self.sigma_obs,
+        )
         scaler = self.manifest["scaling"]
         self.per_series = scaler["mode"] == "per_series"
         if not self.per_series:
@@ -176,6 +181,49 @@ class Runtime(ForecastMixin):
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
         return cls(art, served, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
+
+    # ------------------------------------------------------------------ forecasting
+
+    def forecast(self, states: Sequence[SeriesState], horizon: int, levels: Sequence[float],
+                 n_samples: int, **options: Any) -> list[Forecast]:
+        """Sample n_samples paths over `horizon` steps from each state and summarise them
+        (Forecaster.forecast: its options)."""
+        return self.forecaster.forecast(states, horizon, levels, n_samples, **options)
+
+    def forecast_steps(self, states: Sequence[SeriesState], horizon: int,
+                       levels: Sequence[float], n_samples: int,
+                       **options: Any) -> Iterator[tuple[int, list[Forecast]]]:
+        """As `forecast`, one step at a time (Forecaster.forecast_steps)."""
+        return self.forecaster.forecast_steps(states, horizon, levels, n_samples, **options)
+
+    def forecast_history(
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        *,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+        seasons: Sequence[int] | None = None,
+        supports: Sequence[str | None] | None = None,
+    ) -> list[Forecast]:
+        """Stateless: create states from the histories (their coverage correction at
+        `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
+        supports (given, else read off the histories: model/runtime/support.py)."""
+        return self.forecaster.forecast(
+            self.create(histories, levels=levels, seasons=seasons),
+            horizon,
+            levels,
+            n_samples,
+            return_samples=return_samples,
+            seed=seed,
+            quantiles=quantiles,
+            covariates=covariates,
+            supports=support_names(supports, histories, len(histories)),
+        )
 
     # ------------------------------------------------------------------ filtering
 
