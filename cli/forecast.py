@@ -13,8 +13,7 @@ from cli.common import Threads, set_threads
 from cli.tables import future_stamps, read_histories, table_seasons, table_stamps
 
 if TYPE_CHECKING:
-    from model.runtime.runtime import Runtime
-    from model.runtime.stateless import StatelessRuntime
+    from model.runtime.served import ServedRuntime
 
 
 def forecast(
@@ -137,7 +136,7 @@ def _fractions(levels: list[float], args: list[str]) -> list[float]:
     return [v / 100.0 for v in sorted(set(percents))]
 
 
-def _load_runtime(artifact: Path, backend: str, device: str) -> Runtime | StatelessRuntime:
+def _load_runtime(artifact: Path, backend: str, device: str) -> ServedRuntime:
     """The runtime of an artifact: a baseline's, or the SMC Transformer's on `backend`."""
     from model.runtime import manifest
 
@@ -169,12 +168,10 @@ def _echo_forecasts(
 ) -> None:
     """Print the forecasts as CSV or JSON (--format), with the timestamps of the steps where
     the input's are known (`ahead`, by id); a point forecaster's with a warning."""
-    from model.runtime.baseline_artifact import is_point_forecaster
-
-    if is_point_forecaster(getattr(runtime, "forecaster", None)):
+    if runtime.point_forecast:
         typer.echo(
-            f"warning: {runtime.name} is a point forecaster: its intervals have zero width",
-            err=True,
+            f"warning: {runtime.model_version} is a point forecaster: its intervals have zero "
+            "width", err=True,
         )
     if output_format == "csv":
         typer.echo(_forecast_csv(ids, forecasts, fractions, names, ahead), nl=False)

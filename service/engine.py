@@ -21,9 +21,8 @@ import numpy as np
 import torch
 
 from model.runtime import manifest
-from model.runtime.baseline_artifact import is_point_forecaster
-from model.runtime.runtime import InputError, Runtime
-from model.runtime.stateless import StatelessRuntime
+from model.runtime.runtime import InputError
+from model.runtime.served import ServedRuntime
 from service.batching import MicroBatcher
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, ModelInputs
@@ -37,18 +36,16 @@ log = logging.getLogger(__name__)
 
 
 class Engine:
-    """Batched, threaded access to one loaded Runtime (or, for a baseline, StatelessRuntime,
-    which answers only the stateless forecasts); `inputs` reads request values for it."""
+    """Batched, threaded access to one loaded model (model/runtime/served.ServedRuntime: a
+    Runtime, or, for a baseline, a StatelessRuntime, which answers only the stateless
+    forecasts); `inputs` reads request values for it."""
 
     def __init__(
-        self, runtime: Runtime | StatelessRuntime, *, max_batch: int = 64,
+        self, runtime: ServedRuntime, *, max_batch: int = 64,
         max_wait_s: float = 0.002, monitor_levels: Sequence[float] = (80.0, 95.0),
         observer: BatchObserver = no_observer,
     ) -> None:
         self.runtime = runtime
-        self._point_forecast = isinstance(runtime, StatelessRuntime) and is_point_forecaster(
-            runtime.forecaster
-        )
         self.monitor_levels = tuple(sorted(monitor_levels))
         self.inputs = ModelInputs(runtime)
         self._calls = ModelCalls(runtime, self.monitor_levels, observer)
@@ -65,13 +62,13 @@ class Engine:
             threads=settings.threads, max_filter_steps=settings.max_filter_steps,
             adapt=settings.adaptation,
         )
-        if isinstance(runtime, StatelessRuntime) and settings.backend != "torch":
+        if not runtime.stateful and settings.backend != "torch":
             log.warning("a baseline runs on torch; SMCT_BACKEND=%s ignored", settings.backend)
-        if isinstance(runtime, StatelessRuntime) and is_point_forecaster(runtime.forecaster):
+        if runtime.point_forecast:
             log.warning(
                 "%s is a point forecaster: its forecasts have intervals of zero width (the "
                 "answers say \"point_forecast\": true); serve a probabilistic model for "
-                "intervals", runtime.name,
+                "intervals", runtime.model_version,
             )
         log.info(
             "loaded model %s from %s (backend %s, device %s)",
@@ -100,7 +97,7 @@ class Engine:
     @property
     def point_forecast(self) -> bool:
         """Whether the model gives one path per series (a point-forecasting baseline)."""
-        return self._point_forecast
+        return self.runtime.point_forecast
 
     @property
     def spec(self) -> dict[str, Any]:

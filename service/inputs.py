@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from model.runtime.runtime import Runtime
-from model.runtime.stateless import StatelessRuntime
+from model.runtime.served import ServedRuntime
 from model.runtime.support import read_support
 from service.errors import InvalidInput
 from service.settings import Settings
@@ -119,7 +118,7 @@ class ModelInputs:
     """A request's values as arrays of the served model's inputs (F features: its targets
     first, then C covariates)."""
 
-    def __init__(self, runtime: Runtime | StatelessRuntime) -> None:
+    def __init__(self, runtime: ServedRuntime) -> None:
         self.runtime = runtime
 
     @property

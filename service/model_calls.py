@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from model.runtime.runtime import Forecast, InputError, Runtime
-from model.runtime.stateless import StatelessRuntime
+from model.runtime.served import ServedRuntime
 from model.series.state import SeriesState
 from model.series.state_format import StateFormatError
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
@@ -81,7 +81,7 @@ class ModelCalls:
     the results of observations are scored at."""
 
     def __init__(
-        self, runtime: Runtime | StatelessRuntime, monitor_levels: tuple[float, ...],
+        self, runtime: ServedRuntime, monitor_levels: tuple[float, ...],
         observer: BatchObserver = no_observer,
     ) -> None:
         self.runtime = runtime
@@ -91,9 +91,10 @@ class ModelCalls:
     @property
     def _filter(self) -> Runtime:
         """The stateful runtime, for the series operations (routes refuse them before)."""
-        if not self.runtime.stateful:
+        series = self.runtime.series_runtime
+        if series is None:
             raise StatelessModel(self.runtime.model_version)
-        return cast(Runtime, self.runtime)
+        return series
 
     @property
     def _covariates(self) -> bool:

@@ -29,8 +29,7 @@ from model.artifacts.formats import ARTIFACT_TYPE, BASELINE_TYPE, MANIFEST
 
 if TYPE_CHECKING:
     from model.network.smc_transformer import SMCTransformer
-    from model.runtime.runtime import Runtime
-    from model.runtime.stateless import StatelessRuntime
+    from model.runtime.served import ServedRuntime
     from model.series.adaptation import AdaptConfig
 
 Kind = Literal["artifact", "baseline", "forecaster", "checkpoint"]
@@ -67,7 +66,7 @@ def load(
     threads: int = 1,
     max_filter_steps: int | None = None,
     adapt: AdaptConfig | None = None,
-) -> Runtime | StatelessRuntime:
+) -> ServedRuntime:
     """The runtime that serves `path`: an artifact's on `backend`, or a baseline artifact's
     (which runs on torch). A checkpoint or a saved forecaster is refused with the command
     that exports it."""

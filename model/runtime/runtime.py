@@ -76,6 +76,7 @@ class Runtime:
     forecasts are its Forecaster's (model/runtime/forecasting.py)."""
 
     stateful = True  # series states and online updates (model/runtime/stateless.py has none)
+    point_forecast = False  # its intervals come from its predictive law
 
     def __init__(
         self,
@@ -181,6 +182,11 @@ class Runtime:
         assert isinstance(model.obs, GaussianObservation)
         sigma_obs = model.obs.sigma_obs.detach().cpu().numpy()  # (O,) variances
         return cls(art, served, sigma_obs, p, noise.shape[0], max_filter_steps, adapt)
+
+    @property
+    def series_runtime(self) -> Runtime:
+        """This runtime: it keeps series states (model/runtime/served.ServedRuntime)."""
+        return self
 
     # ------------------------------------------------------------------ forecasting
 

@@ -29,7 +29,12 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError
-from model.runtime.baseline_artifact import FORECASTER_DIR, check_scaling, open_baseline
+from model.runtime.baseline_artifact import (
+    FORECASTER_DIR,
+    check_scaling,
+    is_point_forecaster,
+    open_baseline,
+)
 from model.runtime.inputs import (
     MIN_HISTORY,
     InputError,
@@ -60,6 +65,7 @@ class StatelessRuntime:
     filter state (`forecast_history`, and `create` + `forecast_steps` for streaming)."""
 
     stateful = False
+    series_runtime = None  # no series states (model/runtime/served.ServedRuntime)
 
     def __init__(self, path: Path, manifest: dict[str, Any], forecaster: Any, device: str) -> None:
         self.path = path
@@ -67,6 +73,7 @@ class StatelessRuntime:
         self.backend_name = "torch" if torch_net else "statsmodels"
         self.manifest = manifest
         self.forecaster = forecaster
+        self.point_forecast = is_point_forecaster(forecaster)
         self.device = device
         self.name: str = manifest["model"]
         self.model_id: str = manifest["model_id"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,11 +150,12 @@ def test_a_point_forecaster_says_its_intervals_have_zero_width(
         interval = forecast["intervals"][level]
         assert interval["lo"] == interval["hi"] == forecast["median"]
     np.testing.assert_allclose(forecast["mean"], forecast["median"], rtol=1e-12)
-    assert "lstm is a point forecaster" in caplog.text
+    assert re.search(r"lstm-[0-9a-f]{12} is a point forecaster", caplog.text), caplog.text
     history = tmp_path / "h.csv"
     history.write_text("value\n" + "\n".join(str(v) for v in HISTORY if v is not None) + "\n")
     result = CliRunner().invoke(cli, ["forecast", "--artifact", str(artifacts["lstm"]),
                                       "--input", str(history), "--horizon", "2"])
     assert result.exit_code == 0, result.output
-    assert "lstm is a point forecaster: its intervals have zero width" in result.stderr
+    assert re.search(r"lstm-[0-9a-f]{12} is a point forecaster: its intervals have zero width",
+                     result.stderr), result.stderr
     assert json.loads(result.stdout)["point_forecast"] is True
