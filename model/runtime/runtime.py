@@ -203,33 +203,18 @@ class Runtime:
         return self.forecaster.forecast_steps(states, horizon, levels, n_samples, **options)
 
     def forecast_history(
-        self,
-        histories: Sequence[np.ndarray],
-        horizon: int,
-        levels: Sequence[float],
-        n_samples: int,
-        *,
-        return_samples: bool = False,
-        seed: int | None = None,
-        quantiles: Sequence[float] = (),
-        covariates: Sequence[np.ndarray] | None = None,
-        seasons: Sequence[int] | None = None,
-        supports: Sequence[str | None] | None = None,
+        self, histories: Sequence[np.ndarray], horizon: int, levels: Sequence[float],
+        n_samples: int, *, seasons: Sequence[int] | None = None,
+        supports: Sequence[str | None] | None = None, **options: Any,
     ) -> list[Forecast]:
         """Stateless: create states from the histories (their coverage correction at
         `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
-        supports (given, else read off the histories: model/runtime/support.py)."""
-        return self.forecaster.forecast(
-            self.create(histories, levels=levels, seasons=seasons),
-            horizon,
-            levels,
-            n_samples,
-            return_samples=return_samples,
-            seed=seed,
-            quantiles=quantiles,
-            covariates=covariates,
-            supports=support_names(supports, histories, len(histories)),
-        )
+        supports (given, else read off the histories: model/runtime/support.py) with
+        Forecaster.forecast's `options`."""
+        states = self.create(histories, levels=levels, seasons=seasons)
+        named = support_names(supports, histories, len(histories))
+        return self.forecaster.forecast(states, horizon, levels, n_samples, supports=named,
+                                        **options)
 
     # ------------------------------------------------------------------ filtering
 
