@@ -16,7 +16,9 @@ from scipy.special import expit
 
 from model.runtime.runtime import Forecast, UpdateResult
 from model.series import marginal
-from model.series.adaptation import ALPHA_MAX, ALPHA_MIN, MEAN_TERMS, AdaptConfig, mean_weight
+from model.series.adaptation import AdaptConfig
+from model.series.coverage import ALPHA_MAX, ALPHA_MIN
+from model.series.mean import MEAN_TERMS, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
 from service.schemas.forecasts import Interval, SeriesForecast

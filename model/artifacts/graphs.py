@@ -45,7 +45,7 @@ FORECAST_OUTPUTS = ("window_out", "query_out", "x_prev_out", "valid_out", "x_t")
 # a model with ModelConfig.lag_inputs: each series' season length enters both steps, and the
 # forecast paths carry their input windows
 SEASON = "season"
-# and each series' own correction of the mean (model/series/adaptation.py), zeros for none
+# and each series' own correction of the mean (model/series/mean.py), zeros for none
 MEAN_COEF = "mean_coef"
 LAGGED_FORECAST_INPUTS = (
     *FORECAST_INPUTS[:4], "inputs", SEASON, MEAN_COEF, *FORECAST_INPUTS[4:]

@@ -28,7 +28,7 @@ LOG_2PI = math.log(2 * math.pi)
 N_LAG_TERMS = 4
 #: the index of the long slope X_{t-L} - X_{t-1} among them (L the window)
 LONG_SLOPE = 1
-#: the terms of a series' own mean correction (model/series/adaptation.py): the lag terms and a
+#: the terms of a series' own mean correction (model/series/mean.py): the lag terms and a
 #: constant
 N_MEAN_TERMS = N_LAG_TERMS + 1
 #: bound of the log-scale s of ModelConfig.obs_scale: a particle's sd is within e^+-3 of
@@ -260,7 +260,7 @@ class SMCTransformer(nn.Module):
         `skip` and sum_j c_j(r(t)) lagged_j with `lag_inputs`; z (B, P, D), x_prev (B, P, F)
         or (B, 1, F) when every particle has the same X_{t-1}; lagged (B, P or 1, K, O) from
         `lag_terms`. mean_coef (B, K + 1, O), a served series' own correction of the mean
-        (model/series/adaptation.py), adds sum_j a_j lagged_j + a_K; None (training): none. With
+        (model/series/mean.py), adds sum_j a_j lagged_j + a_K; None (training): none. With
         `obs_scale`, the mean and each particle's log-scale s(r(t)) side by side (B, P, 2 O)
         (GaussianObservation)."""
         r = self.norm(z + self.w_e(x_prev)) if self.cfg.residual else z

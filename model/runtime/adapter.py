@@ -1,12 +1,12 @@
 """The per-series online adaptation (model/series/adaptation.py) run on a batch of series.
 
-model/series/adaptation.py holds the estimators, on arrays; an Adapter applies them to the states
-the runtime steps (model/series/state.StateBatch): what each series is issued from its corrections
-(its seasonal index, its correction of the mean, the miscoverage of its intervals, the move
-towards its own level and the bound of its paths' spread: model/series/marginal.py), and the
-update of those corrections from each observed step, after the step has been scored. The
-spread factor is applied where the law is issued (model/runtime/scoring.issued_law, and the paths of
-model/runtime/forecasting.py).
+model/series/ holds the estimators, on arrays (adaptation.py says which module holds which);
+an Adapter applies them to the states the runtime steps (model/series/state.StateBatch): what each
+series is issued from its corrections (its seasonal index, its correction of the mean, the
+miscoverage of its intervals, the move towards its own level and the bound of its paths' spread:
+model/series/marginal.py), and the update of those corrections from each observed step, after the
+step has been scored. The spread factor is applied where the law is issued
+(model/runtime/scoring.issued_law, and the paths of model/runtime/forecasting.py).
 
 Shapes: B batch, B_k series observed at a step, R of them adapting, L window, O targets,
 J terms of the mean correction, M longest season, Q levels, K monitored levels, H horizon.
@@ -23,23 +23,18 @@ from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.runtime.predictive import Mixture
 from model.series import marginal
 from model.series import trend as trend_model
-from model.series.adaptation import (
-    ALPHA_MAX,
-    ALPHA_MIN,
+from model.series.adaptation import AdaptConfig
+from model.series.coverage import ALPHA_MAX, ALPHA_MIN, effective_alphas, update_alpha
+from model.series.mean import (
     ODDS_FORGET,
-    AdaptConfig,
-    effective_alphas,
     mean_terms,
     mean_weight,
     odds_evidence,
-    season_offsets,
-    season_profile,
-    spread_statistic,
-    update_alpha,
     update_mean,
     update_odds,
-    update_spread,
 )
+from model.series.season import season_offsets, season_profile
+from model.series.spread import spread_statistic, update_spread
 from model.series.state import SeriesState, StateBatch, cover_arrays, profiles
 
 
@@ -253,7 +248,7 @@ class Adapter:
     ) -> None:
         """One Kalman step of the correction of the mean of series `rows` (R,), from their
         values y (R, O) less the corrected model's mean, and one step of its odds
-        (model/series/adaptation.py); `seen` is the law they were issued."""
+        (model/series/mean.py); `seen` is the law they were issued."""
         issued, _ = seen.moments()
         phi = mean_terms(
             sub.x_hist[rows], valid[rows], sub.season[rows], N_LAG_TERMS, self.target_dim
@@ -277,7 +272,7 @@ class Adapter:
         """One step of the log odds of the reverting model of the series observed (B_k,), and of
         those of the mean against the level in its anchor: the log ratio of the value's density
         under the law issued moved to each model's mean, as for the weight of the correction of
-        the mean (model/series/adaptation.py)."""
+        the mean (model/series/mean.py)."""
         d, r = self._reversion(sub, raw.moments()[0])
         held = observed[:, None] & (sub.marginal[..., marginal.WEIGHT] >= marginal.MIN_WEIGHT)
         y = ys.astype(np.float64)

@@ -88,7 +88,7 @@ class Particles(NamedTuple):
 class Backend(Protocol):
     name: str
     device: str
-    corrects_mean: bool  # takes each series' correction of the mean (model/series/adaptation.py)
+    corrects_mean: bool  # takes each series' correction of the mean (model/series/mean.py)
 
     def update(
         self,

@@ -40,7 +40,9 @@ from model.runtime.rollout import device as device_rollout
 from model.runtime.rollout import normals
 from model.runtime.scaling import check_future_scale
 from model.runtime.support import summarized, support_codes
-from model.series.adaptation import horizon_alphas, horizon_factors, horizon_mean
+from model.series.coverage import horizon_alphas
+from model.series.mean import horizon_mean
+from model.series.spread import horizon_factors
 from model.series.state import SeriesState, StateBatch
 
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
@@ -233,7 +235,7 @@ class Forecaster:
         offsets = self.adapter.offsets(batch, seqs, trend=False)
         carried = self.adapter.paths_trend(batch, n)
         noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
-        # each series' adapted spread, applied about the samples' mean (model/series/adaptation.py)
+        # each series' adapted spread, applied about the samples' mean (model/series/spread.py)
         factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)

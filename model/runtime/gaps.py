@@ -13,7 +13,7 @@ ones are filtered.
 
 Over such a gap, and at the value after it, the series' correction of the mean is carried as a
 forecast carries it, divided by the steps since the last observed value
-(model/series/adaptation.horizon_mean): applied whole at every imputed step, a correction fitted to
+(model/series/mean.horizon_mean): applied whole at every imputed step, a correction fitted to
 one-step errors fed its own output back and ran away (a weekly series at 320 forecast 450
 after 16 missing weeks). The law issued for the value after a gap is the filter's (through the
 gap's predictive means, then one step) widened about its mean to the spread of the forecast
@@ -74,7 +74,7 @@ def steps_ahead(sub: StateBatch, window: int, target_dim: int) -> np.ndarray:
 
 def carried_mean(coef: np.ndarray, ahead: np.ndarray) -> np.ndarray:
     """The correction of the mean (B, J, O) of a step `ahead` (B,) + 1 steps after each
-    series' last observed value, as a forecast carries it (model/series/adaptation.horizon_mean)."""
+    series' last observed value, as a forecast carries it (model/series/mean.horizon_mean)."""
     if not ahead.any():
         return coef
     return np.asarray(coef / (ahead + 1.0)[:, None, None], dtype=np.float32)

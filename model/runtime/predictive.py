@@ -284,7 +284,7 @@ def summarize_samples(
     over N (numpy's linear sample quantiles, as training/metrics.interval_bounds), and the
     standard errors of the interval bounds. With `alphas` (B, H, len(levels)), series b's
     interval at levels[j] and step h has the tails alphas[b, h, j] / 2 (a coverage correction,
-    model/series/adaptation.py) instead of (1 - levels[j]) / 2. Where `integer` (B,) holds,
+    model/series/coverage.py) instead of (1 - levels[j]) / 2. Where `integer` (B,) holds,
     the series' samples are counts and its median, quantiles and bounds are rounded to the
     nearer count (model/runtime/support.py).
 

@@ -56,8 +56,10 @@ from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale
 from model.runtime.scoring import UpdateResult, issued_law, score
 from model.runtime.support import support_names
 from model.series import marginal
-from model.series.adaptation import PRIOR_WEIGHT, AdaptConfig, mean_prior, rescale_intercept
+from model.series.adaptation import AdaptConfig
+from model.series.mean import mean_prior, rescale_intercept
 from model.series.shifts import level_shifted
+from model.series.spread import PRIOR_WEIGHT
 from model.series.state import SeriesState, StateBatch
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
@@ -120,7 +122,7 @@ class Runtime:
         # the longest season found from a history: what the seasonal profile holds (any
         # season), else what the model reads
         self.longest_season: int = MAX_SEASON if self.adapt.season else self.max_season
-        # terms of each series' own correction of the mean (model/series/adaptation.py): a model
+        # terms of each series' own correction of the mean (model/series/mean.py): a model
         # with lag inputs whose backend takes them; 0: none
         self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and backend.corrects_mean else 0
         self.adapter = Adapter(self.adapt, self.target_dim, self.n_mean, self.min_observed)

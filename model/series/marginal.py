@@ -8,7 +8,7 @@ their simple exponential smoothing with alpha 1 - LEVEL_FORGET (ETS(A,N,N)'s lev
 once their weight counts MIN_WEIGHT values.
 
 Reverting (dynamic model averaging, as for the weight of the mean's correction in
-model/series/adaptation.py). Each series forecasts from the anchor
+model/series/mean.py). Each series forecasts from the anchor
 
     a_h = A_l + p (A_m - A_l),   A_l = l + phi_l^h (y_last - l),   A_m = m + phi_m^h (y_last - m),
 
@@ -51,7 +51,7 @@ from typing import Protocol
 import numpy as np
 from scipy.special import expit
 
-from model.series.adaptation import odds_evidence
+from model.series.mean import odds_evidence
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds

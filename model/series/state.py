@@ -22,8 +22,9 @@ from typing import ClassVar
 import numpy as np
 
 from model.series import state_format
-from model.series.adaptation import PRIOR_WEIGHT, mean_prior
 from model.series.marginal import N_FIELDS as MARGINAL_FIELDS
+from model.series.mean import mean_prior
+from model.series.spread import PRIOR_WEIGHT
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:

@@ -122,7 +122,7 @@ def test_the_correction_of_the_mean_in_metadata_and_metrics(make_client: Any) ->
     from pathlib import Path
 
     from model.runtime.runtime import Runtime
-    from model.series.adaptation import MEAN_TERMS
+    from model.series.mean import MEAN_TERMS
 
     default = Runtime.load(Path("artifacts/default"), backend="torch", device="cpu")
     client = make_client(runtime_override=default)

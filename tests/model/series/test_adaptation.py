@@ -12,18 +12,9 @@ from scipy.stats import norm
 
 from model.runtime.predictive import Mixture
 from model.runtime.runtime import Runtime
-from model.series.adaptation import (
-    ALPHA_MAX,
-    ALPHA_MIN,
-    MAX_STAT,
-    OFF,
-    PRIOR_WEIGHT,
-    AdaptConfig,
-    effective_alphas,
-    spread_statistic,
-    update_alpha,
-    update_spread,
-)
+from model.series.adaptation import OFF, AdaptConfig
+from model.series.coverage import ALPHA_MAX, ALPHA_MIN, effective_alphas, update_alpha
+from model.series.spread import MAX_STAT, PRIOR_WEIGHT, spread_statistic, update_spread
 
 W = np.array([[0.5, 0.3, 0.2]])
 MU = np.array([[[-1.0], [0.0], [2.0]]])

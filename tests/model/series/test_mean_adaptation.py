@@ -16,12 +16,12 @@ from scipy.stats import norm
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
 from model.runtime.predictive import Mixture
 from model.runtime.runtime import Runtime
-from model.series.adaptation import (
+from model.series.adaptation import AdaptConfig
+from model.series.mean import (
     MAX_EVIDENCE,
     MEAN_CLIP,
     MEAN_ODDS_MAX,
     MEAN_PRIOR_SD,
-    AdaptConfig,
     horizon_mean,
     mean_prior,
     mean_terms,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from model.runtime.runtime import Runtime
-from model.series.adaptation import AdaptConfig, season_offsets, season_profile
+from model.series.adaptation import AdaptConfig
+from model.series.season import season_offsets, season_profile
 from model.series.state import SeriesState
 from tests.model.series.test_mean_adaptation import random_walk  # noqa: F401 (fixture)
 
