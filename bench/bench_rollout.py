@@ -39,8 +39,9 @@ import torch
 from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from model.runtime.forecasting import draw_noise, seed_key
+from model.runtime.forecasting import seed_key
 from model.runtime.predictive import samples_for
+from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 
 PATHS, STEPS = 1000, 24
@@ -128,7 +129,7 @@ def normals(n: int, steps: int, d: int, o: int) -> int:
 
 def noise_time(n: int, steps: int, d: int, o: int, repeat: int) -> float:
     """Seconds (the least of `repeat`) to draw a forecast's noise as the forecast draws it
-    (model/runtime/forecasting.draw_noise: counter-based streams,
+    (model/runtime/rollout/normals.draw_noise: counter-based streams,
     model/runtime/rollout/normals.py)."""
     keys = np.array([seed_key("bench")], np.uint64)
     return timed(partial(draw_noise, keys, range(steps), steps, n, d, o), repeat)[1]

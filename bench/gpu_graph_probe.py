@@ -26,7 +26,8 @@ from bench_runtime import histories
 
 from model.filtering.filter import FilterState
 from model.runtime.backends import Particles
-from model.runtime.forecasting import _uniforms, draw_noise, seed_key
+from model.runtime.forecasting import _uniforms, seed_key
+from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 from model.series.state import StateBatch
 

@@ -99,18 +99,27 @@ class Backend(Protocol):
 
     def start_paths(self, particles: Particles, u: Tensor) -> Any: ...
 
+    @property
+    def noise_floats(self) -> int:
+        """The most noise (floats) a block of forecast steps draws at once."""
+        ...
+
     def forecast_steps(
         self,
         paths: Any,
-        noise: tuple[Tensor, Tensor, Tensor],
+        keys: np.ndarray,
+        steps: range,
+        total: int,
+        n: int,
         covariates: Tensor | None,
         mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[Any, np.ndarray]:
-        """S steps of the paths: noise eps_z (S, B, N, D), eps_x (S, B, N, O), eps_qkv (S, B,
-        N, 3, D) (the last step's unread where the forecast `ends` with these steps, whose q,
-        k, v no step reads); covariates (S, B, F - O), mean_coef (S, B, J, O) the correction
-        of the mean at each step -> the paths and X (S, B, N, O)."""
+        want_eps: bool,
+    ) -> tuple[Any, np.ndarray, Tensor]:
+        """The steps `steps` of a forecast of `total` steps, n paths a series: their noise
+        drawn from each series' streams (keys (B,)), the paths moved through them;
+        covariates (S, B, F - O), mean_coef (S, B, J, O) the correction of the mean at each
+        step -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise eps_x
+        (S, B, N, O) on the host."""
         ...
 
 
@@ -122,8 +131,9 @@ def step_by_step(
     mean_coef: np.ndarray,
     ends: bool,
 ) -> tuple[Any, np.ndarray]:
-    """Backend.forecast_steps by one `forecast_step(paths, eps_z, eps_x, eps_qkv, covariates,
-    mean_coef)` a step (eps_qkv None at a forecast's last step)."""
+    """Steps of the paths by one `forecast_step(paths, eps_z, eps_x, eps_qkv, covariates,
+    mean_coef)` a step: noise eps_z (S, B, N, D), eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D)
+    (None at a forecast's last step, which `ends` says is among them) -> the paths and X."""
     eps_z, eps_x, eps_qkv = noise
     out = []
     for k in range(len(eps_z)):
@@ -198,20 +208,37 @@ class TorchBackend:
         windows = rollout_windows(self.model, table, first, state)
         return Rollout(self.rollout, held, draw_paths(state.logw, self._t(u)), windows)
 
+    @property
+    def noise_floats(self) -> int:
+        on_device = self.device_steps is not None
+        return device_rollout.DEVICE_NOISE_FLOATS if on_device else normals.NOISE_FLOATS
+
     def forecast_steps(
         self,
-        paths: FilterState | LazyPaths | Rollout,
-        noise: tuple[Tensor, Tensor, Tensor],
+        paths: Any,
+        keys: np.ndarray,
+        steps: range,
+        total: int,
+        n: int,
         covariates: Tensor | None,
         mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[FilterState | LazyPaths | Rollout, np.ndarray]:
-        """Backend.forecast_steps: the rollout's compiled steps in one call where the paths
-        are one (on the cpu), else the forecast graph a step at a time."""
+        want_eps: bool,
+    ) -> tuple[Any, np.ndarray, Tensor]:
+        """Backend.forecast_steps: on a GPU, blocks captured there with their noise drawn
+        there (model/runtime/rollout/device.py); on the cpu, the noise drawn on the host and
+        the rollout's compiled steps in one call where the paths are one, else the forecast
+        graph a step at a time."""
+        if self.device_steps is not None:
+            return device_rollout.block(self.device_steps, paths, keys, steps, total, n,
+                                        covariates, mean_coef, want_eps)
+        cfg = self.model.cfg
+        noise = normals.draw_noise(keys, steps, total, n, cfg.d_model, cfg.target_dim)
+        ends = steps.stop == total
         if isinstance(paths, Rollout):
             coef = torch.from_numpy(mean_coef) if self.corrects_mean else None
-            return paths, paths.run(*noise, covariates, coef, ends)
-        return step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
+            return paths, paths.run(*noise, covariates, coef, ends), noise[1]
+        moved, xs = step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
+        return moved, xs, noise[1]
 
     @torch.inference_mode()
     def forecast_step(
@@ -320,16 +347,26 @@ class OnnxBackend:
                 held.append(paths.mean_coef)
         return [t.numpy() for t in held]
 
+    noise_floats = normals.NOISE_FLOATS
+
     def forecast_steps(
         self,
         paths: Any,
-        noise: tuple[Tensor, Tensor, Tensor],
+        keys: np.ndarray,
+        steps: range,
+        total: int,
+        n: int,
         covariates: Tensor | None,
         mean_coef: np.ndarray,
-        ends: bool,
-    ) -> tuple[Any, np.ndarray]:
-        """Backend.forecast_steps: the forecast graph a step at a time."""
-        return step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
+        want_eps: bool,
+    ) -> tuple[Any, np.ndarray, Tensor]:
+        """Backend.forecast_steps: the noise drawn on the host, the forecast graph a step at a
+        time."""
+        cfg = self.model.cfg
+        noise = normals.draw_noise(keys, steps, total, n, cfg.d_model, cfg.target_dim)
+        moved, xs = step_by_step(self.forecast_step, paths, noise, covariates, mean_coef,
+                                 steps.stop == total)
+        return moved, xs, noise[1]
 
     def forecast_step(
         self,

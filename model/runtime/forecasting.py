@@ -36,8 +36,6 @@ from model.runtime.inputs import (
     check_states,
 )
 from model.runtime.predictive import Forecast
-from model.runtime.rollout import device as device_rollout
-from model.runtime.rollout import normals
 from model.runtime.scaling import check_future_scale
 from model.runtime.support import summarized, support_codes
 from model.series.coverage import horizon_alphas
@@ -48,9 +46,6 @@ from model.series.state import SeriesState, StateBatch
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
 # more for the attention's products of the torch backend's rollout on the cpu)
 MAX_PATHS = 1 << 16
-# the noise drawn at once (floats, 64 MB): the steps of a forecast are drawn and moved in
-# blocks of at most this much noise
-NOISE_FLOATS = 1 << 24
 
 
 def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
@@ -74,24 +69,6 @@ def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
     for g, row in zip(gens, out, strict=True):
         torch.rand(n, generator=g, out=row)
     return out
-
-
-def draw_noise(
-    keys: np.ndarray, steps: range, total: int, n: int, d: int, o: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The noise of `steps` of a forecast of `total` steps, each series from the streams of its
-    key (B,) (model/runtime/rollout/normals.py): eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv
-    (S, B, N, 3, D), but for the q, k, v of the forecast's last step, which no step reads
-    (zeros). Each step's numbers are its own, whatever the steps drawn with it."""
-    s, b = len(steps), len(keys)
-    z, eps = np.empty((s, b, n * d), np.float32), np.empty((s, b, n * o), np.float32)
-    qkv = np.zeros((s, b, n * 3 * d), np.float32)
-    normals.draw(keys, np.asarray(steps, np.int64), total, z, eps, qkv)
-    return (
-        torch.from_numpy(z).view(s, b, n, d),
-        torch.from_numpy(eps).view(s, b, n, o),
-        torch.from_numpy(qkv).view(s, b, n, 3, d),
-    )
 
 
 def _streams(
@@ -240,9 +217,7 @@ class Forecaster:
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
-        on_device = getattr(self.backend, "device_steps", None)
-        floats = NOISE_FLOATS if on_device is None else device_rollout.DEVICE_NOISE_FLOATS
-        block = max(1, floats // (len(gens) * n * (4 * d + o)))  # steps drawn at once
+        block = max(1, self.backend.noise_floats // (len(gens) * n * (4 * d + o)))  # steps at once
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
@@ -250,13 +225,9 @@ class Forecaster:
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            if on_device is not None:
-                paths, xs, eps = device_rollout.block(on_device, paths, keys, range(start, stop),
-                                                      total, n, cov_k, means, carried is not None)
-            else:
-                z, eps, e_qkv = draw_noise(keys, range(start, stop), total, n, d, o)
-                paths, xs = self.backend.forecast_steps(paths, (z, eps, e_qkv), cov_k, means,
-                                                        stop == total)
+            paths, xs, eps = self.backend.forecast_steps(
+                paths, keys, range(start, stop), total, n, cov_k, means, carried is not None
+            )
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
             xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop

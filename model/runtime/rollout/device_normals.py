@@ -87,7 +87,7 @@ def fill(keys: Tensor, steps: Tensor, part: int, n: int) -> Tensor:
 
 def draw(keys: Tensor, steps: Tensor, total: int | Tensor, n: int, d: int, o: int
          ) -> tuple[Tensor, Tensor, Tensor]:
-    """model/runtime/forecasting.draw_noise on the keys' device: keys (B,) int64 (the uint64
+    """model/runtime/rollout/normals.draw_noise on the keys' device: keys (B,) int64 (the uint64
     keys below 2^63), steps (S,) int64, total an int or a tensor of one -> eps_z (S, B, N, D),
     eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D), the q, k, v of the forecast's last step
     zeros."""

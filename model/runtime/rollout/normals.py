@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from model.runtime.rollout.jit import inline, kernel
 
@@ -157,3 +158,26 @@ def warm() -> None:
     """Compile `draw` (or load it from numba's cache) for the arrays a forecast passes."""
     z = np.zeros((1, 1, 4), np.float32)
     draw(np.zeros(1, np.uint64), np.zeros(1, np.int64), 2, z, z.copy(), z.copy())
+
+
+# the noise drawn at once on the host (floats, 64 MB): the steps of a forecast are drawn and
+# moved in blocks of at most this much noise
+NOISE_FLOATS = 1 << 24
+
+
+def draw_noise(
+    keys: np.ndarray, steps: range, total: int, n: int, d: int, o: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The noise of `steps` of a forecast of `total` steps, each series from the streams of its
+    key (B,) (`draw`): eps_z (S, B, N, D), eps_x (S, B, N, O) and eps_qkv
+    (S, B, N, 3, D), but for the q, k, v of the forecast's last step, which no step reads
+    (zeros). Each step's numbers are its own, whatever the steps drawn with it."""
+    s, b = len(steps), len(keys)
+    z, eps = np.empty((s, b, n * d), np.float32), np.empty((s, b, n * o), np.float32)
+    qkv = np.zeros((s, b, n * 3 * d), np.float32)
+    draw(keys, np.asarray(steps, np.int64), total, z, eps, qkv)
+    return (
+        torch.from_numpy(z).view(s, b, n, d),
+        torch.from_numpy(eps).view(s, b, n, o),
+        torch.from_numpy(qkv).view(s, b, n, 3, d),
+    )

@@ -14,10 +14,10 @@ import pytest
 import torch
 from scipy.special import ndtri
 
-from model.runtime.forecasting import draw_noise
 from model.runtime.rollout import device as device_rollout
 from model.runtime.rollout import device_normals, normals
 from model.runtime.rollout.device import DeviceSteps
+from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 from tests.model.runtime.test_normals import KAT
 

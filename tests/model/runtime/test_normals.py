@@ -11,8 +11,8 @@ import torch
 from scipy import stats
 from scipy.special import ndtri
 
-from model.runtime.forecasting import draw_noise
 from model.runtime.rollout import normals
+from model.runtime.rollout.normals import draw_noise
 
 # Random123's known-answer vectors for Philox4x32-10 (its tests/kat_vectors): counter, key, out
 KAT = [
