@@ -180,7 +180,7 @@ def test_a_resumed_run_trains_as_the_uninterrupted_one(tmp_path: Path) -> None:
     `--epochs` extends a finished run; the run's own settings cannot be changed."""
     data = load_dataset("synthetic-1", limit=64)
     cfg = TrainConfig.of(dataset="synthetic-1", particles=5, epochs=3, d_model=8, limit=64,
-                         patience=2)
+                         patience=2, threads=1)  # bit for bit needs the same threads
     stopped = tmp_path / "stopped"
 
     def keep_first(ckpt: Checkpoint) -> None:
@@ -229,8 +229,10 @@ def test_snapshots_keep_each_epochs_weights_across_a_resume(tmp_path: Path) -> N
     runner = CliRunner()
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"
     data = load_dataset("synthetic-1", limit=32)
+    # threads pinned: a run's float sums, and so its weights to the bit, follow torch's threads,
+    # which are otherwise the cores idle when each piece starts
     cfg = TrainConfig.of(dataset="synthetic-1", particles=5, epochs=3, d_model=8, d_ff=8,
-                         limit=32, batch_size=16, patience=0)
+                         limit=32, batch_size=16, patience=0, threads=1)
 
     def stopped_after_first(ckpt: Checkpoint) -> None:  # as a run ended after its first epoch
         if len(ckpt.history) == 1:
