@@ -56,11 +56,6 @@ class Verdict:
     min_gain: float = MIN_GAIN
 
     @property
-    def ratio(self) -> float:
-        """The mean of the two ratios, geometrically (NaN where neither was measured)."""
-        return geometric_mean([self.one_step, self.multi_step])
-
-    @property
     def why(self) -> str:
         """"" where the trained model is kept, else why not, in words."""
         trained, reference = (abs(c - NOMINAL) for c in self.coverage)

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from training.quality.checks import Check
-from training.quality.peers import PEERS
-from training.quality.run import SeriesResult
+from training.quality.run import METHODS, SeriesResult
 from training.quality.scores import ROLLING, geometric_mean
 from training.quality.suite import ORACLE_WIDTH80, SuiteConfig
 
@@ -96,17 +95,15 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-ONE_STEP = MULTI_STEP = ("model", "ablation", *PEERS)
 FORMS = ("ETS", "ARIMA", "Theta")
 RATIOS = (("model", "ETS"), ("model", "ARIMA"), ("ARIMA", "ETS"), ("model", "ablation"),
           ("model", "Theta"))
 
 
-def _each(r: SeriesResult, key: str, methods: tuple[str, ...] = ONE_STEP,
-          kind: str = "one_step") -> str:
+def _each(r: SeriesResult, key: str, kind: str = "one_step") -> str:
     """Score `key` of each method, one-step or multi_step."""
     scores = r.one_step if kind == "one_step" else r.multi_step
-    return " / ".join(_f(scores[m][key], 2) for m in methods)
+    return " / ".join(_f(scores[m][key], 2) for m in METHODS)
 
 
 def _ratios(results: list[SeriesResult], kind: str) -> tuple[list[list[str]], list[str]]:
@@ -120,9 +117,9 @@ def one_step_table(results: list[SeriesResult]) -> str:
     """Per series: each method's scaled CRPS, the ratios of RATIOS, PICP 80/95, scaled 80 %
     width, MASE of the median, the forms of FORMS' peers; the last row the geometric means of
     the ratios."""
-    each = " / ".join(ONE_STEP)
+    each = " / ".join(METHODS)
     header = [
-        "series", "n", *(f"CRPS {m}" for m in ONE_STEP), *(f"{a}/{b}" for a, b in RATIOS),
+        "series", "n", *(f"CRPS {m}" for m in METHODS), *(f"{a}/{b}" for a, b in RATIOS),
         f"PICP80 {each}", f"PICP95 {each}", f"MPIW80 {each}", f"MASE {each}",
         *(f"{m} form" for m in FORMS),
     ]
@@ -130,11 +127,11 @@ def one_step_table(results: list[SeriesResult]) -> str:
     rows = []
     for r, ratio in zip(results, ratios, strict=True):
         rows.append([
-            r.series.name, str(r.series.n_eval), *(_f(r.one_step[m]["crps"]) for m in ONE_STEP),
+            r.series.name, str(r.series.n_eval), *(_f(r.one_step[m]["crps"]) for m in METHODS),
             *ratio, _each(r, "picp80"), _each(r, "picp95"), _each(r, "mpiw80"),
             _each(r, "mase"), *(r.forms[m] for m in FORMS),
         ])
-    rows.append(["**geometric mean**", *[""] * (1 + len(ONE_STEP)), *geo,
+    rows.append(["**geometric mean**", *[""] * (1 + len(METHODS)), *geo,
                  *[""] * (4 + len(FORMS))])
     return _table(header, rows)
 
@@ -142,9 +139,9 @@ def one_step_table(results: list[SeriesResult]) -> str:
 def multi_step_table(results: list[SeriesResult]) -> str:
     """Per series: each method's scaled multistep CRPS, the ratios of
     RATIOS, PICP 80/95; the last row the geometric means of the ratios."""
-    each = " / ".join(MULTI_STEP)
+    each = " / ".join(METHODS)
     header = [
-        "series", "origins x H", *(f"CRPS {m}" for m in MULTI_STEP),
+        "series", "origins x H", *(f"CRPS {m}" for m in METHODS),
         *(f"{a}/{b}" for a, b in RATIOS), f"PICP80 {each}", f"PICP95 {each}",
     ]
     ratios, geo = _ratios(results, "multi_step")
@@ -152,18 +149,18 @@ def multi_step_table(results: list[SeriesResult]) -> str:
     for r, ratio in zip(results, ratios, strict=True):
         rows.append([
             r.series.name, f"{len(r.fans['model'].origins)} x {r.series.horizon}",
-            *(_f(r.multi_step[m]["crps"]) for m in MULTI_STEP), *ratio,
-            _each(r, "picp80", MULTI_STEP, "multi_step"),
-            _each(r, "picp95", MULTI_STEP, "multi_step"),
+            *(_f(r.multi_step[m]["crps"]) for m in METHODS), *ratio,
+            _each(r, "picp80", kind="multi_step"),
+            _each(r, "picp95", kind="multi_step"),
         ])
-    rows.append(["**geometric mean**", *[""] * (1 + len(MULTI_STEP)), *geo, "", ""])
+    rows.append(["**geometric mean**", *[""] * (1 + len(METHODS)), *geo, "", ""])
     return _table(header, rows)
 
 
 def point_table(results: list[SeriesResult]) -> str:
     """Per series: the rolling PICP 80 of the last ROLLING values and the median's MAE over
     the last value's, for each method."""
-    each = " / ".join(ONE_STEP)
+    each = " / ".join(METHODS)
     header = ["series", f"rolling PICP80 (last {ROLLING}) {each}",
               f"MAE / last value's MAE {each}"]
     rows = [[r.series.name, _each(r, "rolling_picp80"), _each(r, "mae_vs_last")]

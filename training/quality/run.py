@@ -29,7 +29,7 @@ from training.quality.scores import (
 from training.quality.suite import Series, SuiteConfig
 
 log = logging.getLogger(__name__)
-METHODS = ("model", "ablation", *peers.PEERS)
+METHODS = ("model", "ablation", *peers.PEERS)  # the columns of the tables (report.py)
 SEASONS_BEFORE_WIDTH = 3  # seasons of updates before the width of a generated series counts
 
 
