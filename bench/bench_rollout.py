@@ -13,7 +13,7 @@ larger of the bytes the rollout must read (every path's key and value windows at
 forecast_step, counted by torch's FlopCounterMode on the graph path) at the product rate.
 Targets: the rollout within 5 times its floor; the service's default answer (12 steps at the
 default sample count) at most 10 ms of CPU. The noise alone is timed too: the normals the
-forecast draws (model/runtime/forecasting.py, per step and path D + O + 3 D from one
+forecast draws (model/runtime/rollout/forecaster.py, per step and path D + O + 3 D from one
 torch.Generator in three calls, the last step's 3 D not drawn), as a share of the floor,
 which says what of the 5 times the draws leave to the kernel.
 
@@ -39,8 +39,8 @@ import torch
 from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from model.runtime.forecasting import seed_key
-from model.runtime.predictive import samples_for
+from model.filtering.predictive import samples_for
+from model.runtime.rollout.forecaster import seed_key
 from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 

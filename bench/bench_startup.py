@@ -30,7 +30,7 @@ import gc, json, sys, time
 t0 = time.perf_counter()
 import service.main  # noqa: F401
 t1 = time.perf_counter()
-from model.runtime import manifest
+from model.runtime.serving import manifest
 manifest.load(sys.argv[1], backend="torch", device="cpu", threads=1)
 t2 = time.perf_counter()
 gc.collect()

@@ -25,8 +25,8 @@ import torch
 from bench_runtime import histories
 
 from model.filtering.filter import FilterState
-from model.runtime.backends import Particles
-from model.runtime.forecasting import _uniforms, seed_key
+from model.runtime.backends.base import Particles
+from model.runtime.rollout.forecaster import _uniforms, seed_key
 from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 from model.series.state import StateBatch

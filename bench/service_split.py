@@ -165,8 +165,8 @@ def _targets() -> list[tuple[Any, str, str]]:
     import starlette.requests
 
     from model.runtime import runtime as rt
-    from model.runtime.adapter import Adapter
-    from model.runtime.forecasting import Forecaster
+    from model.runtime.rollout.forecaster import Forecaster
+    from model.series.adapter import Adapter
     from model.series.state import SeriesState, StateBatch
     from service import answers, model_calls, records, redis_store, series
     from service.batching import Coalescer, MicroBatcher

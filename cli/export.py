@@ -32,7 +32,7 @@ def export(
 
     A baseline saved by `smct benchmark --save-models` (a directory with manifest.json) is
     exported as a stateless artifact instead: its files and a manifest
-    (model/runtime/baseline_artifact.py)."""
+    (model/runtime/serving/baseline_artifact.py)."""
     from model.artifacts.export import export_artifact
     from model.artifacts.graphs import MIN_PARTICLES
 
@@ -133,11 +133,11 @@ def _checkpoint_of(checkpoint: Path, epoch: int | None) -> Any:
 
 
 def _kind(path: Path) -> str:
-    """model.runtime.manifest.kind: "checkpoint" or "forecaster" (a saved baseline), what export
-    takes; "checkpoint" where it is neither (load_checkpoint says what lacks); an exported
-    artifact or baseline is a usage error."""
+    """model.runtime.serving.manifest.kind: "checkpoint" or "forecaster" (a saved baseline),
+    what export takes; "checkpoint" where it is neither (load_checkpoint says what lacks); an
+    exported artifact or baseline is a usage error."""
     from model.artifacts.artifact import ArtifactError
-    from model.runtime import manifest
+    from model.runtime.serving import manifest
 
     try:
         found = manifest.kind(path)
@@ -157,7 +157,7 @@ def _export_baseline(saved: Path, out: Path, force: bool, scaling: str | None) -
     """A baseline saved by `smct benchmark --save-models` as a stateless artifact: scaled as
     its training data were (default), or as --scaling says."""
     from model.artifacts.artifact import ArtifactError
-    from model.runtime.baseline_artifact import DEFAULT_CONTEXT, export_baseline
+    from model.runtime.serving.baseline_artifact import DEFAULT_CONTEXT, export_baseline
 
     if (out / "manifest.json").exists() and not force:
         raise typer.BadParameter(f"{out} already holds an artifact; pass --force to replace it")

@@ -13,7 +13,7 @@ from cli.common import Threads, set_threads
 from cli.tables import future_stamps, read_histories, table_seasons, table_stamps
 
 if TYPE_CHECKING:
-    from model.runtime.served import ServedRuntime
+    from model.runtime.serving.served import ServedRuntime
 
 
 def forecast(
@@ -138,7 +138,7 @@ def _fractions(levels: list[float], args: list[str]) -> list[float]:
 
 def _load_runtime(artifact: Path, backend: str, device: str) -> ServedRuntime:
     """The runtime of an artifact: a baseline's, or the SMC Transformer's on `backend`."""
-    from model.runtime import manifest
+    from model.runtime.serving import manifest
 
     return manifest.load(artifact, backend=backend, device=device)
 
@@ -185,7 +185,7 @@ def _forecast_json(
     runtime: Any, horizon: int, fractions: list[float], names: list[str], ids: list[str],
     forecasts: list, ahead: dict[str, list[str]],
 ) -> str:
-    from model.runtime.baseline_artifact import is_point_forecaster
+    from model.runtime.serving.baseline_artifact import is_point_forecaster
 
     return json.dumps(
         {

@@ -114,7 +114,7 @@ def _restore_env(name: str, value: str | None) -> None:
 def _check_artifact(path: Path) -> None:
     """A usage error, before any worker starts, where `path` holds nothing to serve."""
     from model.artifacts.artifact import ArtifactError
-    from model.runtime import manifest
+    from model.runtime.serving import manifest
 
     try:
         manifest.servable(path)

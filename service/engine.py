@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.runtime import manifest
 from model.runtime.runtime import InputError
-from model.runtime.served import ServedRuntime
+from model.runtime.serving import manifest
+from model.runtime.serving.served import ServedRuntime
 from service.batching import MicroBatcher
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, ModelInputs

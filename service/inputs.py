@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from model.runtime.served import ServedRuntime
-from model.runtime.support import read_support
+from model.runtime.serving.served import ServedRuntime
+from model.series.support import read_support
 from service.errors import InvalidInput
 from service.settings import Settings
 from timeseries.seasons import declared, season_for, season_of_freq, stamps_after
@@ -200,7 +200,7 @@ class ModelInputs:
 
     def support(self, history: np.ndarray, support: str | None) -> str:
         """A series' support: `support` as given, else the one its history shows
-        (model/runtime/support.py)."""
+        (model/series/support.py)."""
         return support if support is not None else read_support(history)
 
     def matrix(

@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from model.runtime.runtime import Forecast, InputError, Runtime
-from model.runtime.served import ServedRuntime
+from model.runtime.serving.served import ServedRuntime
 from model.series.state import SeriesState
 from model.series.state_format import StateFormatError
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
@@ -31,7 +31,7 @@ from service.schemas.series import ObservationResult
 BatchObserver = Callable[[str, int, float], None]
 
 #: (series id, stored state, observations (K, F), future covariates (H, C) or None, support:
-#: model/runtime/support.py's, None for real)
+#: model/series/support.py's, None for real)
 UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None, str | None]
 #: (series id, stored state, future covariates (H, C) or None, support)
 ForecastItem = tuple[str, bytes, np.ndarray | None, str | None]

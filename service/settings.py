@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from model.runtime.predictive import samples_for
+from model.filtering.predictive import samples_for
 from model.series.adaptation import AdaptConfig
 from service.redis_connect import Target
 

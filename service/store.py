@@ -50,7 +50,7 @@ class SeriesMeta:
     updated_at: float
     adaptation: dict[str, Any] | None = None  # schemas.series.SeriesAdaptation as a dict
     season_length: int | None = None  # the series' season length (0: none)
-    support: str | None = None  # its forecasts' support (model/runtime/support.py; None: real)
+    support: str | None = None  # its forecasts' support (model/series/support.py; None: real)
     freq: str | None = None  # the values' frequency, as given
     timestamp: str | None = None  # with freq: the time stamp of the value of seq timestamp_seq
     timestamp_seq: int | None = None

@@ -17,7 +17,7 @@ import torch
 from model.artifacts.artifact import ArtifactError
 from model.network.config import ModelConfig
 from model.network.smc_transformer import LONG_SLOPE, SMCTransformer
-from model.runtime import manifest
+from model.runtime.serving import manifest
 
 #: the fields a run takes from its init model, and how a user names them
 SHAPE_FIELDS = {

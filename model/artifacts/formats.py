@@ -6,8 +6,8 @@ re-export. Three kinds:
 
 - an exported SMC Transformer (model/artifacts/artifact.py): ARTIFACT_TYPE, ARTIFACT_VERSION,
   its weights in WEIGHTS beside the noise table and the ONNX graphs;
-- a served baseline (model/runtime/baseline_artifact.py): BASELINE_TYPE, BASELINE_VERSION, the
-  saved forecaster in its own folder;
+- a served baseline (model/runtime/serving/baseline_artifact.py): BASELINE_TYPE,
+  BASELINE_VERSION, the saved forecaster in its own folder;
 - a saved baseline forecaster (model/baselines/base.py): the baseline's name as its type,
   FORECASTER_VERSION, its weights in WEIGHTS.
 

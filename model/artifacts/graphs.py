@@ -1,5 +1,5 @@
 """The two steps the service runs, as modules on explicit tensors: the torch backend
-(model/runtime/backends.py) calls them, and model/artifacts/export.py exports them to the ONNX
+(model/runtime/backends/) calls them, and model/artifacts/export.py exports them to the ONNX
 graphs the onnx backend runs.
 
     filter_step   model/filtering/compact.compact_step: noise, base, x_hist, valid, lineage, logw,

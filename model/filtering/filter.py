@@ -27,8 +27,9 @@ table). Both go through the same phases: `filter_step` and `compact.compact_step
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -41,6 +42,22 @@ def gather(x: Tensor, idx: Tensor) -> Tensor:
     """Select particles: x (B, P, ...), idx (B, N) -> (B, N, ...)."""
     view = idx.view(idx.shape + (1,) * (x.dim() - 2))
     return x.gather(1, view.expand(idx.shape + x.shape[2:]))
+
+
+class StepOut(NamedTuple):
+    """Outputs of one filter update, numpy (see graphs.UPDATE_OUTPUTS): the compact state
+    after the step (its valid mask follows from the step count), then the step's
+    statistics."""
+
+    x_hist: np.ndarray  # (B, L, F) float32, X_t (or its imputed mean) at lag 1
+    lineage: np.ndarray  # (B, P, L) int64
+    logw: np.ndarray  # (B, P) float32
+    ancestors: np.ndarray  # (B, P) int64
+    resampled: np.ndarray  # (B,) bool
+    ess: np.ndarray  # (B,) float32
+    logw_pred: np.ndarray  # (B, P) float32
+    pred: np.ndarray  # (B, P, O) float32
+    loglik: np.ndarray  # (B, P) float32
 
 
 @dataclass(frozen=True)

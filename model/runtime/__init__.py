@@ -1,5 +1,5 @@
-"""What the service and the CLI run: runtime (Runtime, a model's series states, updates and
-forecasts) with backends, forecasting, scoring, scaling, adapter, gaps, predictive and inputs;
-rollout (a forecast's paths moved forward, on a CPU or a GPU, and their noise); stateless (a
-baseline served) with baseline_artifact; manifest (the model directories, and the runtime that
-serves each)."""
+"""What the service and the CLI run: runtime.py (Runtime, a model's series states, updates and
+forecasts), and three sub-packages: backends (the filter update and the forecast steps run by
+PyTorch or onnxruntime), rollout (a forecast's paths moved forward from series states, on a CPU or
+a GPU, their noise, and the Forecaster that drives them), serving (the model directories, the
+runtime that serves each, a baseline served stateless, and the protocol the service reads)."""

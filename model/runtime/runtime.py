@@ -1,14 +1,14 @@
 """The inference runtime: the one API the CLI and the service use (docs/contracts.md).
 
-Runtime.load(artifact) verifies the artifact and picks a backend (model/runtime/backends.py). Series
+Runtime.load(artifact) verifies the artifact and picks a backend (model/runtime/backends/). Series
 are batched: `create` filters histories into SeriesStates, `update` absorbs new observations
-and scores the intervals issued for them (model/runtime/scoring.py), `forecast` draws sample paths
-(model/runtime/forecasting.py). Values are in the series' own units: inputs are scaled by the
+and scores the intervals issued for them (model/series/scoring.py), `forecast` draws sample paths
+(model/runtime/rollout/forecaster.py). Values are in the series' own units: inputs are scaled by the
 artifact's global scaler, or, with scaling.mode == "per_series", by the mean and standard
 deviation of the series' own history (kept in its state), then of its last inputs after every
 step (model/runtime/scaling.reanchor), and answers are scaled back. NaN marks a missing value:
 the filter advances without reweighting and feeds its predictive mean (filter.impute); missing
-values after a series' last value stay pending until the next value comes (model/runtime/gaps.py).
+values after a series' last value stay pending until the next value comes (model/series/gaps.py).
 Each series adapts online to its errors (adapter.py). Bad input is an InputError (inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
@@ -29,20 +29,18 @@ import numpy as np
 
 from model.artifacts.artifact import Artifact, ArtifactError
 from model.artifacts.graphs import MIN_PARTICLES
+from model.filtering.filter import StepOut
 from model.filtering.noise import NoiseLayout, check_table, noise_rows
+from model.filtering.predictive import Mixture
 from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
-from model.runtime import gaps, scaling
-from model.runtime.adapter import Adapter
-from model.runtime.backends import (
-    Backend,
-    OnnxBackend,
-    Particles,
-    StepOut,
-    TorchBackend,
-    backend_device,
-)
-from model.runtime.forecasting import Forecast, Forecaster, seed_key
-from model.runtime.inputs import (
+from model.runtime.backends.base import Backend, Particles, backend_device
+from model.runtime.backends.onnx_backend import OnnxBackend
+from model.runtime.backends.torch_backend import TorchBackend
+from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
+from model.series import gaps, marginal, scaling
+from model.series.adaptation import AdaptConfig
+from model.series.adapter import Adapter
+from model.series.inputs import (
     MAX_SEASON,
     MIN_HISTORY,
     InputError,
@@ -51,16 +49,13 @@ from model.runtime.inputs import (
     check_seasons,
     check_states,
 )
-from model.runtime.predictive import Mixture
-from model.runtime.scaling import check_observed, layer_scaling, reanchor, scale_values
-from model.runtime.scoring import UpdateResult, issued_law, score
-from model.runtime.support import support_names
-from model.series import marginal
-from model.series.adaptation import AdaptConfig
 from model.series.mean import mean_prior, rescale_intercept
+from model.series.scaling import check_observed, layer_scaling, reanchor, scale_values
+from model.series.scoring import UpdateResult, issued_law, score
 from model.series.shifts import level_shifted
 from model.series.spread import PRIOR_WEIGHT
 from model.series.state import SeriesState, StateBatch
+from model.series.support import support_names
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
 
@@ -75,9 +70,9 @@ MAX_FILTER_STEPS = 512  # filter steps `create` runs on one history (its last va
 
 class Runtime:
     """Batched inference on one artifact with one backend (see the module docstring); the
-    forecasts are its Forecaster's (model/runtime/forecasting.py)."""
+    forecasts are its Forecaster's (model/runtime/rollout/forecaster.py)."""
 
-    stateful = True  # series states and online updates (model/runtime/stateless.py has none)
+    stateful = True  # series states and online updates (serving/stateless.py has none)
     point_forecast = False  # its intervals come from its predictive law
 
     def __init__(
@@ -211,7 +206,7 @@ class Runtime:
     ) -> list[Forecast]:
         """Stateless: create states from the histories (their coverage correction at
         `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
-        supports (given, else read off the histories: model/runtime/support.py) with
+        supports (given, else read off the histories: model/series/support.py) with
         Forecaster.forecast's `options`."""
         states = self.create(histories, levels=levels, seasons=seasons)
         named = support_names(supports, histories, len(histories))

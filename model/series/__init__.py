@@ -1,2 +1,6 @@
-"""One series: state (its particle state), state_format (the state's bytes), adaptation (the
-estimators of its online adaptation)."""
+"""The per-series layer, one series at a time or a batch of them: state (its particle state and
+the layer's statistics), state_format (the state's bytes), inputs (what a series accepts),
+scaling (its units and the model's), support (the values it takes), gaps (missing values kept
+pending), scoring (each value against the law issued for it), adapter (the online adaptation run
+on a batch) with its estimators (adaptation says which module holds which), marginal, trend and
+shifts."""

@@ -68,7 +68,7 @@ RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard de
 
 
 class Law(Protocol):
-    """A one-step law (model/runtime/predictive.py's Mixture): its mean and variance, and the
+    """A one-step law (model/filtering/predictive.py's Mixture): its mean and variance, and the
     log density of values (B, O) under it."""
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]: ...

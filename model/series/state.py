@@ -94,7 +94,8 @@ class SeriesState:
     # about the mean per target (O = 0: none yet)
     marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, MARGINAL_FIELDS)))
     # missing observations after the last filtered step, not yet filtered: a forecast moves
-    # the paths through them (model/runtime/forecasting.py), the next observation filters them first
+    # the paths through them (model/runtime/rollout/forecaster.py), the next observation
+    # filters them first
     pending: int = 0
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ correction of the mean, their covariance and the variance of its innovations (O 
 yet, the prior), and its seasonal profile, one index per phase of its season (M = 0: none);
 the trend holds each target's damped trend (phi, beta, slope and sum; O = 0: none;
 model/series/trend.py), and `pending` counts the missing observations after the last filtered step
-(`t`) that the filter has not taken yet (model/runtime/gaps.py); `mean_odds` the log odds that
+(`t`) that the filter has not taken yet (model/series/gaps.py); `mean_odds` the log odds that
 the series follows the model with its correction of the mean (O = 0: even odds); `marginal` the
 weight, mean and variance of its values without season and trend, the log odds of reverting,
 its level, its last value, the log odds of the mean against the level, the sums of its

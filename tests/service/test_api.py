@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from model.runtime.predictive import samples_for
+from model.filtering.predictive import samples_for
 from service.schemas.series import ObservationsResponse
 from tests.service.conftest import TEST_SAMPLES
 

@@ -202,7 +202,7 @@ def test_a_baseline_with_covariates_is_served(tmp_path: Any) -> None:
     values as the SMC Transformer does (it used to be refused at load)."""
     import torch
 
-    from model.runtime.baseline_artifact import export_baseline
+    from model.runtime.serving.baseline_artifact import export_baseline
     from service.main import create_app
     from service.settings import Settings
     from training.fitting import benchmark_config, build

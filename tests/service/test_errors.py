@@ -136,7 +136,7 @@ def test_default_samples_follow_the_levels_within_the_limits() -> None:
     """A request that names no sample count gets the count its levels need (model/runtime/predictive
     samples_for), never more than the limits admit, so that it is not refused for a count it
     did not ask for."""
-    from model.runtime.predictive import samples_for
+    from model.filtering.predictive import samples_for
     from service.inputs import forecast_params
     from service.settings import Settings
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model.runtime.forecasting import Forecast
+from model.runtime.rollout.forecaster import Forecast
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from service.inputs import ForecastParams

@@ -87,7 +87,7 @@ def sample_bounds(
     samples: np.ndarray, levels: tuple[float, ...] = LEVELS
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Equal-tailed sample intervals over the last axis of samples (..., N) (numpy's linear
-    quantiles, as model.runtime.predictive.summarize_samples)."""
+    quantiles, as model.filtering.predictive.summarize_samples)."""
     out = {}
     for level in levels:
         lo, hi = np.quantile(samples, [0.5 - level / 2.0, 0.5 + level / 2.0], axis=-1)

@@ -220,7 +220,7 @@ def block(
     mean_coef: np.ndarray,
     want_eps: bool,
 ) -> tuple[Any, np.ndarray, torch.Tensor]:
-    """Backend.forecast_steps (model/runtime/backends.py) where the paths move on their device with
+    """Backend.forecast_steps (model/runtime/backends/) where the paths move on their device with
     the noise drawn there: -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise
     eps_x (S, B, N, O) on the host (else an empty tensor)."""
     device = next(steps_on.model.parameters()).device

@@ -1,5 +1,5 @@
-"""Missing values at the end of a series (model/runtime/gaps.py) and a large level
-(model/runtime/scaling.py), against answers known in closed form.
+"""Missing values at the end of a series (model/series/gaps.py) and a large level
+(model/series/scaling.py), against answers known in closed form.
 
 A random-walk model (skip 1, readout 0, Sigma_obs 1, global identity scaling) forecasts
 X_{t+h} ~ N(X_t, h): after k missing values its next 80 % interval is 2 z_0.9 sqrt(k + 1)
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.runtime.gaps import MAX_PENDING
 from model.runtime.runtime import Runtime
 from model.series.adaptation import OFF
+from model.series.gaps import MAX_PENDING
 from model.series.state import SeriesState
 
 Z80 = 1.2815515655446004  # the 0.9 quantile of N(0, 1)

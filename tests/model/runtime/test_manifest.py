@@ -1,6 +1,6 @@
-"""model/runtime/manifest.py tells the four model directories apart and loads each for its use: an
-artifact or a baseline artifact is served, an artifact or a checkpoint is fine-tuned, and the
-rest are refused with the command that makes what is needed."""
+"""model/runtime/serving/manifest.py tells the four model directories apart and loads each for its
+use: an artifact or a baseline artifact is served, an artifact or a checkpoint is fine-tuned, and
+the rest are refused with the command that makes what is needed."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import torch
 
 from model.artifacts.artifact import ArtifactError
 from model.artifacts.checkpoint import save_model
-from model.runtime import manifest
-from model.runtime.baseline_artifact import export_baseline
 from model.runtime.runtime import Runtime
-from model.runtime.stateless import StatelessRuntime
+from model.runtime.serving import manifest
+from model.runtime.serving.baseline_artifact import export_baseline
+from model.runtime.serving.stateless import StatelessRuntime
 from training.fitting import benchmark_config, build
 
 

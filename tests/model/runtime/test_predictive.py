@@ -12,8 +12,8 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from model.runtime import predictive
-from model.runtime.predictive import Mixture, summarize_samples
+from model.filtering import predictive
+from model.filtering.predictive import Mixture, summarize_samples
 from training.metrics import interval_bounds
 
 

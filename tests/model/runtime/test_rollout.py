@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.runtime.forecasting import Forecast
+from model.runtime.rollout.forecaster import Forecast
 from model.runtime.runtime import Runtime
 from model.series.state import SeriesState
 from tests.model.runtime.test_runtime import _torch_only_artifact

@@ -24,7 +24,7 @@ def test_forecasts_in_chunks_of_paths_match_one_call(
 ) -> None:
     """Over MAX_PATHS paths, `forecast` runs the series in chunks (memory stays bounded); each
     series keeps its own draws, so the answers are those of one call (to float32 rounding)."""
-    from model.runtime import forecasting
+    from model.runtime.rollout import forecaster as forecasting
 
     states = rt_torch.create(ar_series(5, 20))
     whole = rt_torch.forecast(states, 3, [0.8], 40, return_samples=True)

@@ -65,9 +65,8 @@ def test_a_long_context_is_scaled_by_its_last_inputs_only(tmp_path: Path) -> Non
     from model.artifacts.export import export_artifact
     from model.network.config import ModelConfig
     from model.network.smc_transformer import SMCTransformer
-    from model.runtime.scaling import SCALING_SPAN
     from model.series.adaptation import AdaptConfig
-    from model.series.scaling import series_scaling
+    from model.series.scaling import SCALING_SPAN, series_scaling
 
     torch.manual_seed(0)
     window = SCALING_SPAN + 6

@@ -1,4 +1,4 @@
-"""Baseline artifacts and their stateless runtime (model/runtime/stateless.py)."""
+"""Baseline artifacts and their stateless runtime (model/runtime/serving/stateless.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from model.artifacts.artifact import ArtifactError
-from model.runtime.baseline_artifact import export_baseline, is_baseline, open_baseline
-from model.runtime.inputs import InputError
-from model.runtime.stateless import StatelessRuntime
+from model.runtime.serving.baseline_artifact import export_baseline, is_baseline, open_baseline
+from model.runtime.serving.stateless import StatelessRuntime
+from model.series.inputs import InputError
 from model.series.scaling import series_scaling
 from training.fitting import benchmark_config, build
 

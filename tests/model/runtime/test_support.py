@@ -1,4 +1,4 @@
-"""A series' support (model/runtime/support.py): read off a history, its paths kept in it, and
+"""A series' support (model/series/support.py): read off a history, its paths kept in it, and
 the summaries of those paths against known answers; the default model's forecasts of Poisson
 counts."""
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from model.runtime.inputs import InputError
-from model.runtime.predictive import summarize_samples
+from model.filtering.predictive import summarize_samples
 from model.runtime.runtime import Runtime
-from model.runtime.support import (
+from model.series.inputs import InputError
+from model.series.support import (
     COUNTS,
     NONNEGATIVE,
     REAL,

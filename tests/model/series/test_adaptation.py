@@ -10,7 +10,7 @@ import pytest
 from scipy.special import ndtri
 from scipy.stats import norm
 
-from model.runtime.predictive import Mixture
+from model.filtering.predictive import Mixture
 from model.runtime.runtime import Runtime
 from model.series.adaptation import OFF, AdaptConfig
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN, effective_alphas, update_alpha

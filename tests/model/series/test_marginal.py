@@ -292,7 +292,7 @@ def test_the_anchor_weighs_the_mean_against_the_level() -> None:
 def test_the_evidence_of_the_mean_is_the_log_ratio_of_the_moved_laws() -> None:
     """Under a Gaussian law N(c, 1) issued (scaled units), the evidence for the mean over the
     level is log N(y; m, 1) - log N(y; l, 1), in the scaled units of loc 100, scale 2."""
-    from model.runtime.predictive import Mixture
+    from model.filtering.predictive import Mixture
 
     stats = np.zeros((1, 1, marginal.N_FIELDS))
     stats[..., marginal.LEVEL], stats[..., marginal.MEAN] = 101.0, 99.0  # 0.5 and -0.5 scaled
@@ -306,7 +306,7 @@ def test_the_evidence_of_the_mean_is_the_log_ratio_of_the_moved_laws() -> None:
 def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> None:
     """The one-step law issued is the model's moved by r d, d from its mean to the series'
     level in scaled units, r the weight of reverting; nothing moves under MIN_WEIGHT values."""
-    from model.runtime.predictive import Mixture
+    from model.filtering.predictive import Mixture
     from model.series.state import StateBatch
 
     rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
@@ -329,7 +329,7 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
     and last value (the smoothing of the values observed) but not the persistence's sums, whose
     pairs are one step apart; and the law issued k missing steps after the last value reverts
     to a_{k+1} = b + phi^(k+1) (y_last - b)."""
-    from model.runtime.predictive import Mixture
+    from model.filtering.predictive import Mixture
     from model.series.state import StateBatch
 
     stats = np.zeros((1, 1, marginal.N_FIELDS))

@@ -13,8 +13,8 @@ import pytest
 import torch
 from scipy.stats import norm
 
+from model.filtering.predictive import Mixture
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
-from model.runtime.predictive import Mixture
 from model.runtime.runtime import Runtime
 from model.series.adaptation import AdaptConfig
 from model.series.mean import (
@@ -254,7 +254,7 @@ def test_the_regression_learns_the_same_whatever_the_weight(
     got = []
     for held in (-3.0, 0.0, 3.0):
         monkeypatch.setattr(
-            "model.runtime.adapter.update_odds",
+            "model.series.adapter.update_odds",
             lambda odds, evidence, forget, c=held: np.full_like(odds, c),
         )
         rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)

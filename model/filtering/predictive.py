@@ -286,7 +286,7 @@ def summarize_samples(
     interval at levels[j] and step h has the tails alphas[b, h, j] / 2 (a coverage correction,
     model/series/coverage.py) instead of (1 - levels[j]) / 2. Where `integer` (B,) holds,
     the series' samples are counts and its median, quantiles and bounds are rounded to the
-    nearer count (model/runtime/support.py).
+    nearer count (model/series/support.py).
 
     The samples are sorted once, each series, step and target a contiguous lane of N, and every
     summary is read off the sorted lanes at its ranks in one indexing: the median and quantiles
@@ -330,7 +330,7 @@ class Forecast:
     samples: np.ndarray | None = None  # (N, H, O) only if asked
     quantiles: dict[float, np.ndarray] = field(default_factory=dict)  # only those asked
     errors: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # of the
-    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/runtime/predictive.py)
+    # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/filtering/predictive.py)
 
 
 def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:

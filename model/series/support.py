@@ -4,7 +4,7 @@ non-negative integers), declared or read off its history, and its forecasts kept
 A forecast's paths are drawn on the real line (the network's law is Gaussian). A series whose
 values cannot be negative gets its paths clipped at 0, a count series' also rounded to the
 nearest integer (half up), before they are summarised (`summarized`, through
-model/runtime/predictive.py's `summarize_samples`). Clipping and rounding are non-decreasing
+model/filtering/predictive.py's `summarize_samples`). Clipping and rounding are non-decreasing
 maps, so the quantiles of the paths in the support are those maps of the paths' quantiles: the
 mass the Gaussian puts below 0 becomes a mass at 0, no path and no bound falls below it, and
 the mean is the mean of the law in the support (E max(X, 0), not max(E X, 0)). A sample
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.runtime.inputs import InputError
-from model.runtime.predictive import Forecast, forecasts, summarize_samples
+from model.filtering.predictive import Forecast, forecasts, summarize_samples
+from model.series.inputs import InputError
 
 SUPPORTS = ("real", "nonnegative", "counts")
 REAL, NONNEGATIVE, COUNTS = range(len(SUPPORTS))
@@ -88,7 +88,7 @@ def summarized(
     return_samples: bool,
 ) -> list[Forecast]:
     """Per-series Forecasts of samples (B, N, H, O) kept in each series' support (`codes` (B,),
-    None: all real; model/runtime/support.py), summarised by `summarize_samples`."""
+    None: all real; model/series/support.py), summarised by `summarize_samples`."""
     samples = in_support(samples, codes)
     integer = None if codes is None else codes == COUNTS
     summary = summarize_samples(samples, levels, quantiles, alphas, integer)

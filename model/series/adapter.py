@@ -6,7 +6,7 @@ series is issued from its corrections (its seasonal index, its correction of the
 miscoverage of its intervals, the move towards its own level and the bound of its paths' spread:
 model/series/marginal.py), and the update of those corrections from each observed step, after the
 step has been scored. The spread factor is applied where the law is issued
-(model/runtime/scoring.issued_law, and the paths of model/runtime/forecasting.py).
+(model/runtime/scoring.issued_law, and the paths of model/runtime/rollout/forecaster.py).
 
 Shapes: B batch, B_k series observed at a step, R of them adapting, L window, O targets,
 J terms of the mean correction, M longest season, Q levels, K monitored levels, H horizon.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.filtering.predictive import Mixture
 from model.network.smc_transformer import N_LAG_TERMS, N_MEAN_TERMS
-from model.runtime.predictive import Mixture
 from model.series import marginal
 from model.series import trend as trend_model
 from model.series.adaptation import AdaptConfig

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.runtime.backends import StepOut
-from model.runtime.predictive import Mixture
+from model.filtering.filter import StepOut
+from model.filtering.predictive import Mixture
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Baselines as served models: a runtime for stateless forecasts.
 
 Every forecaster of the benchmark (model/baselines) draws predictive sample paths, so each can
-be exported (model/runtime/baseline_artifact.py) and answer the service's stateless forecast (POST
-/v1/forecast and its stream). Only the SMC Transformer keeps a filter state per series
-(model/runtime/runtime.Runtime); a StatelessRuntime has no `update`, and the service refuses the
-/v1/series endpoints for it.
+be exported (model/runtime/serving/baseline_artifact.py) and answer the service's stateless
+forecast (POST /v1/forecast and its stream). Only the SMC Transformer keeps a filter state per
+series (model/runtime/runtime.Runtime); a StatelessRuntime has no `update`, and the service
+refuses the /v1/series endpoints for it.
 
 Serving keeps the last `context_length` values of a history, fills missing values forward
 (the first observed value before it: the baselines take no NaN) and scales them as the
@@ -29,13 +29,14 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError
-from model.runtime.baseline_artifact import (
+from model.filtering.predictive import Forecast
+from model.runtime.serving.baseline_artifact import (
     FORECASTER_DIR,
     check_scaling,
     is_point_forecaster,
     open_baseline,
 )
-from model.runtime.inputs import (
+from model.series.inputs import (
     MIN_HISTORY,
     InputError,
     check_covariates,
@@ -43,10 +44,8 @@ from model.runtime.inputs import (
     check_levels,
     check_rows,
 )
-from model.runtime.predictive import Forecast
-from model.runtime.scaling import check_future_scale, check_observed
-from model.runtime.support import REAL, summarized, support_codes
-from model.series.scaling import series_scaling
+from model.series.scaling import check_future_scale, check_observed, series_scaling
+from model.series.support import REAL, summarized, support_codes
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ class StatelessRuntime:
         supports: Sequence[str | None] | None = None,
     ) -> list[Forecast]:
         """Sample n_samples paths over `horizon` steps after each history and summarise them
-        in each series' support (given, else read off its history: model/runtime/support.py).
+        in each series' support (given, else read off its history: model/series/support.py).
         The draws are seeded by the history (the same history, the same answer), or by
         `seed` alone when it is given (the same draws for every history). A model with
         covariates needs their future values, (horizon, F - O) per series."""

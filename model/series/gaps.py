@@ -6,10 +6,10 @@ every particle (model/filtering/filter.impute): the particles would not spread o
 saw, and a forecast after 16 missing values would be issued the width of one step. So a
 missing observation after a series' last value stays pending in its state
 (model/series/state.SeriesState.pending): a forecast moves its paths through the pending steps
-first, each path its own draw (model/runtime/forecasting.py), so that its intervals widen as the
-gap does; the next observed value has the filter take the pending steps (their predictive
-means, as any gap inside a series), then itself. At most MAX_PENDING stay pending: older
-ones are filtered.
+first, each path its own draw (model/runtime/rollout/forecaster.py), so that its intervals
+widen as the gap does; the next observed value has the filter take the pending steps (their
+predictive means, as any gap inside a series), then itself. At most MAX_PENDING stay pending:
+older ones are filtered.
 
 Over such a gap, and at the value after it, the series' correction of the mean is carried as a
 forecast carries it, divided by the steps since the last observed value
@@ -27,20 +27,35 @@ Shapes: B batch, K steps, F features, L window, O targets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
-from model.runtime.predictive import Mixture
-from model.runtime.scoring import UpdateResult
+from model.filtering.predictive import Forecast, Mixture
+from model.series.scoring import UpdateResult
 from model.series.state import SeriesState, StateBatch
-
-if TYPE_CHECKING:
-    from model.runtime.runtime import Runtime
 
 MAX_PENDING = 64  # missing observations a state keeps unfiltered
 GAP_SAMPLES = 500  # paths of the laws issued for pending observations (`pending_results`)
+
+
+class Forecasts(Protocol):
+    """What the gaps read of the runtime (model/runtime/runtime.Runtime): its dimensions, and
+    forecasts from series states."""
+
+    target_dim: int
+    n_features: int
+
+    def forecast(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        **options: Any,
+    ) -> list[Forecast]: ...
 
 
 def trailing_missing(rows: np.ndarray) -> int:
@@ -81,7 +96,7 @@ def carried_mean(coef: np.ndarray, ahead: np.ndarray) -> np.ndarray:
 
 
 def pending_results(
-    runtime: Runtime, states: list[SeriesState], deferred: list[int], levels: list[float]
+    runtime: Forecasts, states: list[SeriesState], deferred: list[int], levels: list[float]
 ) -> list[list[UpdateResult]]:
     """The UpdateResults of the last deferred[i] observations of each series, missing and
     pending in states[i]: the intervals and median issued for each are those of the forecast
@@ -114,7 +129,7 @@ def pending_results(
 
 
 def gap_spreads(
-    runtime: Runtime, states: list[SeriesState], rows: list[np.ndarray]
+    runtime: Forecasts, states: list[SeriesState], rows: list[np.ndarray]
 ) -> dict[int, tuple[int, np.ndarray]]:
     """For each series i whose first observed value in rows[i] (K_i, F) comes after missing
     ones (pending in states[i], or leading in rows[i]): that value's step among the steps the

@@ -3,7 +3,7 @@
     kind(path)        "artifact":   `smct export` of an SMC Transformer (manifest.json, type
                                     "smct-artifact"; model/artifacts/artifact.py)
                       "baseline":   `smct export` of a baseline (type "smct-baseline";
-                                    model/runtime/baseline_artifact.py)
+                                    model/runtime/serving/baseline_artifact.py)
                       "forecaster": a baseline saved by `smct benchmark --save-models` (its
                                     manifest's type is its registry name; model/baselines)
                       "checkpoint": `smct train --out` (model_config.json and weights.pt;
@@ -29,7 +29,7 @@ from model.artifacts.formats import ARTIFACT_TYPE, BASELINE_TYPE, MANIFEST
 
 if TYPE_CHECKING:
     from model.network.smc_transformer import SMCTransformer
-    from model.runtime.served import ServedRuntime
+    from model.runtime.serving.served import ServedRuntime
     from model.series.adaptation import AdaptConfig
 
 Kind = Literal["artifact", "baseline", "forecaster", "checkpoint"]
@@ -71,7 +71,7 @@ def load(
     (which runs on torch). A checkpoint or a saved forecaster is refused with the command
     that exports it."""
     if servable(path) == "baseline":
-        from model.runtime.stateless import StatelessRuntime
+        from model.runtime.serving.stateless import StatelessRuntime
 
         return StatelessRuntime.load(path, device=device)
     from model.runtime.runtime import Runtime

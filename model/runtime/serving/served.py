@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from model.runtime.predictive import Forecast
+    from model.filtering.predictive import Forecast
     from model.runtime.runtime import Runtime
 
 

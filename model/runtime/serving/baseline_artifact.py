@@ -1,4 +1,4 @@
-"""The artifact of a baseline served as a model (model/runtime/stateless.py serves it).
+"""The artifact of a baseline served as a model (model/runtime/serving/stateless.py serves it).
 
 Every forecaster of the benchmark (model/baselines) draws predictive sample paths, so each can
 be exported and answer the service's stateless forecast. `smct export` writes the artifact of
@@ -27,7 +27,7 @@ import torch
 
 from model.artifacts.artifact import ArtifactError, sha256_file
 from model.artifacts.formats import BASELINE_TYPE, BASELINE_VERSION, MANIFEST
-from model.runtime.inputs import MIN_HISTORY
+from model.series.inputs import MIN_HISTORY
 
 FORECASTER_DIR = "forecaster"
 DEFAULT_CONTEXT = 256

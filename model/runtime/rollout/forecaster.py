@@ -3,8 +3,8 @@
 Runtime (model/runtime/runtime.py) holds a Forecaster for its forecasts: `forecast` draws
 n_samples paths over a horizon from each state and summarises them, `forecast_steps`
 yields the same step by step (the service's streams). Paths start from the state's particles,
-drawn by weight (model/runtime/backends.py), and move by the model's forecast step; each series'
-adaptation (model/runtime/adapter.py) adds its seasonal index, scales the spread of the paths about
+drawn by weight (model/runtime/backends/), and move by the model's forecast step; each series'
+adaptation (model/series/adapter.py) adds its seasonal index, scales the spread of the paths about
 their mean, and issues the intervals at its own miscoverage. Noise comes from a
 torch.Generator per series seeded by (seed, series seed, t), so a series' draws do not depend
 on the batch. Intervals, quantiles and their standard errors come from the samples
@@ -26,22 +26,22 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
-from model.runtime.adapter import Adapter
-from model.runtime.backends import Backend, Particles
-from model.runtime.inputs import (
+from model.filtering.predictive import Forecast
+from model.runtime.backends.base import Backend, Particles
+from model.series.adapter import Adapter
+from model.series.coverage import horizon_alphas
+from model.series.inputs import (
     InputError,
     check_covariates,
     check_horizon,
     check_levels,
     check_states,
 )
-from model.runtime.predictive import Forecast
-from model.runtime.scaling import check_future_scale
-from model.runtime.support import summarized, support_codes
-from model.series.coverage import horizon_alphas
 from model.series.mean import horizon_mean
+from model.series.scaling import check_future_scale
 from model.series.spread import horizon_factors
 from model.series.state import SeriesState, StateBatch
+from model.series.support import summarized, support_codes
 
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
 # more for the attention's products of the torch backend's rollout on the cpu)
@@ -120,7 +120,7 @@ class Forecaster:
         supports: Sequence[str | None] | None = None,
     ) -> list[Forecast]:
         """Sample n_samples paths over `horizon` steps from each state and summarise them, in
-        each series' support (model/runtime/support.py; default: real). At most MAX_PATHS
+        each series' support (model/series/support.py; default: real). At most MAX_PATHS
         paths are held at once (each keeps its key/value window): more series are forecast in
         chunks, with the same draws (each series has its own)."""
         codes = support_codes(supports, None, len(states))

@@ -1,4 +1,5 @@
-"""Checks of what the runtimes are sent (model/runtime/runtime.py, model/runtime/stateless.py).
+"""Checks of what the runtimes are sent (model/runtime/runtime.py,
+model/runtime/serving/stateless.py).
 
 Every refusal is an InputError that says what is wrong, and names the request field at fault
 where it is known; the service maps it to a 422 (service/errors.py).
