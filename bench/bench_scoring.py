@@ -1,5 +1,5 @@
 """The cost of scoring an observation: what an update adds to the filter step to issue and
-score the one-step law (model/runtime/runtime.Runtime._score, model/runtime/scoring.score: the
+score the one-step law (model/runtime/runtime.Runtime._score, model/series/scoring.score: the
 median and the equal-tailed bounds at 80 and 95 %, solved exactly on the mixture; PIT, log score,
 CRPS; the per-series results).
 

@@ -49,8 +49,7 @@ STAGES: dict[str, str] = {
     "adaptation report (meta)": "per-series adaptation",
     "forecast returned with the update": "forecast",
     "state encode (to_bytes)": "state encode",
-    "results, forecast -> schemas": "answer render",
-    "event record encode": "event",
+    "answer record encode": "event",
     "answer render (record decode, JSON)": "answer render",
     "commit: write prep (meta, applied records)": "commit",
     "commit: redis-py script pipeline": "commit",
@@ -168,7 +167,7 @@ def _targets() -> list[tuple[Any, str, str]]:
     from model.runtime.rollout.forecaster import Forecaster
     from model.series.adapter import Adapter
     from model.series.state import SeriesState, StateBatch
-    from service import answers, model_calls, records, redis_store, series
+    from service import answers, model_calls, redis_store, series
     from service.batching import Coalescer, MicroBatcher
     from service.engine import Engine
     from service.inputs import ModelInputs
@@ -180,7 +179,7 @@ def _targets() -> list[tuple[Any, str, str]]:
     )
     render = "answer render (record decode, JSON)"
     prep = "commit: write prep (meta, applied records)"
-    batching, schemas = "batching (loop side)", "results, forecast -> schemas"
+    batching = "batching (loop side)"
     return [
         (starlette.requests.Request, "json", "body parse (JSON)"),
         (fastapi.routing, "solve_dependencies", "dependencies + body validation (pydantic)"),
@@ -205,10 +204,8 @@ def _targets() -> list[tuple[Any, str, str]]:
         (model_calls, "adaptation_of", "adaptation report (meta)"),
         (Forecaster, "forecast", "forecast returned with the update"),
         (SeriesState, "to_bytes", "state encode (to_bytes)"),
-        (model_calls, "observation_result", schemas), (model_calls, "series_forecast", schemas),
-        (records, "encode", "event record encode"),
-        (records, "decode", render), (records, "answer_json", render),
-        (answers, "update_answer", render),
+        (answers, "encode", "answer record encode"),
+        (answers, "written_answer", render),
         (series.SeriesService, "_write", prep), (SeriesMeta, "next", prep),
         (redis_store.RedisStore, "commit", "commit: redis-py script pipeline"),
         (redis_store.RedisStore, "_commit_group", "commit: redis-py script pipeline"),

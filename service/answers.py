@@ -1,42 +1,60 @@
-"""What the series operations send: a series' metadata, the answers of updates and the events of
-a series, rendered from the schema models.
+"""An update's answer, in one place: the runtime's results encoded once into the record the store
+keeps, and the record rendered once into JSON: the answer sent, a repeat of it, the `update`
+event streamed to followers.
 
-An update's answer (schemas.series.ObservationsResponse) and its `update` event
-(schemas.events.UpdateEvent) are rendered from its record (service/records.py), so that a
-repeat of the request and a follower resuming from an event id get the very bytes of the first
-answer and event. The other events (`created`, `replaced`, `deleted`) are kept as the JSON of
-their schemas.events.SeriesEvent and sent as kept.
+An update's answer and its `update` event hold the same things: the results of the observations
+it absorbed (schemas.series.ObservationResult) and the forecast from the new state
+(schemas.forecasts.SeriesForecast). The store keeps them once, as the event's data, in this
+binary form: the observed values as given (float64), every other number rounded to 6
+significant digits and kept as float32 (which holds any 6-digit decimal exactly: FLT_DIG), flags
+in bits, and the level labels once. The standard errors of the forecast's bounds, given to 2
+significant digits, take two bytes each. An update with its 12-step forecast at two levels
+takes about 0.5 KB, against 3.5 KB of JSON.
 
-Results and forecasts kept in the former format (the JSON of their schemas, in the applied
-records written before update records) are answered as they were given: they are parsed and
-rendered again, which gives back the bytes the schemas wrote.
+The model thread encodes the runtime's numpy results (`encode`); the write stamps its version
+on the record (`stamped`); the answer, its repeats and the event are written from the record's
+plain dicts (`answer_json`, `sent_event`), so that they are the same bytes: a repeated request
+gets exactly the answer of the first, and a follower resuming from an event id gets exactly the
+events it missed. The schemas describe these answers in the OpenAPI document; no schema object
+is built on the way.
+
+Events that are not updates (`created`, `replaced`, `deleted`) are small and kept as their
+JSON (told apart by their first byte), and sent as kept.
+
+Shapes: O targets, H horizon.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
+from pydantic_core import to_json
 
-from service import records
-from service.schemas.events import UpdateEvent
+from model.runtime.runtime import Forecast, UpdateResult
+from service.outputs import by_level, significant
 from service.schemas.forecasts import SeriesForecast
-from service.schemas.series import (
-    ObservationResult,
-    ObservationsResponse,
-    SeriesAdaptation,
-    SeriesInfo,
-)
+from service.schemas.series import SeriesAdaptation, SeriesInfo
+from service.settings import level_label
 from service.store import SeriesMeta
 
-#: a result as an answer lists it: rendered from an update record, or the JSON it was kept as
-Result = ObservationResult | str
-#: the forecast of an answer: from a record or afresh, the JSON it was kept as, or none
-AnswerForecast = SeriesForecast | str | None
+MAGIC = b"\x00smct1"  # JSON starts with "{": the other events are told apart
+_HEAD = struct.Struct("<6sQQQHHIHHB")  # magic, version, next seq, first seq, observations,
+# targets, horizon, result levels, forecast levels, flags
+_VERSION = struct.Struct("<Q")  # the version, stamped by the write at offset len(MAGIC)
+_HAS_FORECAST, _WIDE = 1, 2  # flags: a forecast follows; the numbers are float64
+_MISSING, _ANOMALY, _RESAMPLED = 1, 2, 4  # per observation
+DIGITS = 6  # significant digits of the numbers of a record (not of the observed values)
+ERROR_DIGITS = 2  # significant digits of the standard errors of a forecast's bounds
+_NAN = float("nan")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal: 6 digits above it
 
 
 @dataclass(frozen=True)
@@ -56,64 +74,130 @@ class SentEvent:
     data: str  # JSON of schemas.events.SeriesEvent (an update: UpdateEvent)
 
 
-class _KeptAnswer(BaseModel):
-    """ObservationsResponse, field for field, listing results or a forecast kept as JSON."""
+@dataclass(frozen=True)
+class UpdateRecord:
+    """An update's results and forecast as read from its record: the dicts of their schemas'
+    JSON (schemas.series.ObservationResult, schemas.forecasts.SeriesForecast)."""
 
-    id: str
-    seq: int
     version: int
-    observations: list[ObservationResult | dict[str, Any]]
-    forecast: SeriesForecast | dict[str, Any] | None
+    seq: int  # the series' next seq after the update
+    first: int  # seq of the first observation it absorbed
+    results: list[dict[str, Any]]
+    forecast: dict[str, Any] | None
+
+    def result(self, seq: int) -> dict[str, Any]:
+        return self.results[seq - self.first]
 
 
 class _Kind(BaseModel):
-    """The type of an event kept as JSON (one without a type is an update)."""
+    """The type of an event kept as JSON (one without a type is an update's, kept so before
+    update records)."""
 
     type: str = "update"
 
 
+# ---------------------------------------------------------------------- the record
+
+
+def encode(
+    seq: int, results: Sequence[UpdateResult], forecast: Forecast | None,
+    levels: Sequence[float], forecast_levels: Sequence[float],
+) -> bytes:
+    """The record of an update that absorbed `results` (consecutive seqs; their intervals at
+    the monitored `levels`, percent, ascending) and answered `forecast` (its intervals at
+    `forecast_levels`, percent), `seq` the series' next seq after it; version 0 until the
+    write stamps its own (`stamped`)."""
+    fractions = [lv / 100.0 for lv in levels]
+    f_fractions = [lv / 100.0 for lv in forecast_levels] if forecast is not None else []
+    o = _targets(results, forecast)
+    h = len(forecast.mean) if forecast is not None else 0
+    flags, covered, values, numbers = bytearray(), [], [], []
+    for r in results:
+        missing = r.value is None
+        hits = [False] * len(levels) if r.covered is None else by_level(r.covered, fractions)
+        anomaly = r.covered is not None and not hits[-1]
+        flags.append((_MISSING * missing) | (_ANOMALY * anomaly) | (_RESAMPLED * bool(r.resampled)))
+        values.append(np.full(o, _NAN) if missing else _finite_or_nan(r.value))
+        covered += [False] * len(levels) if missing else [bool(hit) for hit in hits]
+        numbers += [_finite_or_nan(b) for pair in by_level(r.intervals, fractions) for b in pair]
+        numbers.append(np.full(o, _NAN) if missing or r.pit is None else _finite_or_nan(r.pit))
+        numbers.append(_finite_or_nan([_num(r.log_score), _num(r.crps), float(r.ess)]))
+    codes: list[int] = []
+    if forecast is not None:
+        bands = by_level(forecast.intervals, f_fractions)
+        errors = by_level(forecast.errors, f_fractions)
+        numbers += [_finite_or_nan(a) for a in (forecast.mean, forecast.median)]
+        numbers += [_finite_or_nan(b) for pair in bands for b in pair]
+        if errors:
+            rounded = significant(np.stack([a for pair in errors for a in pair]), ERROR_DIGITS)
+            codes = [c for a in rounded.reshape(-1).tolist() for c in _error_code(a)]
+    floats = np.concatenate([np.ravel(a) for a in numbers]) if numbers else np.zeros(0)
+    size = np.abs(floats[np.isfinite(floats) & (floats != 0)])
+    wide = bool(np.any((size > _FLOAT32_MAX) | (size < _FLOAT32_TINY)))  # else float32 is exact
+    labels = ",".join(map(level_label, levels if results else [])) + "|"
+    labels += ",".join(map(level_label, forecast_levels if forecast is not None else []))
+    n_lv = len(levels) if results else 0
+    head = _HEAD.pack(
+        MAGIC, 0, int(seq), int(results[0].seq) if results else int(seq), len(results), o, h, n_lv,
+        len(f_fractions), (_HAS_FORECAST * (forecast is not None)) | (_WIDE * wide),
+    )
+    observed = np.concatenate(values) if values else np.zeros(0)
+    return b"".join([
+        head,
+        struct.pack("<H", len(labels)), labels.encode(),
+        observed.astype("<f8").tobytes(), bytes(flags),
+        np.packbits(np.array(covered, bool)).tobytes(),
+        floats.astype("<f8" if wide else "<f4").tobytes(), struct.pack(f"<{len(codes)}b", *codes),
+    ])
+
+
+def stamped(record: bytes, version: int) -> bytes:
+    """`record` as the write at `version` keeps it."""
+    at = len(MAGIC)
+    return record[:at] + _VERSION.pack(version) + record[at + _VERSION.size :]
+
+
+def decode(data: bytes, series_id: str) -> UpdateRecord:
+    """The update of a record, its numbers as they were rounded."""
+    return UpdateRecord(*_parse(data, series_id))
+
+
+# ---------------------------------------------------------------------- the JSON
+
+
 def answer_json(
-    series_id: str, seq: int, version: int, results: Sequence[Result], forecast: AnswerForecast
+    series_id: str, seq: int, version: int, results: Sequence[dict[str, Any]],
+    forecast: dict[str, Any] | SeriesForecast | None,
 ) -> str:
     """The JSON of an ObservationsResponse: `seq` the series' next seq, `version` that of the
-    write that answered."""
-    if any(isinstance(r, str) for r in results) or isinstance(forecast, str):
-        return _KeptAnswer.model_construct(
-            id=series_id, seq=seq, version=version,
-            observations=[json.loads(r) if isinstance(r, str) else r for r in results],
-            forecast=json.loads(forecast) if isinstance(forecast, str) else forecast,
-        ).model_dump_json()
-    return ObservationsResponse.model_construct(
-        id=series_id, seq=seq, version=version, observations=list(results), forecast=forecast
-    ).model_dump_json()
+    write that answered, `forecast` a record's or one made afresh."""
+    answer = {
+        "id": series_id, "seq": seq, "version": version, "observations": list(results),
+        "forecast": forecast,
+    }
+    return to_json(answer, inf_nan_mode="null").decode()
 
 
-def update_answer(series_id: str, record: records.UpdateRecord, results: Sequence[Result]) -> str:
-    """The answer of the update of `record` listing `results` (the request's: those of earlier
-    writes it repeated, then the record's own)."""
-    return answer_json(series_id, record.seq, record.version, results, record.forecast)
-
-
-def written_answer(series_id: str, event: bytes, repeated: Sequence[Result]) -> str:
-    """The answer of the update whose record is `event`, listing the `repeated` results (of
-    earlier writes) first: without them, written from the record's plain dicts (the same
-    bytes, without the schema objects)."""
-    if not repeated:
-        return records.answer_json(event, series_id)
-    record = records.decode(event, series_id)
-    return update_answer(series_id, record, [*repeated, *record.results])
+def written_answer(
+    series_id: str, record: bytes, repeated: Sequence[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The answer of the update whose record is `record`, listing the `repeated` results (of
+    earlier writes) first, and the record's own results."""
+    rec = decode(record, series_id)
+    return answer_json(series_id, rec.seq, rec.version, [*repeated, *rec.results],
+                       rec.forecast), rec.results
 
 
 def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:
     """A stored event (service/store.py StoredEvent) as its followers get it."""
-    if not data.startswith(records.MAGIC):
+    if not data.startswith(MAGIC):
         return SentEvent(version, _Kind.model_validate_json(data).type, data.decode())
-    record = records.decode(data, series_id)
-    event = UpdateEvent.model_construct(
-        id=series_id, seq=record.seq, version=record.version, observations=record.results,
-        forecast=record.forecast,
-    )
-    return SentEvent(version, "update", event.model_dump_json())
+    rec = decode(data, series_id)
+    event = {
+        "type": "update", "id": series_id, "seq": rec.seq, "version": rec.version,
+        "observations": rec.results, "forecast": rec.forecast,
+    }
+    return SentEvent(version, "update", to_json(event, inf_nan_mode="null").decode())
 
 
 def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
@@ -126,3 +210,166 @@ def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:
         adaptation=None if meta.adaptation is None else SeriesAdaptation(**meta.adaptation),
         season_length=meta.season_length, support=meta.support or "real",
     )
+
+
+def _parse(
+    data: bytes, series_id: str
+) -> tuple[int, int, int, list[dict[str, Any]], dict[str, Any] | None]:
+    """(version, next seq, first seq, the results and the forecast as the dicts of their
+    schemas' JSON) of a record. (struct, not numpy: a record holds a few dozen numbers.)"""
+    magic, version, seq, first, n, o, h, n_lv, n_flv, flags = _HEAD.unpack_from(data)
+    if magic != MAGIC:
+        raise ValueError("not an update record")
+    at = _HEAD.size
+    (size,) = struct.unpack_from("<H", data, at)
+    levels_text, _, f_levels_text = data[at + 2 : at + 2 + size].decode().partition("|")
+    at += 2 + size
+    levels = levels_text.split(",") if levels_text else []
+    f_levels = f_levels_text.split(",") if f_levels_text else []
+    values = struct.unpack_from(f"<{n * o}d", data, at)
+    at += 8 * n * o
+    marks = data[at : at + n]
+    at += n
+    bits = data[at : at + (n * n_lv + 7) // 8]  # np.packbits' order: the first bit the highest
+    covered = [bool(bits[k >> 3] >> (7 - (k & 7)) & 1) for k in range(n * n_lv)]
+    at += len(bits)
+    per = 2 * n_lv * o + o + 3
+    count = n * per + ((2 + 2 * n_flv) * h * o if flags & _HAS_FORECAST else 0)
+    wide = bool(flags & _WIDE)
+    floats = _rounded(struct.unpack_from(f"<{count}{'d' if wide else 'f'}", data, at))
+    at += count * (8 if wide else 4)
+    results = [
+        _result_dict(
+            first + i, values[i * o : (i + 1) * o], marks[i],
+            covered[i * n_lv : (i + 1) * n_lv], floats[i * per : (i + 1) * per], levels, o,
+        )
+        for i in range(n)
+    ]
+    forecast = None
+    if flags & _HAS_FORECAST:
+        codes = struct.unpack_from(f"<{2 * 2 * n_flv * h * o}b", data, at)
+        errors = [_error(m, e) for m, e in zip(codes[::2], codes[1::2], strict=True)]
+        forecast = _forecast_dict(series_id, floats[n * per :], errors, f_levels, h * o, o)
+    return version, seq, first, results, forecast
+
+
+def _result_dict(
+    seq: int, value: Sequence[float], marks: int, covered: list[bool], row: list[float],
+    levels: list[str], o: int,
+) -> dict[str, Any]:
+    """One observation's result (ObservationResult's fields) from its value (O), flags,
+    coverage bits (levels) and numbers (per level lo and hi (O each), then pit (O), log
+    score, CRPS, ESS)."""
+    missing = bool(marks & _MISSING)
+    return {
+        "seq": seq,
+        "value": None if missing else _point(value),
+        "intervals": {
+            lv: {
+                "lo": _point(row[2 * j * o : (2 * j + 1) * o]),
+                "hi": _point(row[(2 * j + 1) * o : (2 * j + 2) * o]),
+            }
+            for j, lv in enumerate(levels)
+        },
+        "covered": None if missing else dict(zip(levels, covered, strict=True)),
+        "pit": None if missing else _point(row[2 * len(levels) * o : -3]),
+        "log_score": _finite(row[-3]),
+        "crps": _finite(row[-2]),
+        "anomaly": None if missing else bool(marks & _ANOMALY),
+        "ess": row[-1],
+        "resampled": bool(marks & _RESAMPLED),
+    }
+
+
+def _forecast_dict(
+    series_id: str, series: list[float], errors: list[float], levels: list[str], size: int,
+    o: int,
+) -> dict[str, Any]:
+    """A forecast (SeriesForecast's fields, without samples) from its series (mean, median,
+    then lo and hi per level) and the standard errors of its bounds (lo and hi per level),
+    each `size` = H x O numbers, step by step."""
+
+    def points(flat: list[float], k: int) -> list[Any]:
+        return _points(flat[k * size : (k + 1) * size], o)
+
+    return {
+        "id": series_id,
+        "mean": points(series, 0),
+        "median": points(series, 1),
+        "intervals": {
+            lv: {
+                "lo": points(series, 2 + 2 * j), "hi": points(series, 3 + 2 * j),
+                "lo_se": points(errors, 2 * j), "hi_se": points(errors, 2 * j + 1),
+            }
+            for j, lv in enumerate(levels)
+        },
+    }
+
+
+def _targets(results: Sequence[UpdateResult], forecast: Forecast | None) -> int:
+    """The number of targets of the points of an update."""
+    if forecast is not None:
+        return int(forecast.mean.shape[-1])
+    return int(np.size(results[0].median)) if results else 1
+
+
+def _finite_or_nan(a: Any) -> np.ndarray:
+    """Numbers as float64, NaN for any that is not finite (a record keeps no infinity)."""
+    x = np.asarray(a, dtype=np.float64)
+    return np.where(np.isfinite(x), x, _NAN)
+
+
+def _num(x: float | None) -> float:
+    return _NAN if x is None else float(x)
+
+
+def _rounded(a: Sequence[float]) -> list[float]:
+    """To DIGITS significant digits (what float32 keeps exactly: a round trip gives the same)."""
+    return [float(f"{v:.{DIGITS}g}") for v in a]
+
+
+def _error_code(a: float) -> tuple[int, int]:
+    """A standard error, given to 2 significant digits (service/outputs.py), as a (mantissa
+    10..99, exponent) int8 pair: 0.013 -> (13, -3); 0 and below 1e-127 -> (0, 0); NaN,
+    negative or above 1e128 -> (-1, 0). (Near a power of ten, a log10 one ulp off gives the
+    same pair: 10 or 100 times the decade below, which is moved up.)"""
+    if not math.isfinite(a) or a < 0:
+        return -1, 0
+    if a == 0:
+        return 0, 0
+    e = math.floor(math.log10(a)) - 1
+    if not -129 <= e <= 127:  # out of int8's range, before and after the move up
+        return (-1, 0) if e > 127 else (0, 0)
+    m = round(a / 10.0**e)  # to the nearest, ties to even
+    if m >= 100:  # 99.6 -> 100 -> 10, one decade up
+        e, m = e + 1, 10
+    if not -128 <= e <= 127:
+        return (-1, 0) if e > 127 else (0, 0)
+    return m, e
+
+
+def _error(m: int, e: int) -> float:
+    """The standard error of an `_error_code` pair, NaN for none: m / 10^-e, a correctly
+    rounded division of exact numbers (13 / 1000 is the double nearest 0.013)."""
+    if m < 0:
+        return _NAN
+    if abs(e) > 22:  # 10^23 and up are not exact doubles: parse
+        return float(f"{m}e{e}")
+    return m * 10.0**e if e >= 0 else m / 10.0 ** (-e)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _point(a: Sequence[float]) -> Any:
+    """O numbers -> a number when O == 1, else a list; NaN and infinities -> None."""
+    values = [v if math.isfinite(v) else None for v in a]
+    return values[0] if len(values) == 1 else values
+
+
+def _points(a: Sequence[float], o: int) -> list[Any]:
+    """H x O numbers, step by step -> one point per step."""
+    if o == 1:
+        return [v if v == v else None for v in a]  # NaN != NaN: None
+    return [_point(a[k : k + o]) for k in range(0, len(a), o)]

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class Engine:
-    """Batched, threaded access to one loaded model (model/runtime/served.ServedRuntime: a
+    """Batched, threaded access to one loaded model (model/runtime/serving/served.ServedRuntime: a
     Runtime, or, for a baseline, a StatelessRuntime, which answers only the stateless
     forecasts); `inputs` reads request values for it."""
 

@@ -35,7 +35,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from service.schemas.series import ObservationResult
 from service.settings import level_label
 
 disable_created_metrics()  # no `_created` samples: one series per histogram/counter
@@ -265,34 +264,36 @@ class Metrics:
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 
-    def observe_observations(self, results: Sequence[ObservationResult], particles: int) -> None:
-        """The stats of newly absorbed observations (never of idempotent repeats)."""
+    def observe_observations(self, results: Sequence[dict[str, Any]], particles: int) -> None:
+        """The stats of newly absorbed observations (never of idempotent repeats): their
+        results as answered (schemas.series.ObservationResult's fields, service/answers.py)."""
         for res in results:
-            self.ess_ratio.observe(min(1.0, res.ess / max(particles, 1)))
-            if res.resampled:
+            self.ess_ratio.observe(min(1.0, res["ess"] / max(particles, 1)))
+            if res["resampled"]:
                 self.resampling.inc()
-            if res.covered is not None:  # else a missing value: no score
-                self._observe_scored(res, res.covered)
+            if res["covered"] is not None:  # else a missing value: no score
+                self._observe_scored(res, res["covered"])
 
-    def _observe_scored(self, res: ObservationResult, covered: dict[str, bool]) -> None:
+    def _observe_scored(self, res: dict[str, Any], covered: dict[str, bool]) -> None:
         """The scores of an observed value: coverage, interval widths, PIT, log score, CRPS."""
         self.observations.inc()
         for label, hit in covered.items():
             if hit:
                 self._child(self.covered, "level", label).inc()
             self._roll(label, hit)
-        for label, interval in res.intervals.items():
+        for label, interval in res["intervals"].items():
             width_child = self._child(self.interval_width, "level", label)
-            for width in _widths(interval.lo, interval.hi):
+            for width in _widths(interval["lo"], interval["hi"]):
                 width_child.observe(width)
-        for p in _flat(res.pit):
+        for p in _flat(res["pit"]):
             self.pit.observe(p)
-        if res.log_score is not None:  # the answer's log density, as a loss
-            self.log_score.observe(-res.log_score)
-            self._log_scores.append(-res.log_score)
-        if res.crps is not None:
-            self.crps.observe(res.crps)
-        if res.anomaly:
+        log_score, crps = res["log_score"], res["crps"]
+        if log_score is not None:  # the answer's log density, as a loss
+            self.log_score.observe(-log_score)
+            self._log_scores.append(-log_score)
+        if crps is not None:
+            self.crps.observe(crps)
+        if res["anomaly"]:
             self.anomalies.inc()
 
     def _roll(self, label: str, hit: bool) -> None:

@@ -21,11 +21,11 @@ from model.runtime.runtime import Forecast, InputError, Runtime
 from model.runtime.serving.served import ServedRuntime
 from model.series.state import SeriesState
 from model.series.state_format import StateFormatError
+from service import answers
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.inputs import ForecastParams
-from service.outputs import adaptation_of, observation_result, series_forecast
+from service.outputs import adaptation_of, series_forecast
 from service.schemas.forecasts import SeriesForecast
-from service.schemas.series import ObservationResult
 
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
 BatchObserver = Callable[[str, int, float], None]
@@ -57,11 +57,12 @@ class NewState:
 
 @dataclass(frozen=True)
 class Update:
-    """The outcome of absorbing observations: new state, per-observation results, forecast."""
+    """The outcome of absorbing observations: the new state, and the record of the answer
+    (service/answers.py: the observations' results and the forecast from the new state, none
+    for a model with covariates that were not sent), its version stamped by the write."""
 
     state: NewState
-    results: list[ObservationResult]
-    forecast: SeriesForecast | None  # None: a model with covariates, none sent
+    record: bytes
 
 
 def invalid(exc: Exception, model_version: str) -> Exception:
@@ -128,13 +129,11 @@ class ModelCalls:
             forecasts = self._forecast_updated(params, batch, [new for new, _ in updated])
             return [
                 Update(
-                    state=self._new_state(state),
-                    results=[observation_result(r, self.monitor_levels) for r in results],
-                    forecast=None if forecast is None else series_forecast(i, forecast, params),
+                    self._new_state(state),
+                    answers.encode(state.seq, results, forecast, self.monitor_levels,
+                                   params.levels),
                 )
-                for (i, *_), (state, results), forecast in zip(
-                    batch, updated, forecasts, strict=True
-                )
+                for (state, results), forecast in zip(updated, forecasts, strict=True)
             ]
 
         return self._each(run, items)

@@ -1,5 +1,6 @@
-"""The runtime's numpy results as response schemas. Levels are percents here and fractions in
-the runtime; numbers that are not finite are null.
+"""The runtime's forecasts as response schemas (GET and POST forecasts; an update's answer is
+service/answers.py's), and a series' adaptation as the API shows it. Levels are percents here
+and fractions in the runtime; numbers that are not finite are null.
 
 Shapes: O targets, H horizon, N samples.
 """
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from model.runtime.runtime import Forecast, UpdateResult
+from model.runtime.runtime import Forecast
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN
@@ -22,7 +23,6 @@ from model.series.mean import MEAN_TERMS, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
 from service.schemas.forecasts import Interval, SeriesForecast
-from service.schemas.series import ObservationResult, PointInterval
 from service.settings import level_label
 
 
@@ -96,8 +96,8 @@ def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> Seri
     """A runtime forecast (mean, median (H, O), intervals and their standard errors by level,
     samples (N, H, O)) as the schema; the standard errors to 2 significant digits. The bounds
     and their errors are each rendered in one array operation over every level."""
-    intervals = _by_level(f.intervals, params.fractions)
-    errors = _by_level(f.errors, params.fractions)
+    intervals = by_level(f.intervals, params.fractions)
+    errors = by_level(f.errors, params.fractions)
     # mean, median, then lo, hi of each level in turn
     mean, median, *bounds = _rows([(f.mean, f.median), *intervals])
     ses = _rows(errors, 2)
@@ -115,32 +115,7 @@ def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> Seri
     )
 
 
-def observation_result(r: UpdateResult, levels: Sequence[float]) -> ObservationResult:
-    """How the one-step forecast at the monitored `levels` (percent, ascending) fared."""
-    fractions = [level / 100.0 for level in levels]
-    intervals = _by_level(r.intervals, fractions)
-    covered = None
-    if r.covered is not None:
-        hits = _by_level(r.covered, fractions)
-        covered = {level_label(lv): bool(h) for lv, h in zip(levels, hits, strict=True)}
-    return ObservationResult.model_construct(
-        seq=int(r.seq),
-        value=None if r.value is None else _point(r.value),
-        intervals={
-            level_label(lv): PointInterval.model_construct(lo=_point(lo), hi=_point(hi))
-            for lv, (lo, hi) in zip(levels, intervals, strict=True)
-        },
-        covered=covered,
-        pit=None if r.pit is None else _point(r.pit),
-        log_score=_finite(r.log_score),
-        crps=_finite(r.crps),
-        anomaly=None if covered is None else not covered[level_label(levels[-1])],
-        ess=float(r.ess),
-        resampled=bool(r.resampled),
-    )
-
-
-def _by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
+def by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
     """Values of a runtime dict keyed by level fraction, in the order of `fractions`."""
     out = []
     for frac in fractions:
@@ -152,10 +127,6 @@ def _by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:
             raise KeyError(f"the runtime gave no interval at level {frac}")
         out.append(d[key])
     return out
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def _rows(pairs: list[tuple[np.ndarray, np.ndarray]], digits: int | None = None) -> list[Any]:
@@ -211,10 +182,3 @@ def significant(a: np.ndarray, digits: int) -> np.ndarray:
 _FORMATTED = 40  # arrays of at most this many numbers are formatted (cheaper than 10 array ops)
 _EXACT_POWER = 22  # 10^k is a float64 exactly for |k| <= 22
 _TIE = 1e-9  # far above the float rounding of a scaled value (< 1e-13)
-
-
-def _point(a: np.ndarray) -> Any:
-    """(O,) -> a number when O == 1, else a list; non-finite -> None."""
-    flat = np.asarray(a, dtype=np.float64).reshape(-1).tolist()
-    values = [v if math.isfinite(v) else None for v in flat]
-    return values[0] if len(values) == 1 else values

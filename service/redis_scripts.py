@@ -17,7 +17,7 @@ local function trim(key, upto, keep)
 end
 """
 
-# a hash of writes' records under their last seq (and single seqs' of the former format):
+# a hash of writes' records under their last seq:
 # keep the `keep` latest (one more than kept, as after each write: drop the oldest, found in
 # one pass; more, as after a lowered window: sort)
 KEEP_LATEST = """
@@ -38,7 +38,7 @@ local function keep_latest(key, keep)
 end
 """
 
-# KEYS: state, applied, log, gone, and the stream of events written before the log (dropped).
+# KEYS: state, applied, log, gone.
 # ARGV: expected version, reset (1/0), writes remembered, events kept, event, state, meta,
 # version, feed channel, then, for an update, its last seq and its applied record
 COMMIT = TRIM + KEEP_LATEST + """
@@ -58,7 +58,6 @@ end
 redis.call('HSET', KEYS[3], version, ARGV[5])
 redis.call('HDEL', KEYS[3], tostring(version - tonumber(ARGV[4])))
 trim(KEYS[3], version - tonumber(ARGV[4]), tonumber(ARGV[4]))
-redis.call('DEL', KEYS[5])
 redis.call('PUBLISH', ARGV[9], version)
 return 1
 """
@@ -92,7 +91,7 @@ return {state, fields, records, versions, redis.call('HMGET', KEYS[3], unpack(ve
 DELETE = TRIM + """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current == 0 or current ~= tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[3], current + 1, ARGV[3])
 redis.call('HDEL', KEYS[3], tostring(current + 1 - tonumber(ARGV[2])))
 trim(KEYS[3], current + 1 - tonumber(ARGV[2]), tonumber(ARGV[2]))

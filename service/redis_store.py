@@ -5,10 +5,9 @@ write them together:
     smct:{<id>}:state    hash: state (bytes), version, meta (JSON of SeriesMeta)
     smct:{<id>}:applied  hash: the last `window` writes of observations, each under its last
                          seq: "<first seq>\n<version>\n<writer>\n<value>\n..." (a value a
-                         seq), the write whose event holds their answers (or, of the former
-                         format, one seq's: "<value>\n<version>\n<ending>\n<writer>")
+                         seq), the write whose event holds their answers
     smct:{<id>}:log      hash: version -> event, the last max(maxlen, window) versions: an
-                         update's record (service/records.py), else the event's JSON
+                         update's record (service/answers.py), else the event's JSON
     smct:{<id>}:gone     the version of the `deleted` event of a deleted series (with a TTL)
 and every write publishes its version on the channel smct:{<id>}:feed, which followers wait
 on. (A stream would free the entries it trims only a node, up to 4 KB and 100 entries, at a
@@ -53,11 +52,6 @@ def keys(series_id: str) -> tuple[str, str, str]:
     """The state, applied and event log keys of a series."""
     tag = f"smct:{{{series_id}}}"
     return f"{tag}:state", f"{tag}:applied", f"{tag}:log"
-
-
-def legacy_events_key(series_id: str) -> str:
-    """The stream of events written before the log: its first write since drops it."""
-    return f"smct:{{{series_id}}}:events"
 
 
 def feed_channel(series_id: str) -> str:
@@ -109,23 +103,16 @@ def _write_record(write: Sequence[Applied]) -> list[Any]:
 
 
 def _applied(name: int, raw: bytes | None, lo: int, hi: int) -> list[Applied]:
-    """The applied seqs lo..hi of the record under `name`: a write's, which ended at seq `name`;
-    or, of the former format, seq `name`'s: value, version, ending (1 or 0), writer, or, before
-    update records, value, answer JSON[, ending[, writer]] (an empty ending: none)."""
-    if not raw:
+    """The applied seqs lo..hi of the record under `name`: a write's (first seq, version,
+    writer, values), which ended at seq `name`. A record of one seq, which smct kept before
+    it kept writes whole (its first line a value, "[..."), is not read: a repeat of that seq
+    is refused as one older than the writes remembered (docs/api.md)."""
+    if not raw or raw.startswith(b"["):
         return []
     parts = [p.decode() for p in raw.split(_SEP)]
-    if not parts[0].startswith("["):  # a write's: first seq, version, writer, values
-        first, version, writer = int(parts[0]), int(parts[1]), parts[2] or None
-        seqs = range(max(lo, first), min(hi, name) + 1)
-        return [Applied(s, parts[3 + s - first], version, s == name, writer) for s in seqs]
-    if not lo <= name <= hi:
-        return []
-    writer = parts[3] if len(parts) > 3 and parts[3] else None
-    if parts[1].startswith("{"):
-        ending = parts[2] if len(parts) > 2 and parts[2] else None
-        return [Applied(name, parts[0], 0, writer=writer, legacy=(parts[1], ending))]
-    return [Applied(name, parts[0], int(parts[1]), parts[2] == "1", writer)]
+    first, version, writer = int(parts[0]), int(parts[1]), parts[2] or None
+    seqs = range(max(lo, first), min(hi, name) + 1)
+    return [Applied(s, parts[3 + s - first], version, s == name, writer) for s in seqs]
 
 
 class RedisStore:
@@ -279,7 +266,7 @@ class RedisStore:
         ]
         if write.applied:
             args += _write_record(write.applied)
-        names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
+        names = [*keys(series_id), tombstone_key(series_id)]
         committed: bool = await self._commits.submit((names, args))
         return committed
 
@@ -294,7 +281,7 @@ class RedisStore:
             expected_version, self._maxlen, event, _DELETED_EVENTS_TTL_MS, self._tombstone_ms,
             feed_channel(series_id),
         ]
-        names = [*keys(series_id), tombstone_key(series_id), legacy_events_key(series_id)]
+        names = [*keys(series_id), tombstone_key(series_id)]
         (reply,) = await self._group("delete", self._durable.run(self._delete, [(names, args)]), 1)
         deleted = self._written("delete", reply)
         if isinstance(deleted, Exception):

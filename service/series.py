@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from service import answers, etags, records
+from service import answers, etags
 from service.answers import Answer, SentEvent
 from service.engine import Engine
 from service.errors import (
@@ -41,7 +41,6 @@ from service.schemas.events import MissedEvent, SeriesEvent
 from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import (
     ForecastQuery,
-    ObservationResult,
     ObservationsRequest,
     SeriesForecastRequest,
     SeriesInfo,
@@ -83,7 +82,7 @@ class SeriesService:
         self.metrics = metrics
         self.settings = settings
         # (series, seq) -> (writer, result, particles) of writes that may have been applied
-        self._unmetered: OrderedDict[tuple[str, int], tuple[str, ObservationResult, int]] = (
+        self._unmetered: OrderedDict[tuple[str, int], tuple[str, dict[str, Any], int]] = (
             OrderedDict()
         )
 
@@ -207,7 +206,7 @@ class SeriesService:
             except InvalidInput as exc:
                 raise _shifted(exc, n_old) from exc
             old = self._answered(series_id, rec, seqs[:n_old])
-            body, write = self._write(series_id, rec, seqs[n_old:], values[n_old:], upd, old)
+            write = self._write(rec, seqs[n_old:], values[n_old:], upd)
             try:
                 committed = await self.store.commit(series_id, write)
             except StoreUnavailable as exc:
@@ -219,7 +218,8 @@ class SeriesService:
             else:
                 for a in write.applied:
                     self._unmetered.pop((series_id, a.seq), None)
-                self.metrics.observe_observations(upd.results, upd.state.particles)
+                body, results = answers.written_answer(series_id, write.event, old)
+                self.metrics.observe_observations(results, upd.state.particles)
                 self.metrics.observe_write(len(upd.state.state), upd.state.adaptation)
                 return Answer(body, replay=False)
         raise self._busy(series_id)
@@ -228,7 +228,8 @@ class SeriesService:
         """Keep the stats of a write that failed in a way that may have applied it: the repeat
         the client is told to send finds it applied (a replay, otherwise not metered), and
         meters it then, if this worker answers it. Bounded: the oldest are dropped."""
-        for a, result in zip(write.applied, upd.results, strict=True):
+        results = answers.decode(write.event, series_id).results
+        for a, result in zip(write.applied, results, strict=True):
             self._unmetered[(series_id, a.seq)] = (a.writer or "", result, upd.state.particles)
             self._unmetered.move_to_end((series_id, a.seq))
         while len(self._unmetered) > MAX_UNMETERED:
@@ -267,13 +268,10 @@ class SeriesService:
                 )
         return n_old
 
-    def _write(
-        self, series_id: str, rec: Loaded, seqs: list[int], values: list[str], upd: Update,
-        repeated: list[answers.Result],
-    ) -> tuple[str, Write]:
-        """The answer (JSON, with the `repeated` results first) and the write that stores the
-        new state, the applied records and the update event: the record of the answer's new
-        results and forecast (service/records.py), from which the answer is rendered."""
+    def _write(self, rec: Loaded, seqs: list[int], values: list[str], upd: Update) -> Write:
+        """The write that stores the new state, the applied records and the update event: the
+        record of the answer's new results and forecast (service/answers.py), stamped with the
+        write's version."""
         new: NewState = upd.state
         if new.seq != seqs[-1] + 1:
             raise RuntimeError(f"runtime advanced to t={new.seq}, expected {seqs[-1] + 1}")
@@ -281,7 +279,6 @@ class SeriesService:
             seq=new.seq, ess=new.ess, particles=new.particles, state_bytes=len(new.state),
             model_version=self.engine.model_version, adaptation=new.adaptation,
         )
-        event = records.encode(meta.version, meta.seq, upd.results, upd.forecast)
         writer = os.urandom(8).hex()  # tells this write's records from another's
         applied = [
             Applied(
@@ -289,36 +286,31 @@ class SeriesService:
             )
             for s, v in zip(seqs, values, strict=True)
         ]
-        body = answers.written_answer(series_id, event, repeated)
-        write = Write(
+        return Write(
             expected_version=rec.meta.version, state=new.state, meta=meta, applied=applied,
-            event=event,
+            event=answers.stamped(upd.record, meta.version),
         )
-        return body, write
 
-    def _answered(self, series_id: str, rec: Loaded, seqs: list[int]) -> list[answers.Result]:
-        """The results given for applied seqs (the JSON of those written before update
-        records), from the events of the writes that applied them, each read once."""
-        read: dict[int, records.UpdateRecord] = {}
-        results: list[answers.Result] = []
+    def _answered(self, series_id: str, rec: Loaded, seqs: list[int]) -> list[dict[str, Any]]:
+        """The results given for applied seqs, from the events of the writes that applied
+        them, each read once."""
+        read: dict[int, answers.UpdateRecord] = {}
+        results = []
         for seq in seqs:
             applied = rec.applied[seq]
-            if applied.legacy is not None:
-                results.append(applied.legacy[0])
-                continue
             if applied.version not in read:
                 read[applied.version] = self._record(series_id, rec, applied)
             results.append(read[applied.version].result(seq))
         return results
 
-    def _record(self, series_id: str, rec: Loaded, applied: Applied) -> records.UpdateRecord:
+    def _record(self, series_id: str, rec: Loaded, applied: Applied) -> answers.UpdateRecord:
         data = rec.events.get(applied.version)
         if data is None:  # the events outlive the applied records: a store that lost them
             raise SeqConflict(
                 f"seq {applied.seq} was absorbed, but the answer given for it is no longer "
                 "kept, and it cannot be repeated", next_seq=rec.meta.seq,
             )
-        return records.decode(data, series_id)
+        return answers.decode(data, series_id)
 
     async def _replay(
         self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams,
@@ -328,18 +320,16 @@ class SeriesService:
         one when the request ends where an earlier one ended."""
         results = self._answered(series_id, rec, seqs)
         last = rec.applied[seqs[-1]]
-        forecast: answers.AnswerForecast = None
-        if last.legacy is not None and last.legacy[1] is not None:
-            version, _, forecast = last.legacy[1].partition(" ")  # its forecast's JSON
-        elif last.legacy is None and last.ending:
+        if last.ending:
             record = self._record(series_id, rec, last)
-            return answers.update_answer(series_id, record, results)
-        else:  # the repeat ends elsewhere than the original request: forecast afresh
-            version = str(rec.meta.version)
-            if covariates is not None or not self.engine.inputs.n_covariates:
-                forecast = await self.engine.forecast(
-                    series_id, rec.state, params, covariates, rec.meta.support)
-        return answers.answer_json(series_id, seqs[-1] + 1, int(version), results, forecast)
+            return answers.answer_json(series_id, record.seq, record.version, results,
+                                       record.forecast)
+        # the repeat ends elsewhere than the original request: forecast afresh
+        forecast = None
+        if covariates is not None or not self.engine.inputs.n_covariates:
+            forecast = await self.engine.forecast(
+                series_id, rec.state, params, covariates, rec.meta.support)
+        return answers.answer_json(series_id, seqs[-1] + 1, rec.meta.version, results, forecast)
 
     async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:
         rec = await self.store.load(series_id, seqs)

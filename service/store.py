@@ -7,7 +7,7 @@ A series is three records, written together and atomically:
              (idempotent repeats), of the last `window` writes only, whatever their size (so
              that a request resent after it was applied is answered, the largest included);
     events   the events, id = version, the last max(`maxlen`, `window`) only (SSE resume): an
-             update's event holds its answer (service/records.py), which a repeat of it
+             update's event holds its answer (service/answers.py), which a repeat of it
              replays, so the events outlive the applied records that point at them.
 Every write is a compare-and-set on the version: two writers never both win, so an
 observation is never lost or applied twice. The Redis store (service/redis_store.py) keeps
@@ -81,8 +81,6 @@ class Applied:
     version: int  # of the write that applied it: its event's id
     ending: bool = False
     writer: str | None = None  # a token of the write that applied it (which write did)
-    legacy: tuple[str, str | None] | None = None  # a record written before update records:
-    # (the answer's JSON, "<version> <forecast JSON>" when it ended its request)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ class Loaded:
 @dataclass(frozen=True)
 class StoredEvent:
     version: int
-    data: bytes  # schemas.events.SeriesEvent: an update's record (service/records.py), else JSON
+    data: bytes  # schemas.events.SeriesEvent: an update's record (service/answers.py), else JSON
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ and scores the intervals issued for them (model/series/scoring.py), `forecast` d
 (model/runtime/rollout/forecaster.py). Values are in the series' own units: inputs are scaled by the
 artifact's global scaler, or, with scaling.mode == "per_series", by the mean and standard
 deviation of the series' own history (kept in its state), then of its last inputs after every
-step (model/runtime/scaling.reanchor), and answers are scaled back. NaN marks a missing value:
+step (model/series/scaling.reanchor), and answers are scaled back. NaN marks a missing value:
 the filter advances without reweighting and feeds its predictive mean (filter.impute); missing
 values after a series' last value stay pending until the next value comes (model/series/gaps.py).
 Each series adapts online to its errors (adapter.py). Bad input is an InputError (inputs.py).
@@ -182,7 +182,7 @@ class Runtime:
 
     @property
     def series_runtime(self) -> Runtime:
-        """This runtime: it keeps series states (model/runtime/served.ServedRuntime)."""
+        """This runtime: it keeps series states (model/runtime/serving/served.ServedRuntime)."""
         return self
 
     # ------------------------------------------------------------------ forecasting
@@ -339,7 +339,9 @@ class Runtime:
                 results[i].append(res)
 
         before = batch.pending.copy()
-        gap_sd = gaps.gap_spreads(self, list(states), rows)  # the laws issued after gaps
+        gap_sd = gaps.gap_spreads(  # the laws issued after gaps
+            self.forecast, list(states), rows, self.target_dim, self.n_features
+        )
         steps, pending = gaps.defer(batch.pending, rows, self.n_features)
         self._advance(batch, steps, record, field="observations", levels=levels, gap_sd=gap_sd)
         batch.pending[:] = pending
@@ -347,7 +349,7 @@ class Runtime:
         # the steps filtered again after a gap were answered when they came
         results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
         deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
-        for i, res in enumerate(gaps.pending_results(self, new, deferred, levels)):
+        for i, res in enumerate(gaps.pending_results(self.forecast, new, deferred, levels)):
             results[i] += res
         return [(new[i], results[i]) for i in range(len(states))]
 
@@ -424,7 +426,7 @@ class Runtime:
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
     def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
-        """The one-step law a step issued (scaled units; model/runtime/scoring.issued_law), scaled
+        """The one-step law a step issued (scaled units; model/series/scoring.issued_law), scaled
         about its mean by each series' adapted spread where that correction is on."""
         spread = sub.spread_factor if self.adapt.spread else None
         return issued_law(out, self.sigma_obs, spread)
@@ -432,7 +434,7 @@ class Runtime:
     def _score(
         self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
     ) -> list[UpdateResult]:
-        """UpdateResults of one step for B_k series (model/runtime/scoring.score): x (B_k, F) in
+        """UpdateResults of one step for B_k series (model/series/scoring.score): x (B_k, F) in
         series units, `mix` the law issued for it (scaled units)."""
         o = self.target_dim
         # the law is of the series without its seasonal index: put it back

@@ -6,7 +6,7 @@ series is issued from its corrections (its seasonal index, its correction of the
 miscoverage of its intervals, the move towards its own level and the bound of its paths' spread:
 model/series/marginal.py), and the update of those corrections from each observed step, after the
 step has been scored. The spread factor is applied where the law is issued
-(model/runtime/scoring.issued_law, and the paths of model/runtime/rollout/forecaster.py).
+(model/series/scoring.issued_law, and the paths of model/runtime/rollout/forecaster.py).
 
 Shapes: B batch, B_k series observed at a step, R of them adapting, L window, O targets,
 J terms of the mean correction, M longest season, Q levels, K monitored levels, H horizon.

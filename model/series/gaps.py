@@ -27,9 +27,8 @@ Shapes: B batch, K steps, F features, L window, O targets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,22 +39,8 @@ from model.series.state import SeriesState, StateBatch
 MAX_PENDING = 64  # missing observations a state keeps unfiltered
 GAP_SAMPLES = 500  # paths of the laws issued for pending observations (`pending_results`)
 
-
-class Forecasts(Protocol):
-    """What the gaps read of the runtime (model/runtime/runtime.Runtime): its dimensions, and
-    forecasts from series states."""
-
-    target_dim: int
-    n_features: int
-
-    def forecast(
-        self,
-        states: Sequence[SeriesState],
-        horizon: int,
-        levels: Sequence[float],
-        n_samples: int,
-        **options: Any,
-    ) -> list[Forecast]: ...
+#: the runtime's forecasts from series states (model/runtime/runtime.Runtime.forecast)
+Forecasts = Callable[..., list[Forecast]]
 
 
 def trailing_missing(rows: np.ndarray) -> int:
@@ -96,7 +81,7 @@ def carried_mean(coef: np.ndarray, ahead: np.ndarray) -> np.ndarray:
 
 
 def pending_results(
-    runtime: Forecasts, states: list[SeriesState], deferred: list[int], levels: list[float]
+    forecast: Forecasts, states: list[SeriesState], deferred: list[int], levels: list[float]
 ) -> list[list[UpdateResult]]:
     """The UpdateResults of the last deferred[i] observations of each series, missing and
     pending in states[i]: the intervals and median issued for each are those of the forecast
@@ -107,7 +92,7 @@ def pending_results(
         return out
     start = [replace(states[i], pending=0) for i in rows]
     horizon = max(states[i].pending for i in rows)
-    laws = runtime.forecast(start, horizon, levels, GAP_SAMPLES)
+    laws = forecast(start, horizon, levels, GAP_SAMPLES)
     for i, law in zip(rows, laws, strict=True):
         s = states[i]
         for h in range(s.pending - deferred[i], s.pending):
@@ -129,17 +114,17 @@ def pending_results(
 
 
 def gap_spreads(
-    runtime: Forecasts, states: list[SeriesState], rows: list[np.ndarray]
+    forecast: Forecasts, states: list[SeriesState], rows: list[np.ndarray], o: int,
+    n_features: int,
 ) -> dict[int, tuple[int, np.ndarray]]:
     """For each series i whose first observed value in rows[i] (K_i, F) comes after missing
     ones (pending in states[i], or leading in rows[i]): that value's step among the steps the
     series filters (`defer`: its pending ones first), and the standard deviation (O,), in
     series units, of the forecast issued for it (GAP_SAMPLES paths from the series' last
-    observed step, through the missing steps). None for a model with covariates: a forecast
-    needs their future values, which an update does not carry; its value after a gap keeps
-    the filter's law."""
-    o = runtime.target_dim
-    if runtime.n_features > o:
+    observed step, through the missing steps; `forecast` the runtime's). None for a model with
+    covariates (more input features than its o targets): a forecast needs their future values,
+    which an update does not carry; its value after a gap keeps the filter's law."""
+    if n_features > o:
         return {}
     ahead: dict[int, int] = {}
     for i, (s, r) in enumerate(zip(states, rows, strict=True)):
@@ -149,8 +134,8 @@ def gap_spreads(
     if not ahead:
         return {}
     idx = list(ahead)
-    laws = runtime.forecast([states[i] for i in idx], max(ahead.values()) + 1, [],
-                            GAP_SAMPLES, return_samples=True)
+    laws = forecast([states[i] for i in idx], max(ahead.values()) + 1, [], GAP_SAMPLES,
+                    return_samples=True)
     out = {}
     for i, law in zip(idx, laws, strict=True):
         assert law.samples is not None

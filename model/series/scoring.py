@@ -1,10 +1,10 @@
 """Scoring of observations against the one-step law issued for them (Runtime.update).
 
 Before a step absorbs an observation, the filter's one-step law of it (a Gaussian mixture,
-model/runtime/predictive.Mixture, in scaled units) is what the model had issued: its median and the
-equal-tailed intervals at each level, each at the series' adapted miscoverage
-(model/series/adaptation.py). The observation is scored under that law in the series' units: PIT,
-log score, CRPS and whether each interval covered it.
+model/filtering/predictive.Mixture, in scaled units) is what the model had issued: its median
+and the equal-tailed intervals at each level, each at the series' adapted miscoverage
+(model/series/adaptation.py). The observation is scored under that law in the series' units:
+PIT, log score, CRPS and whether each interval covered it.
 
 Shapes: B batch, P particles, O targets, Q levels.
 """

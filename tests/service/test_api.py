@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -369,58 +368,25 @@ def test_repeated_seq_is_idempotent(client: TestClient, runtime: Any) -> None:
     assert one.json()["observations"] == first.json()["observations"][1:]
 
 
-def test_a_repeat_of_an_answer_kept_in_the_former_format_is_that_answer(
+def test_a_seq_remembered_in_the_former_format_is_refused_as_too_old_to_repeat(
     make_client: Any, runtime: Any, redis_url: str
 ) -> None:
-    """Redis data written before update records kept each seq's answer as JSON in its applied
-    record (value, answer, "<version> <forecast>", writer): a repeat is answered from it; the
-    former stream of events goes with the series' next write."""
+    """Redis data written before writes were remembered whole kept a record per seq (its first
+    line the value): it is not read, so a repeat of that seq is the 409 of a seq older than the
+    writes remembered, which changes nothing, and the series goes on."""
     import redis
 
     client = make_client(redis_url=redis_url)
     t = put(client, runtime)["seq"]
-    assert observe(client, t, 1.5).status_code == 200
-    answer = f'{{"seq":{t},"value":1.5,"legacy":true}}'
+    assert observe(client, t, 0.5).status_code == 200
     raw = redis.Redis.from_url(redis_url)
-    value = "[1.5]"  # as values are compared (service.series.canonical)
-    raw.hset("smct:{s1}:applied", str(t), f'{value}\n{answer}\n2 {{"id":"s1","old":1}}\nw')
-    raw.xadd("smct:{s1}:events", {"d": "{}"})  # the former stream of its events
-    again = observe(client, t, 1.5)
-    assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
-    assert again.json() == {"id": "s1", "seq": t + 1, "version": 2,
-                            "observations": [json.loads(answer)],
-                            "forecast": {"id": "s1", "old": 1}}
-    assert observe(client, t + 1, 2.5).status_code == 200
-    assert not raw.exists("smct:{s1}:events")  # dropped by the series' next write
-    raw.close()
-
-
-def test_a_repeat_of_a_write_remembered_seq_by_seq_is_its_answer(
-    make_client: Any, runtime: Any, redis_url: str
-) -> None:
-    """Redis data written before writes were remembered whole kept a record per seq (value,
-    version of the write, whether it ended its request, writer): a repeat is answered from
-    them, the same bytes, beside the records of the writes made since."""
-    import redis
-
-    client = make_client(redis_url=redis_url)
-    t = put(client, runtime)["seq"]
-    body = {"observations": [{"seq": t + i, "value": 0.5 + i} for i in range(3)]}
-    first = client.post("/v1/series/s1/observations", json=body)
-    assert first.status_code == 200
-    raw = redis.Redis.from_url(redis_url)
-    assert raw.hkeys("smct:{s1}:applied") == [str(t + 2).encode()]  # the write, under its end
     raw.delete("smct:{s1}:applied")
-    for i in range(3):
-        record = f"[{0.5 + i}]\n2\n{int(i == 2)}\nw"
-        raw.hset("smct:{s1}:applied", str(t + i), record)
-    assert observe(client, t + 3, 9.0).status_code == 200  # a write remembered whole
-    again = client.post("/v1/series/s1/observations", json=body)
-    assert again.status_code == 200 and again.headers["Idempotent-Replay"] == "true"
-    assert again.content == first.content
-    rest = {"observations": body["observations"][1:]}
-    part = client.post("/v1/series/s1/observations", json=rest)
-    assert part.json()["observations"] == first.json()["observations"][1:]
+    raw.hset("smct:{s1}:applied", str(t), "[0.5]\n2\n1\nw")  # value, version, ending, writer
+    again = observe(client, t, 0.5)
+    assert again.status_code == 409 and again.json()["next_seq"] == t + 1
+    assert "cannot be repeated" in again.json()["message"]
+    assert client.get("/v1/series/s1").json()["version"] == 2
+    assert observe(client, t + 1, 1.5).status_code == 200
     raw.close()
 
 

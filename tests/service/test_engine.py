@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.answers import decode, stamped
 from service.engine import Engine
 from service.errors import InvalidInput
 from service.inputs import ForecastParams
@@ -64,9 +65,11 @@ async def test_concurrent_updates_share_batched_calls(engine: Engine, runtime: A
     assert counting.sizes("update") == [8, 4] and counting.sizes("forecast") == [8, 4]
     for i, (before, upd) in enumerate(zip(states, updates, strict=True)):
         assert upd.state.seq == before.seq + 1
-        assert upd.forecast.id == f"s{i}" and len(upd.forecast.mean) == 3
-        (res,) = upd.results
-        assert res.seq == before.seq and res.value == pytest.approx(0.5)
+        rec = decode(stamped(upd.record, 1), f"s{i}")  # the answer's record
+        assert rec.forecast is not None and rec.forecast["id"] == f"s{i}"
+        assert len(rec.forecast["mean"]) == 3
+        (res,) = rec.results
+        assert res["seq"] == before.seq and res["value"] == pytest.approx(0.5)
 
 
 async def test_different_parameters_are_separate_calls(engine: Engine, runtime: Any) -> None:

@@ -133,9 +133,9 @@ def test_default_work_limits_admit_what_the_other_limits_allow() -> None:
 
 
 def test_default_samples_follow_the_levels_within_the_limits() -> None:
-    """A request that names no sample count gets the count its levels need (model/runtime/predictive
-    samples_for), never more than the limits admit, so that it is not refused for a count it
-    did not ask for."""
+    """A request that names no sample count gets the count its levels need
+    (model/filtering/predictive.samples_for), never more than the limits admit, so that it is
+    not refused for a count it did not ask for."""
     from model.filtering.predictive import samples_for
     from service.inputs import forecast_params
     from service.settings import Settings

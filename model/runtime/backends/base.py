@@ -39,6 +39,21 @@ class Particles(NamedTuple):
                          self.logw[at], None if s is None else s[at], None if c is None else c[at])
 
 
+class StepBlock(NamedTuple):
+    """A block of a forecast's steps as a backend moves its paths through it: the steps `steps`
+    of a forecast of `total` steps, n paths a series, each series' noise streams `keys` (B,),
+    the covariates (S, B, F - O) and the correction of the mean (S, B, J, O) at each step, and
+    whether the observation noise is wanted back (`want_eps`)."""
+
+    keys: np.ndarray
+    steps: range
+    total: int
+    n: int
+    covariates: Tensor | None
+    mean_coef: np.ndarray
+    want_eps: bool
+
+
 class Backend(Protocol):
     name: str
     device: str
@@ -58,21 +73,9 @@ class Backend(Protocol):
         """The most noise (floats) a block of forecast steps draws at once."""
         ...
 
-    def forecast_steps(
-        self,
-        paths: Any,
-        keys: np.ndarray,
-        steps: range,
-        total: int,
-        n: int,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        want_eps: bool,
-    ) -> tuple[Any, np.ndarray, Tensor]:
-        """The steps `steps` of a forecast of `total` steps, n paths a series: their noise
-        drawn from each series' streams (keys (B,)), the paths moved through them;
-        covariates (S, B, F - O), mean_coef (S, B, J, O) the correction of the mean at each
-        step -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise eps_x
+    def forecast_steps(self, paths: Any, block: StepBlock) -> tuple[Any, np.ndarray, Tensor]:
+        """The paths moved through `block`, its noise drawn from each series' streams -> the
+        paths, X (S, B, N, O) and, where `block.want_eps`, the observation noise eps_x
         (S, B, N, O) on the host."""
         ...
 

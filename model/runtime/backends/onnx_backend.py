@@ -24,6 +24,7 @@ from model.filtering.paths import start_paths
 from model.network.smc_transformer import SMCTransformer
 from model.runtime.backends.base import (
     Particles,
+    StepBlock,
     lagged_inputs,
     last_qkv,
     mean_coef_array,
@@ -123,23 +124,13 @@ class OnnxBackend:
 
     noise_floats = normals.NOISE_FLOATS
 
-    def forecast_steps(
-        self,
-        paths: Any,
-        keys: np.ndarray,
-        steps: range,
-        total: int,
-        n: int,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        want_eps: bool,
-    ) -> tuple[Any, np.ndarray, Tensor]:
+    def forecast_steps(self, paths: Any, block: StepBlock) -> tuple[Any, np.ndarray, Tensor]:
         """Backend.forecast_steps: the noise drawn on the host, the forecast graph a step at a
         time."""
-        cfg = self.model.cfg
-        noise = normals.draw_noise(keys, steps, total, n, cfg.d_model, cfg.target_dim)
-        moved, xs = step_by_step(self.forecast_step, paths, noise, covariates, mean_coef,
-                                 steps.stop == total)
+        cfg, b = self.model.cfg, block
+        noise = normals.draw_noise(b.keys, b.steps, b.total, b.n, cfg.d_model, cfg.target_dim)
+        moved, xs = step_by_step(self.forecast_step, paths, noise, b.covariates, b.mean_coef,
+                                 b.steps.stop == b.total)
         return moved, xs, noise[1]
 
     def forecast_step(

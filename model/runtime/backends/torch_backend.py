@@ -22,6 +22,7 @@ from model.filtering.paths import LazyPaths, draw_paths
 from model.network.smc_transformer import SMCTransformer
 from model.runtime.backends.base import (
     Particles,
+    StepBlock,
     lagged_inputs,
     last_qkv,
     step_by_step,
@@ -99,31 +100,21 @@ class TorchBackend:
         on_device = self.device_steps is not None
         return device_rollout.DEVICE_NOISE_FLOATS if on_device else normals.NOISE_FLOATS
 
-    def forecast_steps(
-        self,
-        paths: Any,
-        keys: np.ndarray,
-        steps: range,
-        total: int,
-        n: int,
-        covariates: Tensor | None,
-        mean_coef: np.ndarray,
-        want_eps: bool,
-    ) -> tuple[Any, np.ndarray, Tensor]:
+    def forecast_steps(self, paths: Any, block: StepBlock) -> tuple[Any, np.ndarray, Tensor]:
         """Backend.forecast_steps: on a GPU, blocks captured there with their noise drawn
         there (model/runtime/rollout/device.py); on the cpu, the noise drawn on the host and
         the rollout's compiled steps in one call where the paths are one, else the forecast
         graph a step at a time."""
         if self.device_steps is not None:
-            return device_rollout.block(self.device_steps, paths, keys, steps, total, n,
-                                        covariates, mean_coef, want_eps)
-        cfg = self.model.cfg
-        noise = normals.draw_noise(keys, steps, total, n, cfg.d_model, cfg.target_dim)
-        ends = steps.stop == total
+            return device_rollout.block(self.device_steps, paths, block)
+        cfg, b = self.model.cfg, block
+        noise = normals.draw_noise(b.keys, b.steps, b.total, b.n, cfg.d_model, cfg.target_dim)
+        ends = b.steps.stop == b.total
         if isinstance(paths, Rollout):
-            coef = torch.from_numpy(mean_coef) if self.corrects_mean else None
-            return paths, paths.run(*noise, covariates, coef, ends), noise[1]
-        moved, xs = step_by_step(self.forecast_step, paths, noise, covariates, mean_coef, ends)
+            coef = torch.from_numpy(b.mean_coef) if self.corrects_mean else None
+            return paths, paths.run(*noise, b.covariates, coef, ends), noise[1]
+        moved, xs = step_by_step(self.forecast_step, paths, noise, b.covariates, b.mean_coef,
+                                 ends)
         return moved, xs, noise[1]
 
     @torch.inference_mode()

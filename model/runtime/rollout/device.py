@@ -3,7 +3,7 @@ drawn there (model/runtime/rollout/device_normals.py: the host's streams), and o
 captured once as a CUDA graph per shape and replayed: one launch for what would be hundreds
 of kernels launched and waited on from Python.
 
-A block runs the torch backend's forecast step (model/runtime/backends.TorchBackend.
+A block runs the torch backend's forecast step (model/runtime/backends/torch_backend.TorchBackend.
 forecast_step) step after step: the first step of paths that start from their particles
 (model/filtering/paths.LazyPaths), then the forecast graph. The graph reads its inputs from
 buffers of its own: the paths, the series' keys and the block's step numbers are copied in
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from model.filtering.filter import FilterState
 from model.filtering.paths import LazyPaths
 from model.network.smc_transformer import SMCTransformer
 from model.runtime.rollout import device_normals
+
+if TYPE_CHECKING:
+    from model.runtime.backends.base import StepBlock
 
 DEVICE_NOISE_FLOATS = 1 << 27  # a block's noise, drawn on the device at once
 GRAPHS = 16  # captured blocks kept (least recently used dropped): one per shape of a request
@@ -210,24 +213,16 @@ def step(
 
 
 def block(
-    steps_on: DeviceSteps,
-    paths: Any,
-    keys: np.ndarray,
-    steps: range,
-    total: int,
-    n: int,
-    covariates: torch.Tensor | None,
-    mean_coef: np.ndarray,
-    want_eps: bool,
+    steps_on: DeviceSteps, paths: Any, b: StepBlock
 ) -> tuple[Any, np.ndarray, torch.Tensor]:
     """Backend.forecast_steps (model/runtime/backends/) where the paths move on their device with
     the noise drawn there: -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise
     eps_x (S, B, N, O) on the host (else an empty tensor)."""
     device = next(steps_on.model.parameters()).device
-    keys_t = torch.from_numpy(keys.astype(np.int64)).to(device)
-    steps_t = torch.arange(steps.start, steps.stop, dtype=torch.int64, device=device)
-    cov = None if covariates is None else covariates.to(device)
-    coef = torch.from_numpy(np.ascontiguousarray(mean_coef, np.float32)).to(device)
-    paths, xs, eps = steps_on(paths, keys_t, steps_t, total, n, cov, coef,
-                              steps.stop == total)
-    return paths, xs.cpu().numpy(), eps.cpu() if want_eps else torch.empty(0)
+    keys_t = torch.from_numpy(b.keys.astype(np.int64)).to(device)
+    steps_t = torch.arange(b.steps.start, b.steps.stop, dtype=torch.int64, device=device)
+    cov = None if b.covariates is None else b.covariates.to(device)
+    coef = torch.from_numpy(np.ascontiguousarray(b.mean_coef, np.float32)).to(device)
+    paths, xs, eps = steps_on(paths, keys_t, steps_t, b.total, b.n, cov, coef,
+                              b.steps.stop == b.total)
+    return paths, xs.cpu().numpy(), eps.cpu() if b.want_eps else torch.empty(0)

@@ -8,7 +8,7 @@ adaptation (model/series/adapter.py) adds its seasonal index, scales the spread 
 their mean, and issues the intervals at its own miscoverage. Noise comes from a
 torch.Generator per series seeded by (seed, series seed, t), so a series' draws do not depend
 on the batch. Intervals, quantiles and their standard errors come from the samples
-(model/runtime/predictive.summarize_samples).
+(model/filtering/predictive.summarize_samples).
 
 Shapes: B batch, N samples, H horizon, O targets, F features, C covariates (F - O), D width,
 Q levels, L window.
@@ -27,7 +27,7 @@ import torch
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
 from model.filtering.predictive import Forecast
-from model.runtime.backends.base import Backend, Particles
+from model.runtime.backends.base import Backend, Particles, StepBlock
 from model.series.adapter import Adapter
 from model.series.coverage import horizon_alphas
 from model.series.inputs import (
@@ -189,7 +189,7 @@ class Forecaster:
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
         covariates from `_path_inputs`. The paths of a series with pending steps (missing
-        observations not yet filtered, model/runtime/gaps.defer) move through those
+        observations not yet filtered, model/series/gaps.defer) move through those
         first: its step h is the paths' step pending + h."""
         if not states:
             return
@@ -225,9 +225,9 @@ class Forecaster:
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            paths, xs, eps = self.backend.forecast_steps(
-                paths, keys, range(start, stop), total, n, cov_k, means, carried is not None
-            )
+            paths, xs, eps = self.backend.forecast_steps(paths, StepBlock(
+                keys, range(start, stop), total, n, cov_k, means, carried is not None
+            ))
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
             xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop

@@ -1,7 +1,7 @@
-"""What the service reads and calls of a loaded model (model/runtime/manifest.load): Runtime,
-the SMC Transformer with series states and online updates, or StatelessRuntime, a baseline
-that only forecasts from histories. The service needs no more than this protocol: what differs
-between the two is said by `stateful`, `point_forecast` and `series_runtime`."""
+"""What the service reads and calls of a loaded model (model/runtime/serving/manifest.load):
+Runtime, the SMC Transformer with series states and online updates, or StatelessRuntime, a
+baseline that only forecasts from histories. The service needs no more than this protocol: what
+differs between the two is said by `stateful`, `point_forecast` and `series_runtime`."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class StatelessRuntime:
     filter state (`forecast_history`, and `create` + `forecast_steps` for streaming)."""
 
     stateful = False
-    series_runtime = None  # no series states (model/runtime/served.ServedRuntime)
+    series_runtime = None  # no series states (model/runtime/serving/served.ServedRuntime)
 
     def __init__(self, path: Path, manifest: dict[str, Any], forecaster: Any, device: str) -> None:
         self.path = path
@@ -215,7 +215,7 @@ class StatelessRuntime:
         self, b: int, horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> list[np.ndarray | None]:
         """Future covariates (H, C) float64 of each of b series (None each without any),
-        checked as the runtime checks them (model/runtime/inputs.check_covariates)."""
+        checked as the runtime checks them (model/series/inputs.check_covariates)."""
         c = self.n_features - self.target_dim
         out = check_covariates(covariates, b, horizon, c)
         return [None] * b if out is None else list(out)
