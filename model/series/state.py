@@ -8,7 +8,8 @@ predictive law with their weight, the miscoverage alpha_t of each monitored leve
 length, its own correction of the mean and its seasonal profile. The key/value windows are rebuilt
 from these and the artifact's noise table, so the bytes (model/series/state_format.py) are a few kB
 instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after
-a round trip through bytes gives bit for bit the result it gives on the original.
+a round trip through bytes gives bit for bit the result it gives on the original. What each
+field is, its dtype and its section in the bytes: model/series/state_fields.py.
 `StateBatch` stacks the states of B series for the runtime.
 Shapes: B series, P particles, L window, F input features.
 """
@@ -25,6 +26,9 @@ from model.series import state_format
 from model.series.marginal import N_FIELDS as MARGINAL_FIELDS
 from model.series.mean import mean_prior
 from model.series.spread import PRIOR_WEIGHT
+from model.series.state_fields import ARRAY_FIELDS as ARRAYS
+from model.series.state_fields import SCALAR_FIELDS as SCALARS
+from model.series.state_fields import TREND_FIELDS
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -55,7 +59,6 @@ class SeriesState:
     after them (see the module docstring)."""
 
     FORMAT_VERSION: ClassVar[int] = state_format.VERSION
-    READS: ClassVar[tuple[int, ...]] = state_format.READS
 
     model_id: str  # sha256 (hex) of the artifact weights and noise table
     seed: int  # 64-bit key of the series' noise blocks
@@ -104,25 +107,8 @@ class SeriesState:
             object.__setattr__(
                 self, "observed", np.broadcast_to(valid[:, None], self.x_hist.shape)
             )
-        for name, dtype in (
-            ("x_hist", np.float32),
-            ("lineage", np.int64),
-            ("logw", np.float32),
-            ("loc", np.float64),
-            ("scale", np.float64),
-            ("observed", np.bool_),
-            ("spread_factor", np.float32),
-            ("cover_levels", np.float32),
-            ("cover_alpha", np.float32),
-            ("mean_coef", np.float32),
-            ("mean_cov", np.float32),
-            ("mean_noise", np.float32),
-            ("mean_odds", np.float32),
-            ("profile", np.float32),
-            ("trend", np.float64),
-            ("marginal", np.float64),
-        ):
-            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+        for f in ARRAYS:
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name), f.dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
         self._check_adaptation()
         p, n_lag = self.lineage.shape
@@ -153,15 +139,16 @@ class SeriesState:
             raise ValueError(
                 f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
             )
-        for name, width in (("trend", 4), ("marginal", MARGINAL_FIELDS)):
+        for name, width in (("trend", TREND_FIELDS), ("marginal", MARGINAL_FIELDS)):
             value = getattr(self, name)
             if value.size == 0:
                 object.__setattr__(self, name, _frozen(np.zeros((0, width)), np.float64))
             elif value.ndim != 2 or value.shape[1] != width or len(value) > 255:
                 raise ValueError(f"{name} must be (O, {width}), O < 256; got {value.shape}")
-        for name in ("season", "pending"):
-            if not 0 <= getattr(self, name) < 1 << 16:
-                raise ValueError(f"{name} must be in 0..65535, got {getattr(self, name)}")
+        for f in SCALARS:
+            top = np.iinfo(f.dtype).max if f.dtype.kind == "u" else None
+            if top is not None and not 0 <= getattr(self, f.name) <= top:
+                raise ValueError(f"{f.name} must be in 0..{top}, got {getattr(self, f.name)}")
 
     def _check_mean(self) -> None:
         """The correction of the mean's arrays agree in shape and fit the byte format's counts."""
@@ -205,16 +192,10 @@ class SeriesState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SeriesState):
             return NotImplemented
-        same = (
-            self.model_id, self.seed, self.t, self.spread_weight, self.season, self.pending
-        ) == (other.model_id, other.seed, other.t, other.spread_weight, other.season, other.pending)
+        names = ("model_id", "seed", "t", *(f.name for f in SCALARS))
+        same = all(getattr(self, name) == getattr(other, name) for name in names)
         return same and all(
-            np.array_equal(getattr(self, f), getattr(other, f))
-            for f in (
-                "x_hist", "lineage", "logw", "loc", "scale", "observed", "spread_factor",
-                "cover_levels", "cover_alpha", "mean_coef", "mean_cov", "mean_noise", "mean_odds",
-                "profile", "trend", "marginal",
-            )
+            np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in ARRAYS
         )
 
     __hash__ = None  # type: ignore[assignment]

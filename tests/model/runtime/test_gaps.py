@@ -94,15 +94,19 @@ def test_the_value_after_a_gap_filters_it_as_a_history_would(random_walk: Runtim
     np.testing.assert_array_equal(direct.x_hist, state.x_hist)
 
 
-def test_a_state_without_pending_steps_keeps_its_bytes(random_walk: Runtime) -> None:
-    """Version 5 bytes for a state with nothing pending (what the code before wrote and reads);
-    version 6 only with pending steps, and at most MAX_PENDING stay pending."""
-    walk = _walk(40)[:, None]
-    (plain,) = random_walk.create([walk], seeds=[3])
-    assert int.from_bytes(plain.to_bytes()[4:6], "little") == 5
-    (gapped,) = random_walk.create([np.r_[walk, np.full((200, 1), np.nan)]], seeds=[3])
+def test_pending_steps_are_in_the_bytes_only_where_there_are_some(random_walk: Runtime) -> None:
+    """A state with nothing pending writes no section for it (model/series/state_format.py);
+    one with pending steps keeps them through its bytes, and at most MAX_PENDING stay pending."""
+    import dataclasses
+
+    from model.series.state import SeriesState
+
+    (gapped,) = random_walk.create([np.r_[_walk(40)[:, None], np.full((200, 1), np.nan)]],
+                                   seeds=[3])
     assert gapped.pending == MAX_PENDING and gapped.seq == 240
-    assert int.from_bytes(gapped.to_bytes()[4:6], "little") == 6
+    assert SeriesState.from_bytes(gapped.to_bytes()) == gapped
+    none = dataclasses.replace(gapped, pending=0)
+    assert len(none.to_bytes()) == len(gapped.to_bytes()) - 5  # tag, dtype, ndim, u16
 
 
 @pytest.fixture(scope="module")

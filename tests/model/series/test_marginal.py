@@ -157,7 +157,8 @@ def test_a_random_walk_keeps_its_spread(walk_model: Path) -> None:
 
 
 def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
-    """Written as format 11 and read back whole; a state of format 10 (ten fields: no
+    """A state of format 11 (as the code before sections wrote it: tests/model/series/
+    old_states.py) reads back whole; one of format 10 (ten fields: no
     persistence about the mean) reads with that about its level; one of format 9 (nine
     fields: no alpha) reads with alpha 0 (no bound on its paths' growth); one of format 8 (five
     fields: no last value) reads with the level as its last value at even odds; one of format
@@ -172,9 +173,11 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
         struct.pack_into("<H", body, 4, version)
         return bytes(body) + struct.pack("<I", zlib.crc32(body))
 
+    from tests.model.series import old_states
+
     rt = Runtime.load(walk_model, backend="torch", adapt=ON)
     (state,) = rt.create([LEVEL + np.random.default_rng(4).standard_normal((100, 1))])
-    blob = state.to_bytes()
+    blob = old_states.encode(state)
     k = marginal.N_FIELDS
     assert struct.unpack_from("<H", blob, 4)[0] == 11 and k == 12
     assert SeriesState.from_bytes(blob) == state
@@ -197,7 +200,7 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
     old = older(blob, 7, 1 + 8 * k)
     read = SeriesState.from_bytes(old)
     assert read == dataclasses.replace(state, marginal=np.zeros((0, k)))
-    assert read.to_bytes() == old
+    assert old_states.encode(read) == old
     ((new, _),) = rt.update([read], [np.full((1, 1), LEVEL)], [0.8])
     assert new.marginal[0, 0] == 1.0 and new.marginal[0, 1] == pytest.approx(LEVEL)
 

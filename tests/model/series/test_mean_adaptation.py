@@ -269,15 +269,17 @@ def test_the_regression_learns_the_same_whatever_the_weight(
 def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -> None:
     """A version 6 state (no odds) reads as the same state with even odds and takes updates;
     the odds are the last field of version 7, and without them a state with no trend and
-    no pending step is written as version 5, the bytes the code before wrote."""
+    no pending step was written as version 5 (tests/model/series/old_states.py)."""
     import struct
     import zlib
+
+    from tests.model.series import old_states
 
     y = 0.5 * np.arange(80.0)
     # without the moments of version 8 (tests/model/series/test_marginal.py)
     unbound = dataclasses.replace(MEAN, bound=False, revert=False)
     (state,) = Runtime.load(random_walk, backend="torch", adapt=unbound).create([y[:, None]])
-    blob = state.to_bytes()
+    blob = old_states.encode(state)
     assert struct.unpack_from("<H", blob, 4)[0] == 7 and len(state.mean_odds) == 1
 
     def written(version: int, cut: int) -> bytes:
@@ -287,7 +289,7 @@ def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -
 
     read = SeriesState.from_bytes(written(6, 1 + 4))  # without the odds (O = 1)
     assert read == dataclasses.replace(state, mean_odds=np.zeros(0, np.float32))
-    assert read.to_bytes() == written(5, 1 + 4 + 1 + 2)  # nor the trend (O = 0), pending
+    assert old_states.encode(read) == written(5, 1 + 4 + 1 + 2)  # nor the trend, pending
     rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
     # even odds: the model takes half of each coefficient
     issued = rt.adapter.mean_coef(StateBatch.of([read], 1, rt.n_mean))

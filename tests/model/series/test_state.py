@@ -35,11 +35,11 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     (state,) = rt.create(ar_series(1, 40))
     blob = state.to_bytes()
     assert len(blob) <= 16 * 1024
-    # header, scaling, x, observed mask (24 bits), lineage, w, adaptation (O = 1, no level),
-    # season, mean correction (none: a model without lag inputs), seasonal profile (none),
-    # trend (none) and pending steps, odds (none), weighted moments (O = 1), crc
+    # header, scaling, x, observed mask (24 bits), lineage, w, then the sections of the fields
+    # it has (a section's head: tag, dtype, ndim, its shape): the spread factor (O = 1), its
+    # weight, the series' own law (O = 1, 12 fields), crc
     assert len(blob) == (
-        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 96 + 4
+        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + (5 + 4) + (3 + 4) + (7 + 96) + 4
     )
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
@@ -57,7 +57,8 @@ def test_wide_ancestor_indices_and_short_histories(rt_torch: Runtime, ar_series:
     for s in states:
         assert SeriesState.from_bytes(s.to_bytes()) == s
     assert len(states[0].to_bytes()) == (
-        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + 10 + 2 + 2 + 3 + 3 + 1 + 1 + 96 + 4
+        # the spread factor's weight still the prior's (its value of none): not written
+        64 + 16 + 5 * 4 + 1 + 300 * 4 * 2 + 300 * 4 + (5 + 4) + (7 + 96) + 4
     )
 
 
@@ -97,8 +98,9 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
         "too short": blob[:10],
         "bad magic": b"XXXX" + blob[4:],
         "version": newer,
-        "has .* bytes": blob + b"\0",
+        "has .* bytes, its header implies": blob[:120],  # cut inside the particles
         "checksum": bytes(flipped),
+        "checksum mismatch": blob + b"\0",
     }
     for message, data in cases.items():
         with pytest.raises(StateFormatError, match=message):
@@ -116,9 +118,10 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     2 no adaptation block either, 1 no observed mask either (none has the moments)."""
     import zlib
 
-    from model.series.state_format import _HEAD
+    from model.series.state_format import HEAD
+    from tests.model.series import old_states
 
-    blob = _bare(state).to_bytes()
+    blob = old_states.encode(_bare(state))
     n, f = min(state.t, state.window), state.n_features
     adaptation = 6 + 4 * len(state.spread_factor) + 8 * len(state.cover_levels)
     o, j = state.mean_coef.shape
@@ -128,7 +131,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     )])
     struct.pack_into("<H", body, 4, version)
     if version == 1:
-        cut = _HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
+        cut = HEAD.size + 16 * f + 4 * n * f  # header, loc, scale, x_hist: then the mask
         body = body[:cut] + body[cut + (n * f + 7) // 8 :]
     return SeriesState.from_bytes(bytes(body) + struct.pack("<I", zlib.crc32(body)))
 
@@ -172,3 +175,55 @@ def test_an_observed_mask_of_the_wrong_shape_is_refused(rt_torch: Runtime, ar_se
     with pytest.raises(ValueError, match="inconsistent state shapes"):
         SeriesState(**fields, observed=np.ones((state.window, 2), bool))
     assert SeriesState(**fields, observed=state.observed) == state
+
+
+def _every_field(rt_torch: Runtime, ar_series: Any) -> SeriesState:
+    """A state holding every field of the per-series layer."""
+    (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8, 0.95], seasons=[4])
+    return dataclasses.replace(
+        state, profile=np.linspace(-1.0, 1.0, 4)[:, None], pending=3,
+        trend=np.array([[0.9, 0.1, 0.25, 2.0]]), mean_coef=np.ones((1, 2), np.float32),
+        mean_cov=np.eye(2, dtype=np.float32)[None], mean_noise=np.ones(1, np.float32),
+        mean_odds=np.full(1, 0.5, np.float32), spread_weight=3.5,
+    )
+
+
+def test_every_field_of_the_layer_is_a_section_and_reads_back(
+    rt_torch: Runtime, ar_series: Any
+) -> None:
+    """Each field of the per-series layer that a state has is a tagged section; one at its
+    value of none is not written and reads as none; the last format before sections reads as
+    the same state, which is then written in sections."""
+    from model.series import state_fields
+    from tests.model.series import old_states
+
+    state = _every_field(rt_torch, ar_series)
+    blob = state.to_bytes()
+    assert struct.unpack_from("<H", blob, 4)[0] == SeriesState.FORMAT_VERSION == 12
+    assert SeriesState.from_bytes(blob) == state
+    none = dataclasses.replace(state, pending=0, trend=np.zeros((0, 4)))
+    assert len(none.to_bytes()) == len(blob) - (3 + 2) - (3 + 4 + 32)  # pending, trend
+    assert SeriesState.from_bytes(none.to_bytes()) == none
+    last = old_states.encode(state)  # version 11
+    assert struct.unpack_from("<H", last, 4)[0] == 11
+    assert SeriesState.from_bytes(last) == state
+    assert SeriesState.from_bytes(SeriesState.from_bytes(last).to_bytes()) == state
+    declared = {f.name for f in (*state_fields.PARTICLES, *state_fields.LAYER)}
+    assert declared | {"model_id", "seed", "t"} == {f.name for f in dataclasses.fields(state)}
+    assert len(state_fields.BY_TAG) == len(state_fields.LAYER)  # a tag a field
+
+
+def test_a_section_of_a_newer_field_is_skipped_and_a_cut_one_refused(
+    rt_torch: Runtime, ar_series: Any
+) -> None:
+    """A reader skips a section whose tag it does not know (a field added since: no new
+    version), and refuses a section cut short."""
+    import zlib
+
+    state = _every_field(rt_torch, ar_series)
+    body = state.to_bytes()[:-4] + struct.pack("<BBBHH", 250, 2, 2, 1, 3) + bytes(24)
+    newer = body + struct.pack("<I", zlib.crc32(body))
+    assert SeriesState.from_bytes(newer) == state
+    cut = body[:-8]
+    with pytest.raises(StateFormatError, match="cut short"):
+        SeriesState.from_bytes(cut + struct.pack("<I", zlib.crc32(cut)))
