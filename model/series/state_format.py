@@ -23,13 +23,14 @@ Shapes: P particles, L window, F input features.
 from __future__ import annotations
 
 import functools
+import math
 import struct
 import zlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from model.series.state_fields import BY_TAG, LAYER, ArrayField
+from model.series.state_fields import BY_TAG, LAYER, ArrayField, ScalarField
 
 if TYPE_CHECKING:
     from model.series.state import SeriesState
@@ -43,6 +44,9 @@ _DTYPES: dict[int, np.dtype[Any]] = {
     1: np.dtype("<f4"), 2: np.dtype("<f8"), 3: np.dtype("<u2"), 4: np.dtype("<i8"),
 }
 _CODES = {dtype: code for code, dtype in _DTYPES.items()}
+# a scalar field's value of none as a state holds it (in its dtype): not written
+_NONE = {f.name: np.asarray(f.default, f.dtype).item() for f in LAYER if isinstance(f, ScalarField)}
+_SHAPES = tuple(struct.Struct(f"<{n}H") for n in range(8))  # a section's shape, by ndim
 
 
 class StateFormatError(ValueError):
@@ -53,13 +57,17 @@ def encode(state: SeriesState) -> bytes:
     """`state` in format VERSION (see the module docstring)."""
     parts = [particles(state, VERSION)]
     for field in LAYER:
-        value = np.asarray(getattr(state, field.name), field.dtype)
-        if isinstance(field, ArrayField) and value.size == 0:
+        value = getattr(state, field.name)
+        if isinstance(field, ArrayField):
+            if value.size == 0:
+                continue
+            array = np.ascontiguousarray(value, field.dtype)
+        elif value == _NONE[field.name]:
             continue
-        if not isinstance(field, ArrayField) and value == np.asarray(field.default, field.dtype):
-            continue
-        parts.append(_SECTION.pack(field.tag, _CODES[field.dtype], value.ndim))
-        parts.append(struct.pack(f"<{value.ndim}H", *value.shape) + value.tobytes())
+        else:
+            array = np.asarray(value, field.dtype)
+        parts.append(_SECTION.pack(field.tag, _CODES[field.dtype], array.ndim))
+        parts.append(_SHAPES[array.ndim].pack(*array.shape) + array.tobytes())
     body = b"".join(parts)
     return body + struct.pack("<I", zlib.crc32(body))
 
@@ -159,22 +167,23 @@ def _read_section(data: bytes, at: int, fields: dict[str, Any]) -> int:
     end = len(data) - 4
     if at + _SECTION.size > end:
         raise StateFormatError(f"series state has {len(data)} bytes: a section is cut short")
-    tag, code, ndim = _SECTION.unpack_from(data, at)
+    tag, code, ndim = data[at], data[at + 1], data[at + 2]
     at += _SECTION.size
     dtype = _DTYPES.get(code)
-    if dtype is None or at + 2 * ndim > end:
+    if dtype is None or ndim >= len(_SHAPES) or at + 2 * ndim > end:
         raise StateFormatError(f"corrupt series state: section {tag} of dtype code {code}")
-    shape = struct.unpack_from(f"<{ndim}H", data, at)
+    shape = _SHAPES[ndim].unpack_from(data, at)
     at += 2 * ndim
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     if at + count * dtype.itemsize > end:
         raise StateFormatError(f"series state has {len(data)} bytes: section {tag} is cut short")
     field = BY_TAG.get(tag)
     if field is not None:
         if dtype != field.dtype:
             raise StateFormatError(f"corrupt series state: {field.name} as {dtype}")
-        value = np.frombuffer(data, dtype, count, at).reshape(shape)
-        fields[field.name] = value if isinstance(field, ArrayField) else value.item()
+        value = np.frombuffer(data, dtype, count, at)
+        scalar = not isinstance(field, ArrayField)
+        fields[field.name] = value[0].item() if scalar else value.reshape(shape)
     return at + count * dtype.itemsize
 
 
