@@ -111,27 +111,31 @@ def encode(
     f_fractions = [lv / 100.0 for lv in forecast_levels] if forecast is not None else []
     o = _targets(results, forecast)
     h = len(forecast.mean) if forecast is not None else 0
-    flags, covered, values, numbers = bytearray(), [], [], []
+    flags, covered = bytearray(), []
+    values: list[float] = []
+    numbers: list[float] = []  # Python floats until packed: an update holds a few dozen
+    none = [_NAN] * o
     for r in results:
         missing = r.value is None
         hits = [False] * len(levels) if r.covered is None else by_level(r.covered, fractions)
         anomaly = r.covered is not None and not hits[-1]
         flags.append((_MISSING * missing) | (_ANOMALY * anomaly) | (_RESAMPLED * bool(r.resampled)))
-        values.append(np.full(o, _NAN) if missing else _finite_or_nan(r.value))
+        values += none if r.value is None else _floats(r.value)
         covered += [False] * len(levels) if missing else [bool(hit) for hit in hits]
-        numbers += [_finite_or_nan(b) for pair in by_level(r.intervals, fractions) for b in pair]
-        numbers.append(np.full(o, _NAN) if missing or r.pit is None else _finite_or_nan(r.pit))
-        numbers.append(_finite_or_nan([_num(r.log_score), _num(r.crps), float(r.ess)]))
+        for lo, hi in by_level(r.intervals, fractions):
+            numbers += _floats(lo) + _floats(hi)
+        numbers += none if missing or r.pit is None else _floats(r.pit)
+        numbers += [_num(r.log_score), _num(r.crps), float(r.ess)]
     codes: list[int] = []
     if forecast is not None:
-        bands = by_level(forecast.intervals, f_fractions)
+        numbers += _floats(forecast.mean) + _floats(forecast.median)
+        for lo, hi in by_level(forecast.intervals, f_fractions):
+            numbers += _floats(lo) + _floats(hi)
         errors = by_level(forecast.errors, f_fractions)
-        numbers += [_finite_or_nan(a) for a in (forecast.mean, forecast.median)]
-        numbers += [_finite_or_nan(b) for pair in bands for b in pair]
         if errors:
             rounded = significant(np.stack([a for pair in errors for a in pair]), ERROR_DIGITS)
             codes = [c for a in rounded.reshape(-1).tolist() for c in _error_code(a)]
-    floats = np.concatenate([np.ravel(a) for a in numbers]) if numbers else np.zeros(0)
+    floats = _finite_or_nan(numbers)
     size = np.abs(floats[np.isfinite(floats) & (floats != 0)])
     wide = bool(np.any((size > _FLOAT32_MAX) | (size < _FLOAT32_TINY)))  # else float32 is exact
     labels = ",".join(map(level_label, levels if results else [])) + "|"
@@ -141,7 +145,7 @@ def encode(
         MAGIC, 0, int(seq), int(results[0].seq) if results else int(seq), len(results), o, h, n_lv,
         len(f_fractions), (_HAS_FORECAST * (forecast is not None)) | (_WIDE * wide),
     )
-    observed = np.concatenate(values) if values else np.zeros(0)
+    observed = _finite_or_nan(values)
     return b"".join([
         head,
         struct.pack("<H", len(labels)), labels.encode(),
@@ -313,10 +317,17 @@ def _targets(results: Sequence[UpdateResult], forecast: Forecast | None) -> int:
     return int(np.size(results[0].median)) if results else 1
 
 
-def _finite_or_nan(a: Any) -> np.ndarray:
+def _floats(a: np.ndarray) -> list[float]:
+    """An array's numbers, in C order, as Python floats."""
+    out: list[float] = np.ravel(a).tolist()
+    return out
+
+
+def _finite_or_nan(numbers: list[float]) -> np.ndarray:
     """Numbers as float64, NaN for any that is not finite (a record keeps no infinity)."""
-    x = np.asarray(a, dtype=np.float64)
-    return np.where(np.isfinite(x), x, _NAN)
+    x = np.array(numbers, dtype=np.float64)
+    x[~np.isfinite(x)] = _NAN
+    return x
 
 
 def _num(x: float | None) -> float:
