@@ -19,6 +19,7 @@ from model.runtime.runtime import Forecast
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN
+from model.series.marginal import Marginal
 from model.series.mean import MEAN_TERMS, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
@@ -65,20 +66,20 @@ def _stored_label(level: float) -> str:
     return level_label(float(str(np.float32(level) * np.float32(100.0))))
 
 
-def _marginal(stats: np.ndarray, revert: bool) -> list[dict[str, float]]:
+def _marginal(packed: np.ndarray, revert: bool) -> list[dict[str, float]]:
     """Each target's law (model/series/marginal.py) as SeriesAdaptation.marginal shows it."""
-    laws = stats.tolist()
-    weights = marginal.mean_weight(stats).tolist()
-    phis = marginal.persistence(stats).tolist()
-    phis_m = marginal.persistence(stats, marginal.MEAN).tolist()
-    reverting = expit(stats[..., marginal.ODDS]).tolist() if revert else [0.0] * len(laws)
+    law = Marginal.of(packed)
+    weights = marginal.mean_weight(law).tolist()
+    phis = marginal.persistence(law).tolist()
+    phis_m = marginal.persistence(law, "mean").tolist()
+    reverting = expit(law.odds).tolist() if revert else [0.0] * len(packed)
+    rows = [dict(zip(Marginal._fields, row, strict=True)) for row in packed.tolist()]
     return [
-        {"mean": law[marginal.MEAN], "sd": round(_sqrt(law[marginal.VAR]), 6),
-         "values": round(law[marginal.WEIGHT], 3), "level": law[marginal.LEVEL],
-         "last": law[marginal.LAST], "reverting": round(odds, 6),
-         "mean_weight": round(p, 6), "persistence": round(phi, 6),
-         "mean_persistence": round(phi_m, 6), "level_alpha": round(law[marginal.ALPHA], 6)}
-        for law, p, phi, phi_m, odds in zip(laws, weights, phis, phis_m, reverting, strict=True)
+        {"mean": own["mean"], "sd": round(_sqrt(own["var"]), 6),
+         "values": round(own["weight"], 3), "level": own["level"], "last": own["last"],
+         "reverting": round(odds, 6), "mean_weight": round(p, 6), "persistence": round(phi, 6),
+         "mean_persistence": round(phi_m, 6), "level_alpha": round(own["alpha"], 6)}
+        for own, p, phi, phi_m, odds in zip(rows, weights, phis, phis_m, reverting, strict=True)
     ]
 
 

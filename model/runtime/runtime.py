@@ -37,7 +37,7 @@ from model.runtime.backends.base import Backend, Particles, backend_device
 from model.runtime.backends.onnx_backend import OnnxBackend
 from model.runtime.backends.torch_backend import TorchBackend
 from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
-from model.series import gaps, marginal, scaling
+from model.series import gaps, scaling
 from model.series.adaptation import AdaptConfig
 from model.series.adapter import Adapter
 from model.series.inputs import (
@@ -49,6 +49,7 @@ from model.series.inputs import (
     check_seasons,
     check_states,
 )
+from model.series.marginal import Marginal
 from model.series.mean import mean_prior, rescale_intercept
 from model.series.scaling import check_observed, layer_scaling, reanchor, scale_values
 from model.series.scoring import UpdateResult, issued_law, score
@@ -254,7 +255,8 @@ class Runtime:
             step[:, : self.target_dim] -= c[s0 + 1 :]
         self._advance(batch, steps, levels=check_levels(levels))
         batch.pending[:], batch.trend[:] = pending, trend
-        batch.marginal[..., marginal.ALPHA] = alpha  # the growth of its paths' spread
+        # the level's alpha bounds the growth of its paths' spread
+        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=alpha).packed()
         return [batch.state(i, self.model_id) for i in range(len(rows))]
 
     def _start(
@@ -309,7 +311,7 @@ class Runtime:
             profile=profile,
             pending=np.zeros(b, np.int64),
             trend=np.zeros_like(trend),
-            marginal=np.zeros((b, self.target_dim, marginal.N_FIELDS)),
+            marginal=Marginal.zeros((b, self.target_dim)).packed(),
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first

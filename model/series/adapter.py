@@ -25,6 +25,7 @@ from model.series import marginal
 from model.series import trend as trend_model
 from model.series.adaptation import AdaptConfig
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN, effective_alphas, update_alpha
+from model.series.marginal import Marginal
 from model.series.mean import (
     ODDS_FORGET,
     mean_terms,
@@ -102,14 +103,14 @@ class Adapter:
         out = np.zeros((*np.shape(at), self.target_dim))
         if self.adapt.season:
             out += season_offsets(batch.profile, batch.season, at)
-        if trend and self.adapt.trend and batch.trend[..., 0].any():
+        if trend and self.adapt.trend and trend_model.Trend.of(batch.trend).phi.any():
             ahead = at - batch.t.reshape((-1,) + (1,) * (np.ndim(at) - 1)) + 1
             out += trend_model.Trend.of(batch.trend).ahead(ahead)
         return out
 
     def paths_trend(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:
         """The trend the N paths of each series carry (None where none has one or it is off)."""
-        if not (self.adapt.trend and batch.trend[..., 0].any()):
+        if not (self.adapt.trend and trend_model.Trend.of(batch.trend).phi.any()):
             return None
         return trend_model.PathTrend(batch.trend, n)
 
@@ -143,11 +144,12 @@ class Adapter:
         if i == len(ahead):
             return x, first
         o = self.target_dim
+        own = Marginal.of(batch.marginal)
         bound_sd = marginal.spread_bound(
-            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre[i:, ..., 0, :]
+            own, batch.loc[:, :o], batch.scale[:, :o], centre[i:, ..., 0, :]
         )
         if first is not None:
-            growth = marginal.growth_bound(batch.marginal, first, ahead[i:])
+            growth = marginal.growth_bound(own, first, ahead[i:])
             bound_sd = np.minimum(bound_sd, growth)
         held = marginal.bounded(x[i:], bound_sd, centre[i:])
         return (np.concatenate([x[:i], held]) if i else held), first
@@ -185,7 +187,7 @@ class Adapter:
     ) -> tuple[np.ndarray, np.ndarray]:
         o = self.target_dim
         return marginal.reversion(
-            batch.marginal, batch.loc[:, :o], batch.scale[:, :o], centre, ahead
+            Marginal.of(batch.marginal), batch.loc[:, :o], batch.scale[:, :o], centre, ahead
         )
 
     def learn(
@@ -212,7 +214,8 @@ class Adapter:
             self._learn_reversion(sub, ys, observed, law, raw)
         if self.adapt.bound or self.adapt.revert:  # the values without season and trend
             plain = ys * sub.scale[:, : self.target_dim] + sub.loc[:, : self.target_dim]
-            sub.marginal[:] = marginal.update(sub.marginal, plain, present, fresh=observed)
+            own = marginal.update(Marginal.of(sub.marginal), plain, present, fresh=observed)
+            sub.marginal[:] = own.packed()
         # from the step where the window holds half its inputs (model/series/adaptation.py)
         rows = np.flatnonzero(observed & (sub.t >= self.min_observed))
         correct = bool(self.n_mean) and self.adapt.mean
@@ -234,7 +237,7 @@ class Adapter:
         """Move each series' trend one step (model/series/trend.py): by its one-step error in series
         units where `observed` (B_k,), clipped to trend.CLIP standard deviations of the law
         issued, by 0 elsewhere. In place."""
-        if not sub.trend[..., 0].any():
+        if not trend_model.Trend.of(sub.trend).phi.any():
             return
         mean, var = law.moments()  # (B_k, O) scaled
         scale = sub.scale[:, : self.target_dim]
@@ -273,18 +276,17 @@ class Adapter:
         those of the mean against the level in its anchor: the log ratio of the value's density
         under the law issued moved to each model's mean, as for the weight of the correction of
         the mean (model/series/mean.py)."""
+        own = Marginal.of(sub.marginal)
         d, r = self._reversion(sub, raw.moments()[0])
-        held = observed[:, None] & (sub.marginal[..., marginal.WEIGHT] >= marginal.MIN_WEIGHT)
+        held = observed[:, None] & (own.weight >= marginal.MIN_WEIGHT)
         y = ys.astype(np.float64)
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
-        sub.marginal[..., marginal.ODDS] = update_odds(
-            sub.marginal[..., marginal.ODDS], np.where(held, evidence, np.nan), ODDS_FORGET
-        )
         o = self.target_dim
-        found = marginal.mean_evidence(sub.marginal, sub.loc[:, :o], sub.scale[:, :o], law, y)
-        sub.marginal[..., marginal.MEAN_ODDS] = update_odds(
-            sub.marginal[..., marginal.MEAN_ODDS], np.where(held, found, np.nan), ODDS_FORGET
-        )
+        found = marginal.mean_evidence(own, sub.loc[:, :o], sub.scale[:, :o], law, y)
+        sub.marginal[:] = own._replace(
+            odds=update_odds(own.odds, np.where(held, evidence, np.nan), ODDS_FORGET),
+            mean_odds=update_odds(own.mean_odds, np.where(held, found, np.nan), ODDS_FORGET),
+        ).packed()
 
     def _learn_coverage(
         self, sub: StateBatch, rows: np.ndarray, y: np.ndarray, seen: Mixture

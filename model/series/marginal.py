@@ -46,7 +46,7 @@ Shapes: B series, N paths, O targets.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 from scipy.special import expit
@@ -55,16 +55,50 @@ from model.series.mean import odds_evidence
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
-# per target: the weight W, the mean m, the variance v, the log odds o of reverting, the level l,
-# the last value seen, the log odds g of the mean against the level, the weighted sums S_xy,
-# S_xx of the persistence's regression, and the alpha of its level, fitted
-# with its trend on its history (model/series/trend.py; 0: none), and the weighted sums of the
-# persistence's regression about the mean
-N_FIELDS = 12
-WEIGHT, MEAN, VAR, ODDS, LEVEL, LAST, MEAN_ODDS, SXY, SXX, ALPHA, SXY_M, SXX_M = range(N_FIELDS)
 LEVEL_FORGET = 0.7  # the level's: simple exponential smoothing's alpha 0.3
 GROWING = (0.2, 0.8)  # the alphas whose growth bounds a forecast's spread
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
+
+About = Literal["level", "mean"]  # what a deviation is measured from
+
+
+class Marginal(NamedTuple):
+    """Each series' own law per target, (B, O) each, float64, in series units. A state keeps
+    it packed, (O, 12) in this order (`of`, `packed`); a weight of 0 is a series with none."""
+
+    weight: np.ndarray  # W, the weight of the values seen
+    mean: np.ndarray  # m
+    var: np.ndarray  # v
+    odds: np.ndarray  # o, the log odds of reverting
+    level: np.ndarray  # l
+    last: np.ndarray  # the last value seen
+    mean_odds: np.ndarray  # g, the log odds of the mean against the level in the anchor
+    sxy: np.ndarray  # the persistence's weighted sums about the level: S_xy
+    sxx: np.ndarray  # S_xx
+    alpha: np.ndarray  # the level's alpha, fitted with its trend on its history (0: none)
+    sxy_mean: np.ndarray  # the persistence's weighted sums about the mean
+    sxx_mean: np.ndarray
+
+    @classmethod
+    def of(cls, packed: np.ndarray) -> Marginal:
+        """The record of a packed (..., O, 12) array (views of it)."""
+        return cls(*np.moveaxis(packed, -1, 0))
+
+    @classmethod
+    def zeros(cls, shape: tuple[int, ...]) -> Marginal:
+        """The law of series that have seen no value, each field of `shape` (B, O)."""
+        return cls.of(np.zeros((*shape, len(cls._fields))))
+
+    def packed(self) -> np.ndarray:
+        """The (..., O, 12) array a state keeps."""
+        return np.stack(self, axis=-1)
+
+    def sums(self, about: About) -> tuple[np.ndarray, np.ndarray]:
+        """The persistence's sums S_xy, S_xx about the level or the mean."""
+        return (self.sxy, self.sxx) if about == "level" else (self.sxy_mean, self.sxx_mean)
+
+
+N_FIELDS = len(Marginal._fields)
 
 
 class Law(Protocol):
@@ -77,38 +111,37 @@ class Law(Protocol):
 
 
 def update(
-    stats: np.ndarray, values: np.ndarray, observed: np.ndarray, fresh: np.ndarray | None = None
-) -> np.ndarray:
-    """The moments, level, last value and persistence's sums (B, O, N_FIELDS) after the values
-    (B, O) in series units, where `observed` (B,) and the value is finite; unchanged elsewhere
-    (the odds: always). The sums take the value only where `fresh` (B,; default: observed):
-    the step before it was observed, so that the pair (y_t, y_last) is one step apart."""
-    weight, mean, var, level, last = (stats[..., i] for i in (WEIGHT, MEAN, VAR, LEVEL, LAST))
+    law: Marginal, values: np.ndarray, observed: np.ndarray, fresh: np.ndarray | None = None
+) -> Marginal:
+    """The moments, level, last value and persistence's sums after the values (B, O) in series
+    units, where `observed` (B,) and the value is finite; unchanged elsewhere (the odds:
+    always). The sums take the value only where `fresh` (B,; default: observed): the step
+    before it was observed, so that the pair (y_t, y_last) is one step apart."""
     seen = observed[:, None] & np.isfinite(values)
-    new_weight = FORGET * weight + 1.0
-    a = 1.0 / new_weight
-    delta = np.where(seen, values, mean) - mean
-    new_mean = mean + a * delta
-    new_var = (1.0 - a) * (var + a * delta**2)
+    weight = FORGET * law.weight + 1.0
+    a = 1.0 / weight
+    delta = np.where(seen, values, law.mean) - law.mean
     smoothing = np.maximum(a, 1.0 - LEVEL_FORGET)
-    new_level = level + smoothing * (np.where(seen, values, level) - level)
-    moved = stats.copy()
+    had = (law.weight > 0) & (observed if fresh is None else fresh)[:, None]
+
+    def summed(total: np.ndarray, term: np.ndarray) -> np.ndarray:
+        return np.where(had, FORGET * total + term, total)
+
     # the persistence: y_t - l_{t-1} regressed on y_last - l_{t-1}, from the second value
-    x, e = last - level, np.where(seen, values, level) - level
-    had = (weight > 0) & (observed if fresh is None else fresh)[:, None]
-    moved[..., SXY] = np.where(had, FORGET * stats[..., SXY] + e * x, stats[..., SXY])
-    moved[..., SXX] = np.where(had, FORGET * stats[..., SXX] + x**2, stats[..., SXX])
+    x, e = law.last - law.level, np.where(seen, values, law.level) - law.level
     # and about the mean: y_t - m_{t-1} on y_last - m_{t-1}
-    x, e = last - mean, delta
-    moved[..., SXY_M] = np.where(had, FORGET * stats[..., SXY_M] + e * x, stats[..., SXY_M])
-    moved[..., SXX_M] = np.where(had, FORGET * stats[..., SXX_M] + x**2, stats[..., SXX_M])
-    moved[..., WEIGHT], moved[..., MEAN], moved[..., VAR] = new_weight, new_mean, new_var
-    moved[..., LEVEL], moved[..., LAST] = new_level, np.where(seen, values, last)
-    return np.where(seen[..., None], moved, stats)
+    x_mean = law.last - law.mean
+    moved = law._replace(
+        weight=weight, mean=law.mean + a * delta, var=(1.0 - a) * (law.var + a * delta**2),
+        level=law.level + smoothing * e, last=np.where(seen, values, law.last),
+        sxy=summed(law.sxy, e * x), sxx=summed(law.sxx, x**2),
+        sxy_mean=summed(law.sxy_mean, delta * x_mean), sxx_mean=summed(law.sxx_mean, x_mean**2),
+    )
+    return Marginal(*(np.where(seen, new, old) for new, old in zip(moved, law, strict=True)))
 
 
 def reversion(
-    stats: np.ndarray,
+    law: Marginal,
     loc: np.ndarray,
     scale: np.ndarray,
     centre: np.ndarray,
@@ -119,77 +152,75 @@ def reversion(
     the weight r (B, O) it is issued with: the probability of the reverting model from its log
     odds; d and r are 0 where a series' moments weigh under MIN_WEIGHT values. With centres
     (S, B, O) of S steps, `ahead` (S, 1, 1): d (S, B, O)."""
-    held = stats[..., WEIGHT] >= MIN_WEIGHT
-    d = np.where(held, (anchor(stats, ahead) - loc) / scale - centre, 0.0)
-    return d, np.where(held, expit(stats[..., ODDS]), 0.0)
+    held = law.weight >= MIN_WEIGHT
+    d = np.where(held, (anchor(law, ahead) - loc) / scale - centre, 0.0)
+    return d, np.where(held, expit(law.odds), 0.0)
 
 
-def mean_weight(stats: np.ndarray) -> np.ndarray:
+def mean_weight(law: Marginal) -> np.ndarray:
     """The weight p (B, O) of the mean against the level in the anchor: expit(g)."""
-    return np.asarray(expit(stats[..., MEAN_ODDS]))
+    return np.asarray(expit(law.mean_odds))
 
 
-def persistence(stats: np.ndarray, about: int = LEVEL) -> np.ndarray:
-    """The persistence phi (B, O) of the value's deviation from its level (`about` LEVEL) or
-    its mean (MEAN): S_xy / S_xx within [0, 1] (0 before two values)."""
-    sxy, sxx = (stats[..., SXY], stats[..., SXX]) if about == LEVEL else (
-        stats[..., SXY_M], stats[..., SXX_M])
+def persistence(law: Marginal, about: About = "level") -> np.ndarray:
+    """The persistence phi (B, O) of the value's deviation from its level or its mean:
+    S_xy / S_xx within [0, 1] (0 before two values)."""
+    sxy, sxx = law.sums(about)
     ratio = np.divide(sxy, sxx, out=np.zeros(np.shape(sxy)), where=sxx > 0)
     return np.minimum(np.maximum(ratio, 0.0), 1.0)
 
 
-def ar_anchor(stats: np.ndarray, about: int, ahead: np.ndarray | int = 1) -> np.ndarray:
-    """The AR(1) forecast (B, O), series units, about the level (`about` LEVEL) or the mean
-    (MEAN) `ahead` (B,) steps after the series' last value: c + phi_c^h (y_last - c);
-    `ahead` (S, 1, 1) gives the (S, B, O) of S steps."""
+def ar_anchor(law: Marginal, about: About, ahead: np.ndarray | int = 1) -> np.ndarray:
+    """The AR(1) forecast (B, O), series units, about the level or the mean `ahead` (B,) steps
+    after the series' last value: c + phi_c^h (y_last - c); `ahead` (S, 1, 1) gives the
+    (S, B, O) of S steps."""
     h = np.asarray(ahead)
     h = h[:, None] if h.ndim == 1 else h
-    base = stats[..., about]
-    return base + persistence(stats, about) ** h * (stats[..., LAST] - base)
+    base = law.level if about == "level" else law.mean
+    return base + persistence(law, about) ** h * (law.last - base)
 
 
-def anchor(stats: np.ndarray, ahead: np.ndarray | int = 1) -> np.ndarray:
+def anchor(law: Marginal, ahead: np.ndarray | int = 1) -> np.ndarray:
     """The point (B, O), series units, that the reverting model centres its law at `ahead`
     (B,) steps after the series' last value: a_h = A_l + p (A_m - A_l), the AR(1) forecasts
     about the level and about the mean weighted by p; `ahead` (S, 1, 1) gives the anchors
     (S, B, O) of S steps."""
-    level = ar_anchor(stats, LEVEL, ahead)
-    return level + mean_weight(stats) * (ar_anchor(stats, MEAN, ahead) - level)
+    level = ar_anchor(law, "level", ahead)
+    return level + mean_weight(law) * (ar_anchor(law, "mean", ahead) - level)
 
 
 def mean_evidence(
-    stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, law: Law, y: np.ndarray
+    law: Marginal, loc: np.ndarray, scale: np.ndarray, issued: Law, y: np.ndarray
 ) -> np.ndarray:
     """The log ratio (B, O) of the density of y (B, O), scaled units, under the law issued
     moved to the AR(1) forecast about the series' mean and under it moved to that about its
     level, one step ahead (before their update by y), within +-MAX_EVIDENCE: the evidence of
     g."""
-    centre = law.moments()[0]
+    centre = issued.moments()[0]
 
-    def moved_to(about: int) -> np.ndarray:
-        return law.log_marginal(y - ((ar_anchor(stats, about) - loc) / scale - centre))
+    def moved_to(about: About) -> np.ndarray:
+        return issued.log_marginal(y - ((ar_anchor(law, about) - loc) / scale - centre))
 
-    return odds_evidence(moved_to(MEAN), moved_to(LEVEL))
+    return odds_evidence(moved_to("mean"), moved_to("level"))
 
 
 def spread_bound(
-    stats: np.ndarray, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray
+    law: Marginal, loc: np.ndarray, scale: np.ndarray, centre: np.ndarray
 ) -> np.ndarray:
     """The bound (B, O) of the standard deviation of paths centred at `centre` (B, O), in the
     scaled units (x - loc) / scale of `loc` and `scale` (B, O); inf where a series' moments
     weigh under MIN_WEIGHT values."""
-    weight, mean, var = stats[..., WEIGHT], stats[..., MEAN], stats[..., VAR]
-    m = (mean - loc) / scale
-    bound = np.sqrt(var / scale**2 + (centre - m) ** 2)
-    return np.where(weight >= MIN_WEIGHT, bound, np.inf)
+    m = (law.mean - loc) / scale
+    bound = np.sqrt(law.var / scale**2 + (centre - m) ** 2)
+    return np.where(law.weight >= MIN_WEIGHT, bound, np.inf)
 
 
-def growth_bound(stats: np.ndarray, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:
+def growth_bound(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:
     """The bound (S, B, O) of the standard deviation of paths `ahead` (S,) steps after each
     series' last value whose first step's is `first` (B, O): first x sqrt(1 + (h - 1)
     alpha^2), the growth of a local level's law with the series' own alpha; inf where alpha
     is outside GROWING (or none was fitted: 0)."""
-    alpha = stats[..., ALPHA]
+    alpha = law.alpha
     h = np.asarray(ahead, np.float64)[:, None, None]
     held = (alpha >= GROWING[0]) & (alpha <= GROWING[1])
     return np.where(held, first * np.sqrt(1.0 + (h - 1.0) * alpha**2), np.inf)

@@ -18,17 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from model.series import state_format
-from model.series.marginal import N_FIELDS as MARGINAL_FIELDS
 from model.series.mean import mean_prior
 from model.series.spread import PRIOR_WEIGHT
 from model.series.state_fields import ARRAY_FIELDS as ARRAYS
+from model.series.state_fields import LIMITS, PARTICLES, ArrayField
 from model.series.state_fields import SCALAR_FIELDS as SCALARS
-from model.series.state_fields import TREND_FIELDS
+
+LAYER_ARRAYS = tuple(f for f in ARRAYS if f.tag)
+PRIORS = tuple(f for f in LAYER_ARRAYS if f.fill is None)  # the mean's correction: mean_prior
+
+
+def _none() -> np.ndarray:
+    """A field's value where a series has none (SeriesState gives it the field's own shape)."""
+    return np.zeros(0)
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -72,30 +79,30 @@ class SeriesState:
     observed: np.ndarray | None = None
     # online adaptation (model/series/adaptation.py): (O,) float32 variance multipliers (empty:
     # none yet), their EM weight, and (K,) float32 monitored levels with their alpha_t
-    spread_factor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    spread_factor: np.ndarray = field(default_factory=_none)
     spread_weight: float = PRIOR_WEIGHT
-    cover_levels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    cover_alpha: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    cover_levels: np.ndarray = field(default_factory=_none)
+    cover_alpha: np.ndarray = field(default_factory=_none)
     season: int = 0  # the series' season length in steps, 0: none
     # the correction of the mean (model/series/adaptation.py): (O, J) float32 coefficients, their
     # (O, J, J) covariances and (O,) innovation variances (O = 0: none yet)
-    mean_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    mean_cov: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
-    mean_noise: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    mean_coef: np.ndarray = field(default_factory=_none)
+    mean_cov: np.ndarray = field(default_factory=_none)
+    mean_noise: np.ndarray = field(default_factory=_none)
     # (O,) float32 log odds that the series' values follow the model with its correction of the
     # mean rather than without it (model/series/adaptation.py; empty: even odds)
-    mean_odds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    mean_odds: np.ndarray = field(default_factory=_none)
     # the seasonal profile (model/series/adaptation.py): (M, O) float32 indices, phase p at p
     # (M = 0: none)
-    profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    profile: np.ndarray = field(default_factory=_none)
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
-    trend: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    trend: np.ndarray = field(default_factory=_none)
     # the series' own law (model/series/marginal.py): (O, 12) float64 weight, mean, variance,
     # log odds of reverting, level, last value, log odds of the mean in the anchor, the sums
     # of the persistence about the level, the level's alpha and the sums of the persistence
     # about the mean per target (O = 0: none yet)
-    marginal: np.ndarray = field(default_factory=lambda: np.zeros((0, MARGINAL_FIELDS)))
+    marginal: np.ndarray = field(default_factory=_none)
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/rollout/forecaster.py), the next observation
     # filters them first
@@ -108,61 +115,46 @@ class SeriesState:
                 self, "observed", np.broadcast_to(valid[:, None], self.x_hist.shape)
             )
         for f in ARRAYS:
-            object.__setattr__(self, f.name, _frozen(getattr(self, f.name), f.dtype))
+            value = getattr(self, f.name)
+            if f.tag and np.size(value) == 0:  # none, whatever its shape
+                value = f.empty()
+            object.__setattr__(self, f.name, _frozen(value, f.dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
-        self._check_adaptation()
-        p, n_lag = self.lineage.shape
-        mask_shape = np.asarray(self.observed).shape
-        if (
-            self.x_hist.shape[0] != n_lag
-            or self.logw.shape != (p,)
-            or mask_shape != self.x_hist.shape
-        ):
-            raise ValueError(
-                f"inconsistent state shapes: x_hist {self.x_hist.shape}, lineage "
-                f"{self.lineage.shape}, logw {self.logw.shape}, observed {mask_shape}"
-            )
+        self._check_shapes()
+        for number in SCALARS:
+            top = np.iinfo(number.dtype).max if number.dtype.kind == "u" else None
+            if top is not None and not 0 <= getattr(self, number.name) <= top:
+                raise ValueError(
+                    f"{number.name} must be in 0..{top}, got {getattr(self, number.name)}"
+                )
 
-    def _check_adaptation(self) -> None:
-        """The adaptation's arrays agree in shape and fit the byte format's counts."""
-        if self.cover_levels.shape != self.cover_alpha.shape or self.cover_levels.ndim != 1:
+    def _check_shapes(self) -> None:
+        """Each array has its field's axes (state_fields.py), one size to each letter across
+        the fields a series has, within the byte format's LIMITS; the mean's correction's
+        arrays come together."""
+        sizes: dict[str, int] = {}
+        shapes = {f.name: np.shape(getattr(self, f.name)) for f in ARRAYS}
+        if not all(_binds(f, shapes[f.name], sizes) for f in PARTICLES):
+            raise ValueError("inconsistent state shapes: " + ", ".join(
+                f"{f.name} {shapes[f.name]}" for f in PARTICLES))
+        sizes = {}
+        for f in LAYER_ARRAYS:
+            if np.prod(shapes[f.name]) and not _binds(f, shapes[f.name], sizes):
+                raise ValueError(
+                    f"{f.name} must be ({f.dims}) where {sizes}; got {shapes[f.name]}"
+                )
+        for axis, n in sizes.items():
+            if n > LIMITS.get(axis, n):
+                raise ValueError(f"{axis} is at most {LIMITS[axis]}; got {n}")
+        if len({np.prod(shapes[f.name]) > 0 for f in PRIORS}) > 1:
+            raise ValueError(
+                "the mean's correction (" + ", ".join(f.name for f in PRIORS) + ") has all "
+                "its arrays or none: got " + ", ".join(str(shapes[f.name]) for f in PRIORS)
+            )
+        if self.cover_levels.shape != self.cover_alpha.shape:
             raise ValueError(
                 f"cover_levels {self.cover_levels.shape} and cover_alpha "
                 f"{self.cover_alpha.shape} must be two vectors of one length"
-            )
-        if len(self.spread_factor) > 255 or len(self.cover_levels) > 255:
-            raise ValueError("at most 255 targets and 255 monitored levels")
-        self._check_mean()
-        if self.profile.size == 0:  # none, whatever its shape
-            object.__setattr__(self, "profile", _frozen(np.zeros((0, 0)), np.float32))
-        if self.profile.ndim != 2 or len(self.profile) >= 1 << 16 or self.profile.shape[1] > 255:
-            raise ValueError(
-                f"profile must be (M, O), M < 65536, O < 256; got {self.profile.shape}"
-            )
-        for name, width in (("trend", TREND_FIELDS), ("marginal", MARGINAL_FIELDS)):
-            value = getattr(self, name)
-            if value.size == 0:
-                object.__setattr__(self, name, _frozen(np.zeros((0, width)), np.float64))
-            elif value.ndim != 2 or value.shape[1] != width or len(value) > 255:
-                raise ValueError(f"{name} must be (O, {width}), O < 256; got {value.shape}")
-        for f in SCALARS:
-            top = np.iinfo(f.dtype).max if f.dtype.kind == "u" else None
-            if top is not None and not 0 <= getattr(self, f.name) <= top:
-                raise ValueError(f"{f.name} must be in 0..{top}, got {getattr(self, f.name)}")
-
-    def _check_mean(self) -> None:
-        """The correction of the mean's arrays agree in shape and fit the byte format's counts."""
-        o, j = self.mean_coef.shape
-        if self.mean_cov.shape != (o, j, j) or self.mean_noise.shape != (o,) or max(o, j) > 255:
-            raise ValueError(
-                f"mean_coef {self.mean_coef.shape}, mean_cov {self.mean_cov.shape} and "
-                f"mean_noise {self.mean_noise.shape} must be (O, J), (O, J, J) and (O,), O and "
-                "J at most 255"
-            )
-        if self.mean_odds.ndim != 1 or len(self.mean_odds) not in (0, o):
-            raise ValueError(
-                f"mean_odds {self.mean_odds.shape} must be (O,) with O of mean_coef ({o}), or "
-                "empty"
             )
 
     @property
@@ -243,52 +235,36 @@ class StateBatch:
 
     @classmethod
     def of(cls, states: Sequence[SeriesState], n_targets: int, n_mean: int) -> StateBatch:
-        """Stack `states`; `n_mean` the terms J of the model's mean correction (0: none)."""
-        levels, alpha = cover_arrays(states)
-        prior = [a[0].astype(np.float32) for a in mean_prior(1, n_mean, n_targets)]
-        have = [s.mean_coef.size > 0 for s in states]
-        return cls(
-            seed=np.array([s.seed for s in states], dtype=np.uint64),
-            t=np.array([s.t for s in states], dtype=np.int64),
-            x_hist=np.stack([s.x_hist for s in states]),
-            lineage=np.stack([s.lineage for s in states]),
-            logw=np.stack([s.logw for s in states]),
-            loc=np.stack([s.loc for s in states]),
-            scale=np.stack([s.scale for s in states]),
-            observed=np.stack([np.asarray(s.observed) for s in states]),
-            spread_factor=np.stack(
-                [s.spread_factor if len(s.spread_factor) else np.ones(n_targets, np.float32)
-                 for s in states]
-            ),
-            spread_weight=np.array([s.spread_weight for s in states], np.float32),
-            cover_levels=levels,
-            cover_alpha=alpha,
-            season=np.array([s.season for s in states], np.int64),
-            mean_coef=np.stack(
-                [s.mean_coef if h else prior[0] for s, h in zip(states, have, strict=True)]
-            ).reshape(len(states), n_targets, n_mean),
-            mean_cov=np.stack(
-                [s.mean_cov if h else prior[1] for s, h in zip(states, have, strict=True)]
-            ).reshape(len(states), n_targets, n_mean, n_mean),
-            mean_noise=np.stack(
-                [s.mean_noise if h else prior[2] for s, h in zip(states, have, strict=True)]
-            ).reshape(len(states), n_targets),
-            mean_odds=np.stack(
-                [s.mean_odds if len(s.mean_odds) else np.zeros(n_targets, np.float32)
-                 for s in states]
-            ),
-            profile=profiles(
-                [s.profile for s in states], n_targets, max((s.season for s in states), default=0)
-            ),
-            pending=np.array([s.pending for s in states], np.int64),
-            trend=np.stack(
-                [s.trend if s.trend.size else np.zeros((n_targets, 4)) for s in states]
-            ),
-            marginal=np.stack(
-                [s.marginal if s.marginal.size else np.zeros((n_targets, MARGINAL_FIELDS))
-                 for s in states]
-            ),
-        )
+        """Stack `states`; `n_mean` the terms J of the model's mean correction (0: none). A
+        field a series has none of stacks as its `fill` (state_fields.py), the model's prior
+        for the mean's correction; the axes K and M are padded to the longest."""
+        prior = mean_prior(1, n_mean, n_targets)
+        nones = {f.name: p[0].astype(np.float32) for f, p in zip(PRIORS, prior, strict=True)}
+        sizes = {"O": n_targets, "J": n_mean}
+        for f in LAYER_ARRAYS:
+            if f.name not in nones and f.axes[0] not in _PADDED:
+                shape = [a if isinstance(a, int) else sizes[a] for a in f.axes]
+                nones[f.name] = np.full(shape, f.fill, f.dtype)
+        longest = max((s.season for s in states), default=0)
+        columns: dict[str, np.ndarray] = {
+            "seed": np.array([s.seed for s in states], dtype=np.uint64),
+            "t": np.array([s.t for s in states], dtype=np.int64),
+        }
+        for number in SCALARS:  # integers as int64, for the arithmetic on them
+            dtype = np.int64 if number.dtype.kind in "iu" else number.dtype
+            columns[number.name] = np.array([getattr(s, number.name) for s in states], dtype)
+        for f in ARRAYS:
+            values = [np.asarray(getattr(s, f.name)) for s in states]
+            if not f.tag:
+                columns[f.name] = np.stack(values)
+            elif f.axes[0] in _PADDED:
+                rest = [sizes[a] if isinstance(a, str) else a for a in f.axes[1:]]
+                width = longest if f.axes[0] == "M" else 0
+                columns[f.name] = padded(values, rest, f, width)
+            else:
+                none = nones[f.name]
+                columns[f.name] = np.stack([v if v.size else none for v in values])
+        return cls(**columns)
 
     def take(self, idx: np.ndarray) -> StateBatch:
         return StateBatch(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
@@ -314,56 +290,68 @@ class StateBatch:
             self.cover_alpha[rows, slot[rows]] = 1.0 - level
 
     def state(self, i: int, model_id: str) -> SeriesState:
+        """The state of series i: each field's row where it is the series' own (its field's
+        `kept`), its levels where finite and its profile's phases to its season."""
         keep = np.isfinite(self.cover_levels[i])
-        return SeriesState(
-            model_id=model_id,
-            seed=int(self.seed[i]),
-            t=int(self.t[i]),
-            x_hist=self.x_hist[i],
-            lineage=self.lineage[i],
-            logw=self.logw[i],
-            loc=self.loc[i],
-            scale=self.scale[i],
-            observed=self.observed[i],
-            spread_factor=self.spread_factor[i],
-            spread_weight=float(self.spread_weight[i]),
-            cover_levels=self.cover_levels[i][keep],
-            cover_alpha=self.cover_alpha[i][keep],
-            season=int(self.season[i]),
-            # a model without the correction of the mean keeps none (O = 0)
-            mean_coef=self.mean_coef[i] if self.mean_coef.shape[-1] else np.zeros((0, 0)),
-            mean_cov=self.mean_cov[i] if self.mean_coef.shape[-1] else np.zeros((0, 0, 0)),
-            mean_noise=self.mean_noise[i] if self.mean_coef.shape[-1] else np.zeros(0),
-            mean_odds=self.mean_odds[i] if self.mean_coef.shape[-1] else np.zeros(0),
-            profile=self.profile[i, : self.season[i]] if self.profile[i].any() else np.zeros(
-                (0, self.profile.shape[2])
-            ),
-            pending=int(self.pending[i]),
-            trend=self.trend[i] if self.trend[i, :, 0].any() else np.zeros((0, 4)),
-            marginal=(
-                self.marginal[i] if self.marginal[i, :, 0].any() else np.zeros((0, MARGINAL_FIELDS))
-            ),
-        )
+        fields: dict[str, Any] = {f.name: getattr(self, f.name)[i].item() for f in SCALARS}
+        for f in ARRAYS:
+            row = getattr(self, f.name)[i]
+            if f.axes[0] == "K":
+                row = row[keep]
+            elif f.axes[0] == "M":
+                row = row[: self.season[i]] if row.any() else _none()
+            elif not _kept(f, row, self.mean_coef.shape[-1]):
+                row = _none()
+            fields[f.name] = row
+        return SeriesState(model_id=model_id, seed=int(self.seed[i]), t=int(self.t[i]), **fields)
 
 
-def profiles(rows: Sequence[np.ndarray], n_targets: int, longest: int = 0) -> np.ndarray:
-    """Seasonal profiles (M_i, O) stacked as (B, M, O) float32, zero-padded; M the longest of
-    them and `longest` (the longest season: room for every series' phases)."""
+_PADDED = ("K", "M")  # the axes a batch pads to the longest series' (with the field's fill)
+
+
+def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:
+    """Whether a batch's row of field f is a series' own (state_fields.Kept)."""
+    if f.kept == "model":
+        return n_mean > 0
+    if f.kept == "first":
+        return bool(row[..., 0].any())
+    return f.kept == "always" or bool(row.any())
+
+
+def _binds(f: ArrayField, shape: tuple[int, ...], sizes: dict[str, int]) -> bool:
+    """Whether `shape` has f's axes, its letters' sizes those in `sizes` (bound there first)."""
+    if len(shape) != len(f.axes):
+        return False
+    for axis, n in zip(f.axes, shape, strict=True):
+        if n != (axis if isinstance(axis, int) else sizes.setdefault(axis, n)):
+            return False
+    return True
+
+
+def padded(
+    rows: Sequence[np.ndarray], rest: Sequence[int], f: ArrayField, longest: int = 0
+) -> np.ndarray:
+    """Arrays (M_i, *rest) stacked as (B, M, *rest) of f's dtype, padded with f's fill; M
+    the longest of them and `longest`."""
     width = max(max((len(r) for r in rows), default=0), longest)
-    out = np.zeros((len(rows), width, n_targets), np.float32)
+    out = np.full((len(rows), width, *rest), f.fill, f.dtype)
     for i, r in enumerate(rows):
         if r.size:
             out[i, : len(r)] = r
     return out
 
 
+def profiles(rows: Sequence[np.ndarray], n_targets: int, longest: int = 0) -> np.ndarray:
+    """Seasonal profiles (M_i, O) stacked as (B, M, O) float32, zero-padded; M the longest of
+    them and `longest` (the longest season: room for every series' phases)."""
+    return padded(rows, [n_targets], _FIELD["profile"], longest)
+
+
 def cover_arrays(states: Sequence[SeriesState]) -> tuple[np.ndarray, np.ndarray]:
     """The monitored levels and their alpha_t of B states, (B, K) float32 each, padded with NaN
     to the most any of them monitors."""
-    k = max((len(s.cover_levels) for s in states), default=0)
-    levels = np.full((len(states), k), np.nan, np.float32)
-    alpha = np.full((len(states), k), np.nan, np.float32)
-    for i, s in enumerate(states):
-        levels[i, : len(s.cover_levels)] = s.cover_levels
-        alpha[i, : len(s.cover_alpha)] = s.cover_alpha
-    return levels, alpha
+    levels = padded([s.cover_levels for s in states], [], _FIELD["cover_levels"])
+    return levels, padded([s.cover_alpha for s in states], [], _FIELD["cover_alpha"])
+
+
+_FIELD = {f.name: f for f in ARRAYS}

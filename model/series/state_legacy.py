@@ -169,12 +169,14 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         (o,) = struct.unpack_from("<B", data, at)
         k = _MOMENTS[version]
         law = np.frombuffer(data, "<f8", k * o, at + 1).reshape(o, k)
-        if version == 8:  # the level as the last value, even odds of the mean, no persistence
-            law = np.concatenate([law, law[:, marginal.LEVEL :], np.zeros((o, 3))], axis=1)
-        law = np.concatenate([law, np.zeros((o, marginal.N_FIELDS - law.shape[1]))], 1)
+        # the fields each version had come first; those it lacked are 0
+        law = np.concatenate([law, np.zeros((o, marginal.N_FIELDS - k))], 1)
+        read = marginal.Marginal.of(law)
+        if version == 8:  # the level as the last value (even odds of the mean, no persistence)
+            read = read._replace(last=read.level)
         if version <= 10:  # the persistence about the mean: as that about the level
-            law[:, [marginal.SXY_M, marginal.SXX_M]] = law[:, [marginal.SXY, marginal.SXX]]
-        out["marginal"] = law
+            read = read._replace(sxy_mean=read.sxy, sxx_mean=read.sxx)
+        out["marginal"] = read.packed()
     return out
 
 

@@ -87,21 +87,21 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
 
     values = (11.0 + np.random.default_rng(0).standard_normal(60)).tolist()
     assert client.put("/v1/series/s1", json={"values": values}).status_code == 201
-    stats = np.zeros((1, 1, marginal.N_FIELDS))
+    own = marginal.Marginal.zeros((1, 1))
     for v in values[1:]:
-        stats = marginal.update(stats, np.array([[v]]), np.array([True]))
+        own = marginal.update(own, np.array([[v]]), np.array([True]))
     (law,) = _adaptation(client)["marginal"]
-    assert law["mean"] == pytest.approx(stats[0, 0, 1], rel=1e-6)  # the scaled values: float32
-    assert law["sd"] == pytest.approx(np.sqrt(stats[0, 0, 2]), abs=1e-6)
-    assert law["values"] == pytest.approx(stats[0, 0, 0], abs=1e-3)
-    assert law["level"] == pytest.approx(stats[0, 0, 4], rel=1e-6)
+    assert law["mean"] == pytest.approx(own.mean[0, 0], rel=1e-6)  # the scaled values: float32
+    assert law["sd"] == pytest.approx(np.sqrt(own.var[0, 0]), abs=1e-6)
+    assert law["values"] == pytest.approx(own.weight[0, 0], abs=1e-3)
+    assert law["level"] == pytest.approx(own.level[0, 0], rel=1e-6)
     assert law["last"] == pytest.approx(values[-1], rel=1e-6)
     assert law["reverting"] > 0.5  # white noise: its mean forecasts it better than the model
     # white noise: its deviations from the level do not persist
-    assert law["persistence"] == pytest.approx(marginal.persistence(stats)[0, 0], abs=1e-6)
+    assert law["persistence"] == pytest.approx(marginal.persistence(own)[0, 0], abs=1e-6)
     assert law["persistence"] < 0.3 and 0.0 < law["mean_weight"] < 1.0
     # and from its mean
-    phi_m = marginal.persistence(stats, marginal.MEAN)[0, 0]
+    phi_m = marginal.persistence(own, "mean")[0, 0]
     assert law["mean_persistence"] == pytest.approx(phi_m, abs=1e-6)
     assert law["mean_persistence"] < 0.3
     # its level's alpha, fitted on its history as the trend's fit does (white noise: a slow one)

@@ -82,7 +82,8 @@ def test_the_adaptation_report_is_the_schemas_own_dict(
     assert report["season"] == flags.get("season", True) and report["issued_levels"]
     assert bool(report["seasonal_profile"]) == flags.get("season", True)
     assert bool(report["marginal"]) == (flags.get("bound", True) or flags.get("revert", True))
-    phis = zip(marginal.persistence(state.marginal).tolist(),
-               marginal.persistence(state.marginal, marginal.MEAN).tolist(), strict=True)
+    own = marginal.Marginal.of(state.marginal)
+    phis = zip(marginal.persistence(own).tolist(), marginal.persistence(own, "mean").tolist(),
+               strict=True)
     want = [(round(phi, 6), round(phi_m, 6)) for phi, phi_m in phis] if report["marginal"] else []
     assert [(law["persistence"], law["mean_persistence"]) for law in report["marginal"]] == want

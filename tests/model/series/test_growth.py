@@ -39,10 +39,9 @@ def test_the_growth_bound_is_a_local_levels() -> None:
     """first x sqrt(1 + (h - 1) alpha^2) at each step h; none (inf) for a level that hardly
     moves (alpha under 0.2, left to the marginal law's bound), for one that wanders as a walk
     (over 0.8, whose paths the network spreads as its own), or without a fitted alpha (0)."""
-    stats = np.zeros((1, 5, marginal.N_FIELDS))
-    stats[0, :, marginal.ALPHA] = [0.5, 0.2, 0.1, 0.9, 0.0]
+    law = marginal.Marginal.zeros((1, 5))._replace(alpha=np.array([[0.5, 0.2, 0.1, 0.9, 0.0]]))
     first = np.full((1, 5), 2.0)
-    bound = marginal.growth_bound(stats, first, np.array([1, 5, 24]))
+    bound = marginal.growth_bound(law, first, np.array([1, 5, 24]))
     np.testing.assert_allclose(bound[:, 0, 0], 2.0 * np.sqrt(1 + np.array([0, 4, 23]) * 0.25))
     np.testing.assert_allclose(bound[:, 0, 1], 2.0 * np.sqrt(1 + np.array([0, 4, 23]) * 0.04))
     assert np.isinf(bound[:, 0, 2:]).all()
@@ -78,7 +77,7 @@ def test_the_alpha_kept_is_that_of_the_level_the_paths_carry(walk_model: Path) -
     for trend, expected in ((True, fitted.alpha[0]), (False, fitted.flat[0])):
         rt = Runtime.load(walk_model, backend="torch", adapt=AdaptConfig(mean=False, trend=trend))
         (state,) = rt.create([y])
-        assert state.marginal[0, marginal.ALPHA] == expected
+        assert marginal.Marginal.of(state.marginal).alpha[0] == expected
     short = np.cumsum(np.random.default_rng(1).standard_normal((ALPHA_VALUES - 1, 1)), 0)
     assert fit(short).alpha[0] == fit(short).flat[0] == 0.0
 
@@ -97,10 +96,8 @@ def test_a_walk_model_on_a_local_level_spreads_as_its_alpha_says(walk_model: Pat
     histories = [_local_level(seed)[:, None] for seed in range(20)]
     states = rt.create(histories, levels=[0.8])
     bare = [
-        dataclasses.replace(s, marginal=np.where(
-            np.arange(marginal.N_FIELDS) == marginal.ALPHA, 0.0, s.marginal
-        ))
-        for s in states
+        dataclasses.replace(s, marginal=law._replace(alpha=np.zeros(1)).packed())
+        for s, law in ((s, marginal.Marginal.of(s.marginal)) for s in states)
     ]
     held, free = (
         np.stack([f.samples[:, :, 0] for f in fcs if f.samples is not None])
@@ -110,7 +107,7 @@ def test_a_walk_model_on_a_local_level_spreads_as_its_alpha_says(walk_model: Pat
     spread = marginal.spread(held.transpose(0, 2, 1)[..., None])[..., 0]  # (S, H)
     spread_free = marginal.spread(free.transpose(0, 2, 1)[..., None])[..., 0]
     np.testing.assert_array_equal(held[:, :, 0], free[:, :, 0])
-    alpha = np.array([s.marginal[0, marginal.ALPHA] for s in states])[:, None]
+    alpha = np.array([marginal.Marginal.of(s.marginal).alpha[0] for s in states])[:, None]
     growth = spread[:, :1] * np.sqrt(1 + np.arange(H)[None, :] * alpha**2)
     np.testing.assert_allclose(spread[:, 1:], np.minimum(spread_free, growth)[:, 1:], rtol=1e-6)
     assert np.mean(growth[:, -1] < spread_free[:, -1]) >= 0.5

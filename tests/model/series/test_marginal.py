@@ -6,6 +6,7 @@ and whose median reverts to the series' level, which it does not on a random wal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from scipy.stats import norm
 from model.runtime.runtime import Runtime
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
+from model.series.marginal import Marginal
 from model.series.state import SeriesState
 from tests.model.conftest import naive_lag_model
 
@@ -22,6 +24,18 @@ ON = AdaptConfig(mean=False, trend=False, revert=False)
 OFF = AdaptConfig(mean=False, trend=False, revert=False, bound=False)
 REVERT = AdaptConfig(mean=False, trend=False)
 H, LEVEL = 24, 50.0
+
+
+def _law(**values: float) -> Marginal:
+    """The law of one series of one target, its fields 0 but `values`."""
+    return Marginal.zeros((1, 1))._replace(**{k: np.full((1, 1), v) for k, v in values.items()})
+
+
+def _set(batch: Any, **values: float) -> None:
+    """Set fields of the law of a batch of one series of one target."""
+    batch.marginal[:] = Marginal.of(batch.marginal)._replace(
+        **{k: np.full((1, 1), v) for k, v in values.items()}
+    ).packed()
 
 
 @pytest.fixture(scope="module")
@@ -37,36 +51,39 @@ def test_the_moments_are_the_weighted_mean_and_variance() -> None:
     1 / W falls under alpha, to rounding; a missing or unobserved value leaves them."""
     rng = np.random.default_rng(0)
     x = rng.normal(3.0, 2.0, size=(300, 2))
-    stats = np.zeros((1, 2, marginal.N_FIELDS))
+    law = Marginal.zeros((1, 2))
     for row in x:
-        stats = marginal.update(stats, row[None], np.array([True]))
+        law = marginal.update(law, row[None], np.array([True]))
     w = marginal.FORGET ** np.arange(len(x))[::-1]
     mean = (w[:, None] * x).sum(0) / w.sum()
     var = (w[:, None] * (x - mean) ** 2).sum(0) / w.sum()
-    np.testing.assert_allclose(stats[0, :, 0], w.sum(), rtol=1e-12)
-    np.testing.assert_allclose(stats[0, :, 1], mean, rtol=1e-12)
-    np.testing.assert_allclose(stats[0, :, 2], var, rtol=1e-10)
+    np.testing.assert_allclose(law.weight[0], w.sum(), rtol=1e-12)
+    np.testing.assert_allclose(law.mean[0], mean, rtol=1e-12)
+    np.testing.assert_allclose(law.var[0], var, rtol=1e-10)
     alpha = 1.0 - marginal.LEVEL_FORGET
     # the weighted mean while its step 1 / W is above alpha: the first 10 values (W_11 > 10)
     first = marginal.FORGET ** np.arange(10)[::-1]
     level = (first[:, None] * x[:10]).sum(0) / first.sum()
     for row in x[10:]:
         level = level + alpha * (row - level)
-    np.testing.assert_allclose(stats[0, :, 4], level, rtol=1e-12)
-    kept = marginal.update(stats, np.array([[np.nan, 100.0]]), np.array([True]))
-    np.testing.assert_array_equal(kept[0, 0], stats[0, 0])
-    assert kept[0, 1, 1] > stats[0, 1, 1]  # the other target took its value
+    np.testing.assert_allclose(law.level[0], level, rtol=1e-12)
+    kept = marginal.update(law, np.array([[np.nan, 100.0]]), np.array([True]))
+    np.testing.assert_array_equal(kept.packed()[0, 0], law.packed()[0, 0])
+    assert kept.mean[0, 1] > law.mean[0, 1]  # the other target took its value
     np.testing.assert_array_equal(
-        marginal.update(stats, np.array([[9.0, 9.0]]), np.array([False])), stats
+        marginal.update(law, np.array([[9.0, 9.0]]), np.array([False])).packed(), law.packed()
     )
 
 
 def test_the_bound_is_the_error_of_a_centre_under_the_marginal_law() -> None:
     """sqrt(v + (c - m)^2) in scaled units; none (inf) under MIN_WEIGHT values."""
-    stats = np.array([[[50.0, 10.0, 4.0, 0.0, 0.0]], [[marginal.MIN_WEIGHT - 1, 10.0, 4.0, 0, 0]]])
+    law = Marginal.zeros((2, 1))._replace(
+        weight=np.array([[50.0], [marginal.MIN_WEIGHT - 1]]), mean=np.full((2, 1), 10.0),
+        var=np.full((2, 1), 4.0),
+    )
     loc, scale = np.array([[8.0], [8.0]]), np.array([[2.0], [2.0]])
     centre = np.array([[2.5], [2.5]])  # 13 in series units, 3 from the mean
-    bound = marginal.spread_bound(stats, loc, scale, centre)
+    bound = marginal.spread_bound(law, loc, scale, centre)
     np.testing.assert_allclose(bound[0], np.sqrt(4.0 + 9.0) / 2.0)
     assert np.isinf(bound[1]).all()
 
@@ -121,8 +138,8 @@ def test_a_random_walk_model_on_white_noise_is_held_to_the_series_law(walk_model
     states, paths = _paths(on, series)
     _, free = _paths(off, series)
     np.testing.assert_array_equal(paths[:, :, 0], free[:, :, 0])
-    stats = np.stack([s.marginal[0] for s in states])  # (S, 5)
-    bound = np.sqrt(stats[:, None, 2] + (paths.mean(axis=1) - stats[:, None, 1]) ** 2)  # (S, H)
+    law = Marginal.of(np.stack([s.marginal[0] for s in states]))  # (S,) each
+    bound = np.sqrt(law.var[:, None] + (paths.mean(axis=1) - law.mean[:, None]) ** 2)  # (S, H)
     spread = _spread(paths)
     assert (spread[:, 1:] <= bound[:, 1:] * (1 + 1e-9)).all()
     binding = _spread(free)[:, 1:] > bound[:, 1:]
@@ -181,28 +198,29 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
     k = marginal.N_FIELDS
     assert struct.unpack_from("<H", blob, 4)[0] == 11 and k == 12
     assert SeriesState.from_bytes(blob) == state
-    law = state.marginal
-    assert law[0, marginal.ALPHA] > 0  # fitted on the history
-    assert law[0, marginal.SXY_M] != law[0, marginal.SXY]  # about the mean, not the level
+    law, own = state.marginal, Marginal.of(state.marginal)  # the old formats' fields: in order
+    assert own.alpha[0] > 0  # fitted on the history
+    assert own.sxy_mean[0] != own.sxy[0]  # about the mean, not the level
     ten = older(blob, 10, 1 + 8 * k, struct.pack("<B", 1) + law[:, :10].astype("<f8").tobytes())
-    as_level = law.copy()
-    as_level[:, [marginal.SXY_M, marginal.SXX_M]] = law[:, [marginal.SXY, marginal.SXX]]
-    assert SeriesState.from_bytes(ten) == dataclasses.replace(state, marginal=as_level)
+    as_level = own._replace(sxy_mean=own.sxy, sxx_mean=own.sxx)
+    assert SeriesState.from_bytes(ten) == dataclasses.replace(state, marginal=as_level.packed())
     nine = older(blob, 9, 1 + 8 * k, struct.pack("<B", 1) + law[:, :9].astype("<f8").tobytes())
-    no_alpha = as_level.copy()
-    no_alpha[:, marginal.ALPHA] = 0.0
+    no_alpha = as_level._replace(alpha=np.zeros(1)).packed()
     assert SeriesState.from_bytes(nine) == dataclasses.replace(state, marginal=no_alpha)
     five = older(blob, 8, 1 + 8 * k, struct.pack("<B", 1) + law[:, :5].astype("<f8").tobytes())
-    eight = law.copy()
-    eight[:, marginal.LAST] = law[:, marginal.LEVEL]
-    eight[:, marginal.MEAN_ODDS :] = 0.0
+    none = np.zeros(1)
+    eight = own._replace(
+        last=own.level, mean_odds=none, sxy=none, sxx=none, alpha=none, sxy_mean=none,
+        sxx_mean=none,
+    ).packed()
     assert SeriesState.from_bytes(five) == dataclasses.replace(state, marginal=eight)
     old = older(blob, 7, 1 + 8 * k)
     read = SeriesState.from_bytes(old)
     assert read == dataclasses.replace(state, marginal=np.zeros((0, k)))
     assert old_states.encode(read) == old
     ((new, _),) = rt.update([read], [np.full((1, 1), LEVEL)], [0.8])
-    assert new.marginal[0, 0] == 1.0 and new.marginal[0, 1] == pytest.approx(LEVEL)
+    own = Marginal.of(new.marginal)
+    assert own.weight[0] == 1.0 and own.mean[0] == pytest.approx(LEVEL)
 
 
 def test_noise_reverts_to_its_level_and_a_walk_to_its_last_value(walk_model: Path) -> None:
@@ -221,16 +239,17 @@ def test_noise_reverts_to_its_level_and_a_walk_to_its_last_value(walk_model: Pat
     walks = [LEVEL + np.cumsum(rng.standard_normal(400)) for _ in range(5)]
     rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
     states = rt.create([s[:, None] for s in noise + walks], levels=[0.8])
-    r = 1.0 / (1.0 + np.exp(-np.array([s.marginal[0, 3] for s in states])))
-    phi = np.array([marginal.persistence(s.marginal)[0] for s in states])
+    laws = [Marginal.of(s.marginal) for s in states]
+    r = 1.0 / (1.0 + np.exp(-np.array([law.odds[0] for law in laws])))
+    phi = np.array([marginal.persistence(law)[0] for law in laws])
     assert (r[:5] > 0.9).all() and (phi[:5] < 0.15).all() and (phi[5:] > 0.9).all(), (r, phi)
     fcs = rt.forecast(states, H, [0.8], 2000, seed=0)
-    for f, s in zip(fcs[:5], states[:5], strict=True):
-        centre = marginal.anchor(s.marginal)[0]
+    for f, law in zip(fcs[:5], laws[:5], strict=True):
+        centre = marginal.anchor(law)[0]
         assert abs(f.median[0, 0] - centre) < 0.3
         assert abs(f.median[-1, 0] - centre) < 0.3
-    for f, s, y in zip(fcs[5:], states[5:], walks, strict=True):
-        pull = (1.0 - marginal.persistence(s.marginal)[0] ** H) * abs(y[-1] - s.marginal[0, 4])
+    for f, law, y in zip(fcs[5:], laws[5:], walks, strict=True):
+        pull = (1.0 - marginal.persistence(law)[0] ** H) * abs(y[-1] - law.level[0])
         assert abs(f.median[0, 0] - y[-1]) < 0.15 + pull / H
         assert abs(f.median[-1, 0] - y[-1]) < 0.5 + pull
 
@@ -245,51 +264,52 @@ def test_the_persistence_is_the_weighted_regression_of_the_deviations() -> None:
     0.7 over the 20 series (one series' sd 0.04 at a memory of 100 values)."""
     rng = np.random.default_rng(7)
     y = 50.0 + rng.standard_normal(300)
-    stats = np.zeros((1, 1, marginal.N_FIELDS))
+    law = Marginal.zeros((1, 1))
     levels, lasts, means = [], [], []
     for v in y:
-        levels.append(stats[0, 0, marginal.LEVEL])
-        lasts.append(stats[0, 0, marginal.LAST])
-        means.append(stats[0, 0, marginal.MEAN])
-        stats = marginal.update(stats, np.array([[v]]), np.array([True]))
+        levels.append(law.level[0, 0])
+        lasts.append(law.last[0, 0])
+        means.append(law.mean[0, 0])
+        law = marginal.update(law, np.array([[v]]), np.array([True]))
     t = np.arange(1, len(y))
     w = marginal.FORGET ** (len(y) - 1 - t)
-    for about, sxy, sxx in ((levels, marginal.SXY, marginal.SXX),
-                            (means, marginal.SXY_M, marginal.SXX_M)):
+    for about, name in ((levels, "level"), (means, "mean")):
         x = np.array(lasts)[t] - np.array(about)[t]
         e = y[t] - np.array(about)[t]
-        assert stats[0, 0, sxy] == pytest.approx(np.sum(w * e * x), rel=1e-9)
-        assert stats[0, 0, sxx] == pytest.approx(np.sum(w * x * x), rel=1e-9)
+        sxy, sxx = law.sums(name)
+        assert sxy[0, 0] == pytest.approx(np.sum(w * e * x), rel=1e-9)
+        assert sxx[0, 0] == pytest.approx(np.sum(w * x * x), rel=1e-9)
     found, about_mean = [], []
     for _ in range(20):
         ar = np.zeros(2000)
         for i in range(1, 2000):
             ar[i] = 0.7 * ar[i - 1] + rng.standard_normal()
-        stats = np.zeros((1, 1, marginal.N_FIELDS))
+        law = Marginal.zeros((1, 1))
         for v in 50.0 + ar:
-            stats = marginal.update(stats, np.array([[v]]), np.array([True]))
-        found.append(marginal.persistence(stats)[0, 0])
-        about_mean.append(marginal.persistence(stats, marginal.MEAN)[0, 0])
+            law = marginal.update(law, np.array([[v]]), np.array([True]))
+        found.append(marginal.persistence(law)[0, 0])
+        about_mean.append(marginal.persistence(law, "mean")[0, 0])
     assert abs(np.mean(found) - 0.7) < 0.1, found
     assert abs(np.mean(about_mean) - 0.7) < 0.03, about_mean
-    stats[..., marginal.MEAN_ODDS] = -50.0  # the base: the level
-    phi, level, last = found[-1], stats[0, 0, marginal.LEVEL], stats[0, 0, marginal.LAST]
-    assert marginal.anchor(stats, 3)[0, 0] == pytest.approx(level + phi**3 * (last - level))
-    stats[..., marginal.MEAN_ODDS] = 50.0  # the mean's AR(1)
-    phi, mean = about_mean[-1], stats[0, 0, marginal.MEAN]
-    assert marginal.anchor(stats, 3)[0, 0] == pytest.approx(mean + phi**3 * (last - mean))
+    law = law._replace(mean_odds=np.full((1, 1), -50.0))  # the base: the level
+    phi, level, last = found[-1], law.level[0, 0], law.last[0, 0]
+    assert marginal.anchor(law, 3)[0, 0] == pytest.approx(level + phi**3 * (last - level))
+    law = law._replace(mean_odds=np.full((1, 1), 50.0))  # the mean's AR(1)
+    phi, mean = about_mean[-1], law.mean[0, 0]
+    assert marginal.anchor(law, 3)[0, 0] == pytest.approx(mean + phi**3 * (last - mean))
 
 
 def test_the_anchor_weighs_the_mean_against_the_level() -> None:
     """a_h = A_l + p (A_m - A_l), p = expit(g): the level's AR(1) at g -> -inf, the mean's at
     g -> inf, halfway at even odds; with no persistence each is its centre at every step."""
-    stats = np.zeros((1, 1, marginal.N_FIELDS))
-    stats[..., marginal.LEVEL], stats[..., marginal.LAST], stats[..., marginal.MEAN] = 10, 14, 8
-    assert marginal.anchor(stats)[0, 0] == pytest.approx(9.0)
-    stats[..., marginal.MEAN_ODDS] = 50.0
-    assert marginal.anchor(stats, 5)[0, 0] == pytest.approx(8.0)
-    stats[..., marginal.MEAN_ODDS] = -50.0
-    assert marginal.anchor(stats, 1)[0, 0] == pytest.approx(10.0)
+    law = _law(level=10.0, last=14.0, mean=8.0)
+    assert marginal.anchor(law)[0, 0] == pytest.approx(9.0)
+    assert marginal.anchor(law._replace(mean_odds=np.full((1, 1), 50.0)), 5)[0, 0] == (
+        pytest.approx(8.0)
+    )
+    assert marginal.anchor(law._replace(mean_odds=np.full((1, 1), -50.0)), 1)[0, 0] == (
+        pytest.approx(10.0)
+    )
 
 
 def test_the_evidence_of_the_mean_is_the_log_ratio_of_the_moved_laws() -> None:
@@ -297,11 +317,10 @@ def test_the_evidence_of_the_mean_is_the_log_ratio_of_the_moved_laws() -> None:
     level is log N(y; m, 1) - log N(y; l, 1), in the scaled units of loc 100, scale 2."""
     from model.filtering.predictive import Mixture
 
-    stats = np.zeros((1, 1, marginal.N_FIELDS))
-    stats[..., marginal.LEVEL], stats[..., marginal.MEAN] = 101.0, 99.0  # 0.5 and -0.5 scaled
+    own = _law(level=101.0, mean=99.0)  # 0.5 and -0.5 scaled
     law = Mixture(np.array([[1.0]]), np.array([[[0.3]]]), np.array([1.0]))
     y = np.array([[1.2]])
-    got = marginal.mean_evidence(stats, np.array([[100.0]]), np.array([[2.0]]), law, y)
+    got = marginal.mean_evidence(own, np.array([[100.0]]), np.array([[2.0]]), law, y)
     want = norm.logpdf(1.2, -0.5, 1.0) - norm.logpdf(1.2, 0.5, 1.0)
     assert got[0, 0] == pytest.approx(want, rel=1e-9)
 
@@ -315,15 +334,14 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
     (state,) = rt.create([LEVEL + np.random.default_rng(6).standard_normal((100, 1))])
     batch = StateBatch.of([state], 1, rt.n_mean)
-    batch.marginal[0, 0, 3] = 1.0  # r = expit(1)
-    batch.marginal[0, 0, marginal.MEAN_ODDS] = -np.inf  # the anchor: the level
-    batch.marginal[0, 0, marginal.SXY] = 0.0
+    # r = expit(1); the anchor: the level
+    _set(batch, odds=1.0, mean_odds=-np.inf, sxy=0.0)
     law = Mixture(np.array([[0.5, 0.5]]), np.array([[[0.2], [0.6]]]), np.array([[1.0]]))
     moved = rt.adapter.reverted(batch, law).moments()[0][0, 0]
-    level = (batch.marginal[0, 0, 4] - batch.loc[0, 0]) / batch.scale[0, 0]
+    level = (Marginal.of(batch.marginal).level[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     r = 1.0 / (1.0 + np.exp(-1.0))
     assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
-    batch.marginal[0, 0, 0] = marginal.MIN_WEIGHT - 1.0
+    _set(batch, weight=marginal.MIN_WEIGHT - 1.0)
     assert rt.adapter.reverted(batch, law).moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
 
 
@@ -335,17 +353,18 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
     from model.filtering.predictive import Mixture
     from model.series.state import StateBatch
 
-    stats = np.zeros((1, 1, marginal.N_FIELDS))
+    own = Marginal.zeros((1, 1))
     for v in (50.0, 52.0, 49.0):
-        stats = marginal.update(stats, np.array([[v]]), np.array([True]))
-    after = marginal.update(stats, np.array([[55.0]]), np.array([True]), fresh=np.array([False]))
-    assert after[0, 0, marginal.LAST] == 55.0
+        own = marginal.update(own, np.array([[v]]), np.array([True]))
+    after = marginal.update(own, np.array([[55.0]]), np.array([True]), fresh=np.array([False]))
+    assert after.last[0, 0] == 55.0
     # the fourth value's: the larger of 1 / W (about 1/4) and the level's alpha
-    a = max(1.0 / (marginal.FORGET * stats[0, 0, 0] + 1.0), 1.0 - marginal.LEVEL_FORGET)
-    assert after[0, 0, marginal.LEVEL] == pytest.approx(
-        stats[0, 0, marginal.LEVEL] + a * (55.0 - stats[0, 0, marginal.LEVEL]), rel=1e-12
+    a = max(1.0 / (marginal.FORGET * own.weight[0, 0] + 1.0), 1.0 - marginal.LEVEL_FORGET)
+    assert after.level[0, 0] == pytest.approx(
+        own.level[0, 0] + a * (55.0 - own.level[0, 0]), rel=1e-12
     )
-    np.testing.assert_array_equal(after[..., marginal.SXY :], stats[..., marginal.SXY :])
+    for name in ("sxy", "sxx", "sxy_mean", "sxx_mean"):
+        np.testing.assert_array_equal(getattr(after, name), getattr(own, name))
     # through the runtime: a gap of two, then values; the law follows the observed values
     rng = np.random.default_rng(8)
     y = LEVEL + rng.standard_normal(120)
@@ -358,16 +377,16 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
             weight = marginal.FORGET * weight + 1.0
             level += max(1.0 / weight, alpha) * (v - level)
     # the runtime reads the values scaled in float32: to its precision
-    assert state.marginal[0, marginal.LAST] == pytest.approx(y[-1], rel=1e-6)
-    assert state.marginal[0, marginal.LEVEL] == pytest.approx(level, rel=1e-6)
+    assert Marginal.of(state.marginal).last[0] == pytest.approx(y[-1], rel=1e-6)
+    assert Marginal.of(state.marginal).level[0] == pytest.approx(level, rel=1e-6)
     # the law issued two missing steps after the last value
     batch = StateBatch.of([state], 1, rt.n_mean)
-    batch.marginal[0, 0, 3], batch.marginal[0, 0, marginal.SXY] = 50.0, 0.5 * 1.0  # r = 1
-    batch.marginal[0, 0, marginal.SXX] = 1.0  # phi = 0.5
+    _set(batch, odds=50.0, sxy=0.5, sxx=1.0)  # r = 1, phi = 0.5
     law = Mixture(np.array([[1.0]]), np.array([[[0.0]]]), np.array([1.0]))
     moved = rt.adapter.reverted(batch, law, np.array([3])).moments()[0][0, 0]
-    want = (marginal.anchor(batch.marginal, 3)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
+    own = Marginal.of(batch.marginal)
+    want = (marginal.anchor(own, 3)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     assert moved == pytest.approx(want, rel=1e-9)
     assert moved != pytest.approx(
-        (marginal.anchor(batch.marginal, 1)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
+        (marginal.anchor(own, 1)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     )

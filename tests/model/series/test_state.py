@@ -227,3 +227,60 @@ def test_a_section_of_a_newer_field_is_skipped_and_a_cut_one_refused(
     cut = body[:-8]
     with pytest.raises(StateFormatError, match="cut short"):
         SeriesState.from_bytes(cut + struct.pack("<I", zlib.crc32(cut)))
+
+
+def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
+    rt_torch: Runtime, ar_series: Any
+) -> None:
+    """StateBatch has one field a table row (and the seed and step); a state with every field
+    and one with none of them stack together (the one without takes each field's fill: ones
+    for the spread, the model's prior for the mean's correction, NaN past its levels, zeros
+    past its season) and come back from the batch as they went in."""
+    from model.series import state_fields
+    from model.series.state import StateBatch
+
+    full = _every_field(rt_torch, ar_series)
+    (plain,) = rt_torch.create(ar_series(1, 40))
+    bare = dataclasses.replace(
+        plain, spread_factor=np.zeros(0), cover_levels=np.zeros(0), cover_alpha=np.zeros(0),
+        mean_coef=np.zeros(0), mean_cov=np.zeros(0), mean_noise=np.zeros(0),
+        mean_odds=np.zeros(0), trend=np.zeros(0), marginal=np.zeros(0),
+    )
+    names = [f.name for f in dataclasses.fields(StateBatch)]
+    declared = [f.name for f in (*state_fields.ARRAY_FIELDS, *state_fields.SCALAR_FIELDS)]
+    assert sorted(names) == sorted(["seed", "t", *declared])
+    batch = StateBatch.of([full, bare], 1, 2)
+    assert batch.profile.shape == (2, 4, 1) and not batch.profile[1].any()
+    assert np.isnan(batch.cover_levels[1]).all() and batch.spread_factor[1].tolist() == [1.0]
+    assert batch.mean_cov[1].any() and not batch.trend[1].any()  # the prior; none
+    assert batch.state(0, full.model_id) == full
+    back = batch.state(1, bare.model_id)
+    # a series' spread factors and the mean's prior, once stacked, are its own
+    assert back == dataclasses.replace(
+        bare, spread_factor=np.ones(1), mean_coef=batch.mean_coef[1],
+        mean_cov=batch.mean_cov[1], mean_noise=batch.mean_noise[1], mean_odds=np.zeros(1),
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("trend", np.zeros((1, 3)), r"trend must be \(O 4\)"),
+        ("mean_odds", np.zeros(2, np.float32), r"mean_odds must be \(O\)"),
+        ("profile", np.zeros(4), r"profile must be \(M O\)"),
+        ("cover_alpha", np.zeros(1), r"cover_alpha must be \(K\)"),
+        ("cover_alpha", np.zeros(0), "two vectors of one length"),
+        ("mean_noise", np.zeros(0), "the mean's correction"),
+    ],
+)
+def test_a_field_off_its_declared_shape_is_refused(
+    rt_torch: Runtime, ar_series: Any, field: str, value: np.ndarray, message: str
+) -> None:
+    """Each array has its row's axes, a letter one size across the fields a series has (O:
+    the targets), within the bytes' limits; the mean's correction's arrays come together."""
+    state = _every_field(rt_torch, ar_series)
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(state, **{field: value})
+    (plain,) = rt_torch.create(ar_series(1, 40))
+    with pytest.raises(ValueError, match="O is at most 255"):  # the older formats' u8 count
+        dataclasses.replace(plain, spread_factor=np.ones(256), marginal=np.zeros(0))

@@ -149,7 +149,7 @@ def test_a_linear_trend_is_forecast_along_its_line(default: Runtime) -> None:
     for seed in range(2):
         y = 0.5 * t + np.random.default_rng(seed).normal(size=240)
         (state,) = default.create([y[:200, None]], seeds=[1])
-        assert state.trend.shape == (1, 4) and state.trend[0, 0] > 0
+        assert state.trend.shape == (1, 4) and Trend.of(state.trend).phi[0] > 0
         ((state, _),) = default.update([state], [y[200:, None]], [0.8])
         (f,) = default.forecast([state], 24, [0.8], 1000, seed=1)
         steps = np.array([1, 6, 12, 24])
