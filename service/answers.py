@@ -39,7 +39,6 @@ from pydantic_core import to_json
 
 from model.runtime.runtime import Forecast, UpdateResult
 from service.outputs import by_level, significant
-from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import SeriesAdaptation, SeriesInfo
 from service.settings import level_label
 from service.store import SeriesMeta
@@ -171,7 +170,7 @@ def decode(data: bytes, series_id: str) -> UpdateRecord:
 
 def answer_json(
     series_id: str, seq: int, version: int, results: Sequence[dict[str, Any]],
-    forecast: dict[str, Any] | SeriesForecast | None,
+    forecast: dict[str, Any] | None,
 ) -> str:
     """The JSON of an ObservationsResponse: `seq` the series' next seq, `version` that of the
     write that answered, `forecast` a record's or one made afresh."""

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -28,11 +28,16 @@ from service.errors import InvalidInput
 from service.inputs import ForecastParams, ModelInputs
 from service.model_calls import BatchObserver, ModelCalls, NewState, Update, invalid, no_observer
 from service.outputs import series_forecast
-from service.schemas.events import StreamStep
-from service.schemas.forecasts import SeriesForecast
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+class StreamStep(NamedTuple):
+    """One step of a forecast stream: the data of its `step` event."""
+
+    step: int  # 1-based
+    forecasts: list[dict[str, Any]]  # a series' value there (outputs.series_forecast's dict)
 
 
 class Engine:
@@ -134,9 +139,10 @@ class Engine:
     async def forecast(
         self, series_id: str, state: bytes, params: ForecastParams,
         covariates: np.ndarray | None = None, support: str | None = None,
-    ) -> SeriesForecast:
+    ) -> dict[str, Any]:
+        """A forecast from a stored state (outputs.series_forecast's dict)."""
         self.inputs.need_future(covariates, params.horizon, "covariates")
-        result: SeriesForecast = await self._batcher.submit(
+        result: dict[str, Any] = await self._batcher.submit(
             ("forecast", params), lambda items: self._calls.forecast(params, items),
             (series_id, state, covariates, support),
         )
@@ -145,8 +151,8 @@ class Engine:
     async def forecast_history(
         self, series_id: str, history: np.ndarray, params: ForecastParams,
         covariates: np.ndarray | None = None, season: int = 0, support: str = "real",
-    ) -> SeriesForecast:
-        result: SeriesForecast = await self._batcher.submit(
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self._batcher.submit(
             ("history", params), lambda items: self._calls.history(params, items),
             (series_id, history, covariates, season, support),
         )
@@ -172,7 +178,7 @@ class Engine:
         self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,
         covariates: Sequence[np.ndarray] | None = None, supports: Sequence[str] | None = None,
     ) -> AsyncGenerator[StreamStep, None]:
-        """One StreamStep per horizon step as the particles propagate; stops when closed. The
+        """One step per horizon step as the particles propagate; stops when closed. The
         runtime checks the inputs here, so a bad request is refused (InvalidInput) before the
         stream starts."""
         extra: dict[str, Any] = {} if covariates is None else {"covariates": covariates}
@@ -198,12 +204,9 @@ class Engine:
                 if item is None:
                     break
                 forecasts = item[1]
-                yield StreamStep(
-                    step=step,
-                    forecasts=[
-                        series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)
-                    ],
-                )
+                yield StreamStep(step, [
+                    series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)
+                ])
         finally:
             self.active_streams -= 1
             close = getattr(steps, "close", None)

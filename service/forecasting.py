@@ -6,16 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
-from service.engine import Engine
+from service.engine import Engine, StreamStep
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, forecast_params, stamps
-from service.schemas.events import StreamStep
-from service.schemas.forecasts import (
-    ForecastRequest,
-    ForecastResponse,
-    Interval,
-    SeriesForecast,
-)
+from service.outputs import forecast_json
+from service.schemas.forecasts import ForecastRequest
 from service.settings import Settings, level_label
 
 
@@ -35,9 +30,10 @@ def _stamps(req: ForecastRequest, horizon: int) -> list[list[str] | None]:
             for i, s in enumerate(req.series)]
 
 
-def _dated(forecasts: list[SeriesForecast], stamps: list[list[str] | None]) -> None:
+def _dated(forecasts: list[dict[str, Any]], stamps: list[list[str] | None]) -> None:
     for f, ahead in zip(forecasts, stamps, strict=True):
-        f.timestamps = ahead
+        if ahead is not None:
+            f["timestamps"] = ahead
 
 
 class ForecastService:
@@ -72,22 +68,22 @@ class ForecastService:
         return Prepared(params, histories, covariates, seasons, supports,
                         _stamps(req, params.horizon))
 
-    def _response(
-        self, params: ForecastParams, forecasts: list[SeriesForecast]
-    ) -> ForecastResponse:
-        return ForecastResponse.model_construct(
-            model_version=self.engine.model_version,
-            point_forecast=self.engine.point_forecast, horizon=params.horizon,
-            levels=[level_label(level) for level in params.levels],
-            num_samples=params.n_samples, forecasts=forecasts,
-        )
+    def _response(self, params: ForecastParams, forecasts: list[dict[str, Any]]) -> bytes:
+        """The JSON of a ForecastResponse."""
+        return forecast_json({
+            "model_version": self.engine.model_version,
+            "point_forecast": self.engine.point_forecast, "horizon": params.horizon,
+            "levels": [level_label(level) for level in params.levels],
+            "num_samples": params.n_samples, "forecasts": forecasts,
+        })
 
-    async def forecast(self, req: ForecastRequest) -> ForecastResponse:
+    async def forecast(self, req: ForecastRequest) -> bytes:
+        """The JSON of a ForecastResponse."""
         params, histories, covariates, seasons, supports, stamps = self._prepare(req)
 
         async def one(
             i: int, series_id: str, history: Any, future: Any, season: int, support: str
-        ) -> SeriesForecast:
+        ) -> dict[str, Any]:
             try:
                 return await self.engine.forecast_history(
                     series_id, history, params, future, season, support
@@ -149,34 +145,35 @@ class ForecastService:
             for acc, part in zip(whole, step.forecasts, strict=True):
                 _extend(acc, part)
             yield {"event": "step", "id": str(step.step), "data": _json(step)}
-        yield {"event": "done", "data": self._response(params, whole).model_dump_json()}
+        yield {"event": "done", "data": self._response(params, whole).decode()}
 
 
 def _json(step: StreamStep) -> str:
-    return step.model_dump_json(exclude_none=True)
+    return forecast_json({"step": step.step, "forecasts": step.forecasts}).decode()
 
 
-def _empty(series_id: str, params: ForecastParams) -> SeriesForecast:
-    return SeriesForecast.model_construct(
-        id=series_id, mean=[], median=[],
-        intervals={
-            level_label(lv): Interval.model_construct(lo=[], hi=[], lo_se=[], hi_se=[])
+def _empty(series_id: str, params: ForecastParams) -> dict[str, Any]:
+    """A series' forecast of no steps, which a stream's steps extend."""
+    out: dict[str, Any] = {
+        "id": series_id, "mean": [], "median": [],
+        "intervals": {
+            level_label(lv): {"lo": [], "hi": [], "lo_se": [], "hi_se": []}
             for lv in params.levels
         },
-        samples=[] if params.return_samples else None,
-    )
+    }
+    if params.return_samples:
+        out["samples"] = []
+    return out
 
 
-def _extend(acc: SeriesForecast, part: SeriesForecast) -> None:
-    acc.mean.extend(part.mean)
-    acc.median.extend(part.median)
-    for label, interval in part.intervals.items():
-        acc.intervals[label].lo.extend(interval.lo)
-        acc.intervals[label].hi.extend(interval.hi)
-        acc.intervals[label].lo_se.extend(interval.lo_se)
-        acc.intervals[label].hi_se.extend(interval.hi_se)
-    if acc.samples is not None and part.samples is not None:
-        if not acc.samples:
-            acc.samples.extend([] for _ in part.samples)
-        for row, new in zip(acc.samples, part.samples, strict=True):
+def _extend(acc: dict[str, Any], part: dict[str, Any]) -> None:
+    acc["mean"].extend(part["mean"])
+    acc["median"].extend(part["median"])
+    for label, interval in part["intervals"].items():
+        for key, values in interval.items():
+            acc["intervals"][label][key].extend(values)
+    if "samples" in acc and "samples" in part:
+        if not acc["samples"]:
+            acc["samples"].extend([] for _ in part["samples"])
+        for row, new in zip(acc["samples"], part["samples"], strict=True):
             row.extend(new)

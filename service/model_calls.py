@@ -25,7 +25,6 @@ from service import answers
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.inputs import ForecastParams
 from service.outputs import adaptation_of, series_forecast
-from service.schemas.forecasts import SeriesForecast
 
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
 BatchObserver = Callable[[str, int, float], None]
@@ -164,7 +163,7 @@ class ModelCalls:
     def forecast(self, params: ForecastParams, items: Sequence[ForecastItem]) -> list[Any]:
         """Forecasts from stored states."""
 
-        def run(batch: Sequence[ForecastItem]) -> list[SeriesForecast]:
+        def run(batch: Sequence[ForecastItem]) -> list[dict[str, Any]]:
             states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
             # a model with covariates: every item sent them (Engine.forecast checks)
             cov = cast(list[np.ndarray], [c for _, _, c, _ in batch]) if self._covariates else None
@@ -184,7 +183,7 @@ class ModelCalls:
     def history(self, params: ForecastParams, items: Sequence[HistoryItem]) -> list[Any]:
         """Forecasts from histories (stateless; a baseline's too)."""
 
-        def run(batch: Sequence[HistoryItem]) -> list[SeriesForecast]:
+        def run(batch: Sequence[HistoryItem]) -> list[dict[str, Any]]:
             extra: dict[str, Any] = {}
             if self._covariates:
                 extra["covariates"] = [c for _, _, c, _, _ in batch]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic_core import to_json
 from scipy.special import expit
 
 from model.runtime.runtime import Forecast
@@ -23,7 +24,6 @@ from model.series.marginal import Marginal
 from model.series.mean import MEAN_TERMS, mean_weight
 from model.series.state import SeriesState
 from service.inputs import ForecastParams
-from service.schemas.forecasts import Interval, SeriesForecast
 from service.settings import level_label
 
 
@@ -93,27 +93,36 @@ def _rounded(a: np.ndarray) -> list[float]:
     return [round(v, 6) for v in a.tolist()]
 
 
-def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> SeriesForecast:
+def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> dict[str, Any]:
     """A runtime forecast (mean, median (H, O), intervals and their standard errors by level,
-    samples (N, H, O)) as the schema; the standard errors to 2 significant digits. The bounds
-    and their errors are each rendered in one array operation over every level."""
+    samples (N, H, O)) as the dict of schemas.forecasts.SeriesForecast (its fields in order,
+    `samples` only where asked for; a dated one adds `timestamps`); the standard errors to 2
+    significant digits. The bounds and their errors are each rendered in one array operation
+    over every level."""
     intervals = by_level(f.intervals, params.fractions)
     errors = by_level(f.errors, params.fractions)
     # mean, median, then lo, hi of each level in turn
     mean, median, *bounds = _rows([(f.mean, f.median), *intervals])
     ses = _rows(errors, 2)
-    return SeriesForecast.model_construct(
-        id=series_id,
-        mean=mean,
-        median=median,
-        intervals={
-            level_label(level): Interval.model_construct(
-                lo=bounds[2 * j], hi=bounds[2 * j + 1], lo_se=ses[2 * j], hi_se=ses[2 * j + 1]
-            )
+    out = {
+        "id": series_id, "mean": mean, "median": median,
+        "intervals": {
+            level_label(level): {
+                "lo": bounds[2 * j], "hi": bounds[2 * j + 1], "lo_se": ses[2 * j],
+                "hi_se": ses[2 * j + 1],
+            }
             for j, level in enumerate(params.levels)
         },
-        samples=_points(f.samples) if params.return_samples and f.samples is not None else None,
-    )
+    }
+    if params.return_samples and f.samples is not None:
+        out["samples"] = _points(f.samples)
+    return out
+
+
+def forecast_json(answer: dict[str, Any]) -> bytes:
+    """The JSON of a forecast's answer (a dict of the schemas), as FastAPI writes a schema's:
+    not-finite numbers as null."""
+    return to_json(answer, inf_nan_mode="null")
 
 
 def by_level(d: dict[float, Any], fractions: Sequence[float]) -> list[Any]:

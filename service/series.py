@@ -38,7 +38,6 @@ from service.inputs import ForecastParams, forecast_params, stamps
 from service.metrics import Metrics
 from service.model_calls import NewState, Update
 from service.schemas.events import MissedEvent, SeriesEvent
-from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import (
     ForecastQuery,
     ObservationsRequest,
@@ -154,7 +153,7 @@ class SeriesService:
 
     async def forecast(
         self, series_id: str, query: ForecastQuery | SeriesForecastRequest, held: str | None = None
-    ) -> tuple[str, SeriesForecast | None]:
+    ) -> tuple[str, dict[str, Any] | None]:
         """GET (query) or POST (body, with the future covariates a model with them needs): the
         forecast's entity tag and the forecast, None where `held` (If-None-Match) names it."""
         get, raw = (True, None) if isinstance(query, ForecastQuery) else (False, query.covariates)
@@ -173,8 +172,8 @@ class SeriesService:
                                               rec.meta.support)
         meta = rec.meta
         if forecast is not None and meta.timestamp is not None and meta.timestamp_seq is not None:
-            forecast.timestamps = stamps(meta.timestamp, meta.freq, params.horizon, "",
-                                         skip=meta.seq - 1 - meta.timestamp_seq)
+            forecast["timestamps"] = stamps(meta.timestamp, meta.freq, params.horizon, "",
+                                            skip=meta.seq - 1 - meta.timestamp_seq)
         return tag, forecast
 
     # ------------------------------------------------------------------ observations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from sse_starlette import EventSourceResponse
 
 from service.deps import ForecastsDep
@@ -22,9 +22,9 @@ _STREAM_EXAMPLE = (
     "/forecast", response_model=ForecastResponse, responses=errors(401, 413, 422),
     summary="Forecast series from their histories (stateless)",
 )
-async def forecast(body: ForecastRequest, forecasts: ForecastsDep) -> ForecastResponse:
+async def forecast(body: ForecastRequest, forecasts: ForecastsDep) -> Response:
     """One forecast per series: mean, median and intervals per step, samples if asked."""
-    return await forecasts.forecast(body)
+    return Response(await forecasts.forecast(body), media_type="application/json")
 
 
 @router.post(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from service.answers import SentEvent
 from service.deps import EngineDep, LastEventId, SeriesDep, SeriesIdPath
+from service.outputs import forecast_json
 from service.routes import errors
 from service.schemas.common import ModelInfo, ModelsResponse
 from service.schemas.events import MissedEvent
@@ -75,8 +76,8 @@ async def observe(
 )
 async def series_forecast(
     series_id: SeriesIdPath, query: Annotated[ForecastQuery, Query()], series: SeriesDep,
-    request: Request, response: Response,
-) -> Any:
+    request: Request,
+) -> Response:
     """The answer carries an ETag (the series' state, the model and the parameters): sent back
     in If-None-Match, it is answered 304 Not Modified, no path drawn, until the series changes.
     An unchanged state gives the same bytes."""
@@ -85,8 +86,7 @@ async def series_forecast(
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
     if answer is None:
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
-    response.headers.update(headers)
-    return answer
+    return Response(forecast_json(answer), media_type="application/json", headers=headers)
 
 
 @router.post(
@@ -96,12 +96,12 @@ async def series_forecast(
 )
 async def series_forecast_post(
     series_id: SeriesIdPath, body: SeriesForecastRequest, series: SeriesDep
-) -> SeriesForecast:
+) -> Response:
     """The GET's forecast with its parameters in a JSON body, which can carry the future
     values of the covariates (one per forecast step) that a model with covariates needs."""
     _, answer = await series.forecast(series_id, body)
     assert answer is not None  # asked without a tag
-    return answer
+    return Response(forecast_json(answer), media_type="application/json")
 
 
 @router.get(

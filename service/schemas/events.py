@@ -1,5 +1,4 @@
-"""The data of the Server-Sent Events: the steps of a forecast stream, and the events of a
-series (GET /v1/series/{series_id}/events)."""
+"""The data of the events of a series (GET /v1/series/{series_id}/events)."""
 
 from __future__ import annotations
 
@@ -9,13 +8,6 @@ from pydantic import BaseModel, Field
 
 from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import ObservationResult
-
-
-class StreamStep(BaseModel):
-    """Data of one `step` event of POST /v1/forecast/stream (one value per series)."""
-
-    step: int = Field(description="1-based forecast step")
-    forecasts: list[SeriesForecast]
 
 
 class SeriesEvent(BaseModel):

@@ -80,8 +80,8 @@ async def test_different_parameters_are_separate_calls(engine: Engine, runtime: 
         *(engine.forecast_history(f"b{i}", series(runtime, i), other) for i in range(3)),
     )
     assert sorted(counting.sizes("forecast_history")) == [3, 3]
-    assert [len(f.mean) for f in out] == [3, 3, 3, 5, 5, 5]
-    assert list(out[3].intervals) == ["50"]
+    assert [len(f["mean"]) for f in out] == [3, 3, 3, 5, 5, 5]
+    assert list(out[3]["intervals"]) == ["50"]
 
 
 async def test_a_bad_series_fails_alone(engine: Engine, runtime: Any) -> None:

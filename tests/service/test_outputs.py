@@ -12,7 +12,8 @@ from model.runtime.rollout.forecaster import Forecast
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from service.inputs import ForecastParams
-from service.outputs import adaptation_of, series_forecast, significant
+from service.outputs import adaptation_of, forecast_json, series_forecast, significant
+from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import SeriesAdaptation
 
 
@@ -56,11 +57,15 @@ def test_a_forecast_renders_its_bounds_and_errors_by_level() -> None:
     )
     params = ForecastParams(horizon=h, levels=(80.0, 95.0), n_samples=10, return_samples=False)
     out = series_forecast("s", f, params)
-    assert out.intervals["80"].lo == lo[0.8].tolist()
-    assert out.intervals["95"].hi == (2 * mean - lo[0.95]).tolist()
-    assert out.intervals["80"].lo_se == [[0.012, 0.012]] * h
-    assert out.intervals["80"].hi_se == [[0.025, 0.025]] * h
-    assert out.intervals["95"].lo_se == [[None, 0.025], [0.025, 0.025], [0.025, 0.025]]
+    assert out["intervals"]["80"]["lo"] == lo[0.8].tolist()
+    assert out["intervals"]["95"]["hi"] == (2 * mean - lo[0.95]).tolist()
+    assert out["intervals"]["80"]["lo_se"] == [[0.012, 0.012]] * h
+    assert out["intervals"]["80"]["hi_se"] == [[0.025, 0.025]] * h
+    assert out["intervals"]["95"]["lo_se"] == [[None, 0.025], [0.025, 0.025], [0.025, 0.025]]
+    # the schema's own dict: it validates, and FastAPI would write the same bytes
+    schema = SeriesForecast.model_validate(out)
+    assert forecast_json(out) == schema.model_dump_json().encode()
+    assert list(out) == ["id", "mean", "median", "intervals"]  # no samples: none asked for
 
 
 @pytest.mark.parametrize("flags", [{}, {"spread": False, "season": False, "trend": False},
