@@ -16,6 +16,7 @@ Shapes: B series, P particles, L window, F input features.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -117,36 +118,33 @@ class SeriesState:
         for f in ARRAYS:
             value = getattr(self, f.name)
             if f.tag and np.size(value) == 0:  # none, whatever its shape
-                value = f.empty()
-            object.__setattr__(self, f.name, _frozen(value, f.dtype))
+                object.__setattr__(self, f.name, f.none)
+            else:
+                object.__setattr__(self, f.name, _frozen(value, f.dtype))
         object.__setattr__(self, "spread_weight", float(np.float32(self.spread_weight)))
         self._check_shapes()
-        for number in SCALARS:
-            top = np.iinfo(number.dtype).max if number.dtype.kind == "u" else None
-            if top is not None and not 0 <= getattr(self, number.name) <= top:
-                raise ValueError(
-                    f"{number.name} must be in 0..{top}, got {getattr(self, number.name)}"
-                )
+        for name, top in _TOPS:
+            if not 0 <= getattr(self, name) <= top:
+                raise ValueError(f"{name} must be in 0..{top}, got {getattr(self, name)}")
 
     def _check_shapes(self) -> None:
         """Each array has its field's axes (state_fields.py), one size to each letter across
         the fields a series has, within the byte format's LIMITS; the mean's correction's
         arrays come together."""
         sizes: dict[str, int] = {}
-        shapes = {f.name: np.shape(getattr(self, f.name)) for f in ARRAYS}
-        if not all(_binds(f, shapes[f.name], sizes) for f in PARTICLES):
+        shapes = {f.name: getattr(self, f.name).shape for f in ARRAYS}
+        if not all(_binds(f.axes, shapes[f.name], sizes) for f in PARTICLES):
             raise ValueError("inconsistent state shapes: " + ", ".join(
                 f"{f.name} {shapes[f.name]}" for f in PARTICLES))
         sizes = {}
         for f in LAYER_ARRAYS:
-            if np.prod(shapes[f.name]) and not _binds(f, shapes[f.name], sizes):
-                raise ValueError(
-                    f"{f.name} must be ({f.dims}) where {sizes}; got {shapes[f.name]}"
-                )
+            shape = shapes[f.name]
+            if 0 not in shape and not _binds(f.axes, shape, sizes):
+                raise ValueError(f"{f.name} must be ({f.dims}) where {sizes}; got {shape}")
         for axis, n in sizes.items():
             if n > LIMITS.get(axis, n):
                 raise ValueError(f"{axis} is at most {LIMITS[axis]}; got {n}")
-        if len({np.prod(shapes[f.name]) > 0 for f in PRIORS}) > 1:
+        if len({0 not in shapes[f.name] for f in PRIORS}) > 1:
             raise ValueError(
                 "the mean's correction (" + ", ".join(f.name for f in PRIORS) + ") has all "
                 "its arrays or none: got " + ", ".join(str(shapes[f.name]) for f in PRIORS)
@@ -238,32 +236,24 @@ class StateBatch:
         """Stack `states`; `n_mean` the terms J of the model's mean correction (0: none). A
         field a series has none of stacks as its `fill` (state_fields.py), the model's prior
         for the mean's correction; the axes K and M are padded to the longest."""
-        prior = mean_prior(1, n_mean, n_targets)
-        nones = {f.name: p[0].astype(np.float32) for f, p in zip(PRIORS, prior, strict=True)}
-        sizes = {"O": n_targets, "J": n_mean}
-        for f in LAYER_ARRAYS:
-            if f.name not in nones and f.axes[0] not in _PADDED:
-                shape = [a if isinstance(a, int) else sizes[a] for a in f.axes]
-                nones[f.name] = np.full(shape, f.fill, f.dtype)
+        nones = _batch_nones(n_targets, n_mean)
         longest = max((s.season for s in states), default=0)
         columns: dict[str, np.ndarray] = {
             "seed": np.array([s.seed for s in states], dtype=np.uint64),
             "t": np.array([s.t for s in states], dtype=np.int64),
         }
-        for number in SCALARS:  # integers as int64, for the arithmetic on them
-            dtype = np.int64 if number.dtype.kind in "iu" else number.dtype
-            columns[number.name] = np.array([getattr(s, number.name) for s in states], dtype)
-        for f in ARRAYS:
-            values = [np.asarray(getattr(s, f.name)) for s in states]
-            if not f.tag:
-                columns[f.name] = np.stack(values)
-            elif f.axes[0] in _PADDED:
-                rest = [sizes[a] if isinstance(a, str) else a for a in f.axes[1:]]
-                width = longest if f.axes[0] == "M" else 0
-                columns[f.name] = padded(values, rest, f, width)
-            else:
-                none = nones[f.name]
-                columns[f.name] = np.stack([v if v.size else none for v in values])
+        for name, dtype in _NUMBERS:
+            columns[name] = np.array([getattr(s, name) for s in states], dtype)
+        for name in _STACKED:
+            columns[name] = np.stack([getattr(s, name) for s in states])
+        for name in _FILLED:
+            none = nones[name]
+            columns[name] = np.stack([v if v.size else none for v in (
+                getattr(s, name) for s in states)])
+        for f in _PADS:  # (K) or (M, O): the targets' O after the padded axis
+            rest = [a if isinstance(a, int) else n_targets for a in f.axes[1:]]
+            width = longest if f.axes[0] == "M" else 0
+            columns[f.name] = padded([getattr(s, f.name) for s in states], rest, f, width)
         return cls(**columns)
 
     def take(self, idx: np.ndarray) -> StateBatch:
@@ -292,21 +282,48 @@ class StateBatch:
     def state(self, i: int, model_id: str) -> SeriesState:
         """The state of series i: each field's row where it is the series' own (its field's
         `kept`), its levels where finite and its profile's phases to its season."""
+        fields: dict[str, Any] = {name: getattr(self, name)[i].item() for name, _ in _NUMBERS}
+        for name in _STACKED:
+            fields[name] = getattr(self, name)[i]
+        n_mean = self.mean_coef.shape[-1]
+        for f in _KEPT:
+            row = getattr(self, f.name)[i]
+            fields[f.name] = row if _kept(f, row, n_mean) else f.none
         keep = np.isfinite(self.cover_levels[i])
-        fields: dict[str, Any] = {f.name: getattr(self, f.name)[i].item() for f in SCALARS}
-        for f in ARRAYS:
+        for f in _PADS:
             row = getattr(self, f.name)[i]
             if f.axes[0] == "K":
-                row = row[keep]
-            elif f.axes[0] == "M":
-                row = row[: self.season[i]] if row.any() else _none()
-            elif not _kept(f, row, self.mean_coef.shape[-1]):
-                row = _none()
-            fields[f.name] = row
+                fields[f.name] = row[keep]
+            else:
+                fields[f.name] = row[: self.season[i]] if row.any() else f.none
         return SeriesState(model_id=model_id, seed=int(self.seed[i]), t=int(self.t[i]), **fields)
 
 
 _PADDED = ("K", "M")  # the axes a batch pads to the longest series' (with the field's fill)
+# the fields by how a batch stacks them: as they are, with a fill, padded; integers as int64
+_STACKED = tuple(f.name for f in PARTICLES)
+_KEPT = tuple(f for f in LAYER_ARRAYS if f.axes[0] not in _PADDED)
+_FILLED = tuple(f.name for f in _KEPT)
+_PADS = tuple(f for f in LAYER_ARRAYS if f.axes[0] in _PADDED)
+_NUMBERS = tuple((f.name, np.int64 if f.dtype.kind in "iu" else f.dtype) for f in SCALARS)
+# the unsigned numbers' bounds
+_TOPS = tuple((f.name, int(np.iinfo(f.dtype).max)) for f in SCALARS if f.dtype.kind == "u")
+
+
+@functools.lru_cache(maxsize=16)
+def _batch_nones(n_targets: int, n_mean: int) -> dict[str, np.ndarray]:
+    """What a batch holds for a series that has none of a field, per field of one size a
+    series (not padded): its fill, the model's prior for the mean's correction (read-only)."""
+    prior = mean_prior(1, n_mean, n_targets)
+    nones = {f.name: p[0].astype(np.float32) for f, p in zip(PRIORS, prior, strict=True)}
+    sizes = {"O": n_targets, "J": n_mean}
+    for f in LAYER_ARRAYS:
+        if f.name not in nones and f.axes[0] not in _PADDED:
+            shape = [a if isinstance(a, int) else sizes[a] for a in f.axes]
+            nones[f.name] = np.full(shape, f.fill, f.dtype)
+    for value in nones.values():
+        value.flags.writeable = False
+    return nones
 
 
 def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:
@@ -318,11 +335,12 @@ def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:
     return f.kept == "always" or bool(row.any())
 
 
-def _binds(f: ArrayField, shape: tuple[int, ...], sizes: dict[str, int]) -> bool:
-    """Whether `shape` has f's axes, its letters' sizes those in `sizes` (bound there first)."""
-    if len(shape) != len(f.axes):
+def _binds(axes: tuple[str | int, ...], shape: tuple[int, ...], sizes: dict[str, int]) -> bool:
+    """Whether `shape` has the `axes`, their letters' sizes those in `sizes` (bound there
+    first)."""
+    if len(shape) != len(axes):
         return False
-    for axis, n in zip(f.axes, shape, strict=True):
+    for axis, n in zip(axes, shape, strict=True):
         if n != (axis if isinstance(axis, int) else sizes.setdefault(axis, n)):
             return False
     return True

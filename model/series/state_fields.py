@@ -11,7 +11,7 @@ M phases of the season.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -43,14 +43,16 @@ class ArrayField:
     tag: int = 0  # its section in the bytes (0: the particle block, not a section)
     fill: float | None = 0.0
     kept: Kept = "always"
+    axes: tuple[str | int, ...] = field(init=False, repr=False, compare=False)
+    # the value of a series that has none: its sizes 0, its fixed widths kept (read-only)
+    none: np.ndarray = field(init=False, repr=False, compare=False)
 
-    @property
-    def axes(self) -> tuple[str | int, ...]:
-        return tuple(int(d) if d.isdigit() else d for d in self.dims.split())
-
-    def empty(self) -> np.ndarray:
-        """The value of a series that has none: its sizes 0, its fixed widths kept."""
-        return np.zeros([a if isinstance(a, int) else 0 for a in self.axes], self.dtype)
+    def __post_init__(self) -> None:
+        axes = tuple(int(d) if d.isdigit() else d for d in self.dims.split())
+        none = np.zeros([a if isinstance(a, int) else 0 for a in axes], self.dtype)
+        none.flags.writeable = False
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "none", none)
 
 
 @dataclass(frozen=True)
