@@ -4,6 +4,8 @@ VENV_STAMP := .venv/.installed
 ARTIFACT ?= artifacts/default
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# the tests' processes (pytest-xdist); a test file runs whole in one of them
+TEST_WORKERS ?= 2
 
 .PHONY: serve test venv tools model model-long model-gpu gpu-checks bench lint clean
 
@@ -13,7 +15,7 @@ serve: venv $(ARTIFACT)/manifest.json
 
 ## the tests (installs redis-server, kubectl and promtool when missing)
 test: venv tools
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml client/pyproject.toml
