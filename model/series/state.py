@@ -131,8 +131,11 @@ class SeriesState:
         """Each array has its field's axes (state_fields.py), one size to each letter across
         the fields a series has, within the byte format's LIMITS; the mean's correction's
         arrays come together."""
+        key = tuple(getattr(self, f.name).shape for f in ARRAYS)
+        if key in _SOUND:  # the shapes of a model's states repeat: each set is checked once
+            return
+        shapes = dict(zip((f.name for f in ARRAYS), key, strict=True))
         sizes: dict[str, int] = {}
-        shapes = {f.name: getattr(self, f.name).shape for f in ARRAYS}
         if not all(_binds(f.axes, shapes[f.name], sizes) for f in PARTICLES):
             raise ValueError("inconsistent state shapes: " + ", ".join(
                 f"{f.name} {shapes[f.name]}" for f in PARTICLES))
@@ -154,6 +157,9 @@ class SeriesState:
                 f"cover_levels {self.cover_levels.shape} and cover_alpha "
                 f"{self.cover_alpha.shape} must be two vectors of one length"
             )
+        if len(_SOUND) >= 4096:
+            _SOUND.clear()
+        _SOUND.add(key)
 
     @property
     def seq(self) -> int:
@@ -306,6 +312,7 @@ _KEPT = tuple(f for f in LAYER_ARRAYS if f.axes[0] not in _PADDED)
 _FILLED = tuple(f.name for f in _KEPT)
 _PADS = tuple(f for f in LAYER_ARRAYS if f.axes[0] in _PADDED)
 _NUMBERS = tuple((f.name, np.int64 if f.dtype.kind in "iu" else f.dtype) for f in SCALARS)
+_SOUND: set[tuple[tuple[int, ...], ...]] = set()  # the sets of shapes found sound
 # the unsigned numbers' bounds
 _TOPS = tuple((f.name, int(np.iinfo(f.dtype).max)) for f in SCALARS if f.dtype.kind == "u")
 
