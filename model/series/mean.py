@@ -132,8 +132,7 @@ def rescale_intercept(coef: np.ndarray, cov: np.ndarray, ratio: np.ndarray) -> N
 
 def horizon_mean(coef: np.ndarray, h: int) -> np.ndarray:
     """The mean correction (B, J, O) at step h of a forecast from the one-step one (B, J, O):
-    divided by h. It is learnt from one-step residuals; carried whole through a recursion of 48
-    steps, a momentum that fits one step well (the hourly series' lag-2 coefficients) compounds
-    into paths that explode, and kept whole only for the seasonal terms it still made the
-    multistep CRPS of `smct quality` 2.9 times ETS's, against 1.1 divided by h."""
+    divided by h. It is learnt from one-step residuals; carried whole through a recursion of
+    many steps, a momentum that fits one step well compounds into paths that explode, the
+    seasonal terms' too (docs/adaptation.md, "Mean", measures both)."""
     return np.asarray(coef / h, dtype=np.float32)

@@ -62,8 +62,7 @@ class OnnxBackend:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # the fused SkipLayerNormalization kernel is slower than the plain ops at d_model <= 64
-        # (bench/bench_runtime.py: 179 -> 165 us per update at P = 100, B = 1; 164 -> 127 per
-        # series at B = 64)
+        # (bench/bench_runtime.py measures it)
         options.add_session_config_entry(
             "optimization.disable_specified_optimizers", "SkipLayerNormFusion"
         )
@@ -102,7 +101,7 @@ class OnnxBackend:
         if MEAN_COEF in self.update_inputs:
             feeds[MEAN_COEF] = mean_coef_array(self.model, p.mean_coef, len(x))
         # run() with the table as a bound OrtValue: cheaper per call than an io_binding
-        # (15 us of a 90 us update at P = 10, bench/bench_runtime.py)
+        # (bench/bench_runtime.py)
         return StepOut(*self.update_session.run(self.outputs, feeds))
 
     def start_paths(self, particles: Particles, u: Tensor) -> list[np.ndarray]:
