@@ -9,8 +9,9 @@ length, its own correction of the mean and its seasonal profile. The key/value w
 from these and the artifact's noise table, so the bytes (model/series/state_format.py) are a few kB
 instead of the (P, L, 2, D) float32 windows (600 kB at P = 100, L = 24, D = 32), and an update after
 a round trip through bytes gives bit for bit the result it gives on the original. What each
-field is, its dtype and its section in the bytes: model/series/state_fields.py.
-`StateBatch` stacks the states of B series for the runtime.
+field is, its dtype, its axes, its section in the bytes and how a batch stacks it:
+model/series/state_fields.py, which the checks of `SeriesState` and the stacking of
+`StateBatch` (the states of B series, for the runtime) read.
 Shapes: B series, P particles, L window, F input features.
 """
 
@@ -99,10 +100,8 @@ class SeriesState:
     # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
     # target (O = 0: none)
     trend: np.ndarray = field(default_factory=_none)
-    # the series' own law (model/series/marginal.py): (O, 12) float64 weight, mean, variance,
-    # log odds of reverting, level, last value, log odds of the mean in the anchor, the sums
-    # of the persistence about the level, the level's alpha and the sums of the persistence
-    # about the mean per target (O = 0: none yet)
+    # the series' own law (model/series/marginal.py): (O, 12) float64, the fields of its
+    # record `Marginal` per target, in its order (O = 0: none yet)
     marginal: np.ndarray = field(default_factory=_none)
     # missing observations after the last filtered step, not yet filtered: a forecast moves
     # the paths through them (model/runtime/rollout/forecaster.py), the next observation
@@ -232,7 +231,7 @@ class StateBatch:
     profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
-    marginal: np.ndarray  # (B, O, 10) float64 as SeriesState's (0: none yet)
+    marginal: np.ndarray  # (B, O, 12) float64 as SeriesState's (0: none yet)
 
     def __len__(self) -> int:
         return len(self.t)
