@@ -35,10 +35,9 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from pydantic_core import to_json
 
 from model.runtime.runtime import Forecast, UpdateResult
-from service.outputs import by_level, significant
+from service.outputs import answer_bytes, by_level, significant
 from service.schemas.series import SeriesAdaptation, SeriesInfo
 from service.settings import level_label
 from service.store import SeriesMeta
@@ -178,7 +177,7 @@ def answer_json(
         "id": series_id, "seq": seq, "version": version, "observations": list(results),
         "forecast": forecast,
     }
-    return to_json(answer, inf_nan_mode="null").decode()
+    return answer_bytes(answer).decode()
 
 
 def written_answer(
@@ -200,7 +199,7 @@ def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:
         "type": "update", "id": series_id, "seq": rec.seq, "version": rec.version,
         "observations": rec.results, "forecast": rec.forecast,
     }
-    return SentEvent(version, "update", to_json(event, inf_nan_mode="null").decode())
+    return SentEvent(version, "update", answer_bytes(event).decode())
 
 
 def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:

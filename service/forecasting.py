@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from service.engine import Engine, StreamStep
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, forecast_params, stamps
-from service.outputs import forecast_json
+from service.outputs import answer_bytes
 from service.schemas.forecasts import ForecastRequest
 from service.settings import Settings, level_label
 
@@ -70,7 +70,7 @@ class ForecastService:
 
     def _response(self, params: ForecastParams, forecasts: list[dict[str, Any]]) -> bytes:
         """The JSON of a ForecastResponse."""
-        return forecast_json({
+        return answer_bytes({
             "model_version": self.engine.model_version,
             "point_forecast": self.engine.point_forecast, "horizon": params.horizon,
             "levels": [level_label(level) for level in params.levels],
@@ -149,7 +149,7 @@ class ForecastService:
 
 
 def _json(step: StreamStep) -> str:
-    return forecast_json({"step": step.step, "forecasts": step.forecasts}).decode()
+    return answer_bytes({"step": step.step, "forecasts": step.forecasts}).decode()
 
 
 def _empty(series_id: str, params: ForecastParams) -> dict[str, Any]:

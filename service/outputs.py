@@ -119,9 +119,9 @@ def series_forecast(series_id: str, f: Forecast, params: ForecastParams) -> dict
     return out
 
 
-def forecast_json(answer: dict[str, Any]) -> bytes:
-    """The JSON of a forecast's answer (a dict of the schemas), as FastAPI writes a schema's:
-    not-finite numbers as null."""
+def answer_bytes(answer: dict[str, Any]) -> bytes:
+    """The JSON of an answer or an event (a dict of the schemas), as FastAPI writes a
+    schema's: not-finite numbers as null."""
     return to_json(answer, inf_nan_mode="null")
 
 

@@ -103,9 +103,10 @@ class Adapter:
         out = np.zeros((*np.shape(at), self.target_dim))
         if self.adapt.season:
             out += season_offsets(batch.profile, batch.season, at)
-        if trend and self.adapt.trend and trend_model.Trend.of(batch.trend).phi.any():
+        carried = trend_model.Trend.of(batch.trend)
+        if trend and self.adapt.trend and carried.phi.any():
             ahead = at - batch.t.reshape((-1,) + (1,) * (np.ndim(at) - 1)) + 1
-            out += trend_model.Trend.of(batch.trend).ahead(ahead)
+            out += carried.ahead(ahead)
         return out
 
     def paths_trend(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:

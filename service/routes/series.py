@@ -10,7 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from service.answers import SentEvent
 from service.deps import EngineDep, LastEventId, SeriesDep, SeriesIdPath
-from service.outputs import forecast_json
+from service.outputs import answer_bytes
 from service.routes import errors
 from service.schemas.common import ModelInfo, ModelsResponse
 from service.schemas.events import MissedEvent
@@ -86,7 +86,7 @@ async def series_forecast(
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
     if answer is None:
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
-    return Response(forecast_json(answer), media_type="application/json", headers=headers)
+    return Response(answer_bytes(answer), media_type="application/json", headers=headers)
 
 
 @router.post(
@@ -101,7 +101,7 @@ async def series_forecast_post(
     values of the covariates (one per forecast step) that a model with covariates needs."""
     _, answer = await series.forecast(series_id, body)
     assert answer is not None  # asked without a tag
-    return Response(forecast_json(answer), media_type="application/json")
+    return Response(answer_bytes(answer), media_type="application/json")
 
 
 @router.get(

@@ -12,7 +12,7 @@ from model.runtime.rollout.forecaster import Forecast
 from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from service.inputs import ForecastParams
-from service.outputs import adaptation_of, forecast_json, series_forecast, significant
+from service.outputs import adaptation_of, answer_bytes, series_forecast, significant
 from service.schemas.forecasts import SeriesForecast
 from service.schemas.series import SeriesAdaptation
 
@@ -64,7 +64,7 @@ def test_a_forecast_renders_its_bounds_and_errors_by_level() -> None:
     assert out["intervals"]["95"]["lo_se"] == [[None, 0.025], [0.025, 0.025], [0.025, 0.025]]
     # the schema's own dict: it validates, and FastAPI would write the same bytes
     schema = SeriesForecast.model_validate(out)
-    assert forecast_json(out) == schema.model_dump_json().encode()
+    assert answer_bytes(out) == schema.model_dump_json().encode()
     assert list(out) == ["id", "mean", "median", "intervals"]  # no samples: none asked for
 
 
