@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -57,6 +57,23 @@ model-long: venv
 			--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
 			--particles 10 --epochs $(LONG_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
 			--patience 0 --threads 1 --seed 0 --out $(LONG_RUN) --no-progress --no-evaluate \
+			--snapshots; \
+	fi
+
+## the real-corpus run: the default model's recipe on the generated corpus joined by M1's real
+## series (--dataset corpus-real, training/datasets/real_corpus.py), each epoch's weights kept;
+## run it again to go on from its last epoch (smct competitions scores it against the default)
+REAL_RUN ?= runs/real-m1
+REAL_EPOCHS ?= 12
+model-real: venv
+	if [ -f $(REAL_RUN)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(REAL_RUN) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --seq-len 40 --history 16 \
+			--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
+			--particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
+			--patience 0 --threads 1 --seed 0 --out $(REAL_RUN) --no-progress --no-evaluate \
 			--snapshots; \
 	fi
 

@@ -1,5 +1,5 @@
 """The `smct` command line: train, evaluate, export, forecast, serve, benchmark, quality,
-backtest.
+backtest, competitions.
 
 Each command is its own module and imports what it needs when it runs, so `smct serve` loads
 the service and the model, never the training code.
@@ -11,6 +11,7 @@ import typer
 
 from cli.backtest import backtest
 from cli.benchmark import benchmark
+from cli.competitions import competitions
 from cli.evaluate import evaluate
 from cli.export import export
 from cli.forecast import forecast
@@ -27,6 +28,7 @@ app.command()(serve)
 app.command()(benchmark)
 app.command()(quality)
 app.command()(backtest)
+app.command()(competitions)
 
 
 def main() -> None:  # pragma: no cover

