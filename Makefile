@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-real model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-layer model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -75,6 +75,23 @@ model-real: venv
 			--particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
 			--patience 0 --threads 1 --seed 0 --out $(REAL_RUN) --no-progress --no-evaluate \
 			--snapshots; \
+	fi
+
+## the layer run: the real-corpus run on windows normalised by the per-series layer (its season,
+## trend and scale from each series up to the window's origin, as the runtime serves them:
+## --scaling layer, training/datasets/layer_windows.py), so that the network learns what the
+## layer leaves; the windows are normalised once (minutes) and cached; resumable as above
+LAYER_RUN ?= runs/layer-real
+model-layer: venv
+	if [ -f $(LAYER_RUN)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(LAYER_RUN) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
+			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
+			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
+			--lr 0.003 --patience 0 --threads 1 --seed 0 --out $(LAYER_RUN) --no-progress \
+			--no-evaluate --snapshots; \
 	fi
 
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the

@@ -36,7 +36,7 @@ SHAPE_FIELDS = {
     "cov": "cov",
 }
 #: the loader's scaling option that scales data as a model trained in each mode saw them
-_LOADER_SCALING = {"window": "window", "global": "global", "series": "county"}
+_LOADER_SCALING = {"window": "window", "global": "global", "series": "county", "layer": "layer"}
 _FIXED_GLOBAL = ("air-quality", "stock")  # one global scaler, no --scaling option
 
 
@@ -65,7 +65,7 @@ def dataset_scalings(dataset: str) -> tuple[str, ...]:
     if dataset in _FIXED_GLOBAL:
         return ()
     return {"covid": ("county", "window"), "synthetic-mix": ("window",),
-            "corpus": ("window",), "corpus-real": ("window",)}.get(
+            "corpus": ("window", "layer"), "corpus-real": ("window", "layer")}.get(
                 dataset, ("global", "window"))
 
 

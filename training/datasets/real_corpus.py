@@ -21,6 +21,7 @@ import numpy as np
 from timeseries.series import Scaler, SeriesData
 from training.competitions.data import overlaps_benchmarks, whole_series
 from training.corpus import corpus_seasons
+from training.datasets.layer_windows import layer_normalised
 from training.datasets.windows import (
     PAPER_SPLITS,
     check_scaling,
@@ -57,8 +58,8 @@ def load_corpus_real(
 ) -> SeriesData:
     """The generated corpus (training.datasets.synthetic.load_corpus's, the same arguments)
     and the real series of `real_series`, windows of `window` steps each scaled by its first
-    `history` steps."""
-    check_scaling(scaling, ("window",), "corpus-real")
+    `history` steps (`scaling` "window") or normalised by the per-series layer ("layer")."""
+    check_scaling(scaling, ("window", "layer"), "corpus-real")
     names, generated, seasons = corpus_seasons(n_series, length, seed=seed)
     real_names, real, real_seasons = real_series()
     parts, index = make_windows(generated, window, PAPER_SPLITS, None, dtype=np.float64)
@@ -67,7 +68,12 @@ def load_corpus_real(
         parts[split] = np.concatenate([parts[split], more[split]])  # (S, T, 1)
         shifted = more_index[split] + np.array([len(generated), 0])
         index[split] = np.concatenate([index[split], shifted])
-    stats = scale_windows(parts, history)
+    if scaling == "layer":
+        key = f"corpus-real-{seed}-{window}-{history}-{n_series}-{length}-{','.join(REAL)}"
+        parts, stats = layer_normalised([*generated, *real], np.concatenate([seasons,
+                                         real_seasons]), parts, index, history, key)
+    else:
+        stats = scale_windows(parts, history)
     return series_data(
         "corpus-real", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
         window_stats=stats, series_names=[*names, *real_names], unistep_from=history,

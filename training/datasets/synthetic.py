@@ -12,6 +12,7 @@ import numpy as np
 
 from timeseries.series import Scaler, SeriesData, SyntheticTruth
 from training.corpus import corpus_seasons
+from training.datasets.layer_windows import layer_normalised
 from training.datasets.windows import (
     PAPER_SPLITS,
     check_scaling,
@@ -114,12 +115,17 @@ def load_corpus(
 ) -> SeriesData:
     """The generated corpus of training/corpus.py (`n_series` series of `length` steps):
     windows of `window` steps split by time 70 / 15 / 15 within each series, each scaled by
-    its first `history` steps (the runtime's per-series rule): the training data of the
-    pretrained default model."""
-    check_scaling(scaling, ("window",), "corpus")
+    its first `history` steps (the runtime's per-series rule; `scaling` "window"), or
+    normalised by the per-series layer from the series up to its forecast origin ("layer":
+    training/datasets/layer_windows.py): the training data of the pretrained default model."""
+    check_scaling(scaling, ("window", "layer"), "corpus")
     names, series, seasons = corpus_seasons(n_series, length, seed=seed)
     parts, index = make_windows(series, window, PAPER_SPLITS, None, dtype=np.float64)
-    stats = scale_windows(parts, history)
+    if scaling == "layer":
+        key = f"corpus-{seed}-{window}-{history}-{n_series}-{length}"
+        parts, stats = layer_normalised(series, seasons, parts, index, history, key)
+    else:
+        stats = scale_windows(parts, history)
     return series_data(
         "corpus", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
         window_stats=stats, series_names=names, unistep_from=history, series_seasons=seasons,
