@@ -165,6 +165,16 @@ def train(
             "and validation windows (default: all; a table's run: 4096)",
         ),
     ] = None,
+    multistep: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="weight of the multistep term: the CRPS of forecast paths from each "
+            "window's history over its remaining steps, beside the one-step likelihood (0: none)",
+        ),
+    ] = 0.0,
+    multistep_paths: Annotated[
+        int, typer.Option(min=2, help="the multistep term's forecast paths a window")
+    ] = 16,
     resume: Annotated[
         Optional[Path],  # noqa: UP045 (typer)
         typer.Option(

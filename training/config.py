@@ -48,6 +48,8 @@ class OptimConfig:
     minutes: float | None = None  # a time budget: the epochs that fit, timed on the first
     epoch_windows: int | None = None  # at most this many training windows an epoch (a fresh
     # random draw each epoch) and validation windows (an even spread); None: all of them
+    multistep: float = 0.0  # weight of the multistep CRPS term (training/objective.py); 0: none
+    multistep_paths: int = 16  # its forecast paths a window
 
 
 SECTIONS: dict[str, type] = {

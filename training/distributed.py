@@ -18,7 +18,7 @@ from torch.utils.data import DistributedSampler
 
 from model.filtering.inference import run_filter
 from model.network.smc_transformer import SMCTransformer
-from training.objective import genealogy_objective
+from training.objective import genealogy_objective, multistep_objective
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,13 @@ def all_reduce_mean(stats: dict[str, Tensor], world: int) -> dict[str, Tensor]:
 class FilterObjective(nn.Module):
     """The filter pass and the appendix-A loss as one module, so DDP can wrap it."""
 
-    def __init__(self, model: SMCTransformer, particles: int, resampling: str, threshold: float):
+    def __init__(self, model: SMCTransformer, particles: int, resampling: str, threshold: float,
+                 multistep: float = 0.0, history: int = 1, paths: int = 16):
         super().__init__()
         self.model = model
         self.particles, self.resampling, self.threshold = particles, resampling, threshold
+        # the multistep term's weight, the steps it filters before its paths start, their count
+        self.multistep, self.history, self.paths = multistep, history, paths
 
     def forward(
         self, batch: Tensor, generator: torch.Generator, season: Tensor | None = None
@@ -91,7 +94,17 @@ class FilterObjective(nn.Module):
             generator=generator,
             season=season,
         )
-        return genealogy_objective(self.model, run, batch)
+        loss, stats = genealogy_objective(self.model, run, batch)
+        if self.multistep > 0:
+            start = run_filter(
+                self.model, batch[:, : self.history], self.particles,
+                resampling=self.resampling, threshold=self.threshold, generator=generator,
+                season=season,
+            )
+            ahead = multistep_objective(self.model, start.state, batch[:, self.history :],
+                                        self.paths, generator)
+            loss = loss + self.multistep * ahead
+        return loss, stats
 
 
 def wrap(objective: FilterObjective, info: Dist, device: torch.device) -> nn.Module:

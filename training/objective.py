@@ -10,6 +10,12 @@ reparameterised, so the gradient reaches the network through G(r_t).
 
 EM (appendix A): Sigma^p = (1/T) sum_m w_T^m sum_t residual_t(m)^2 along the genealogies,
 then Sigma <- (1 - eta_p) Sigma + eta_p Sigma^p with eta_p = p^-exponent.
+
+The multistep term (`multistep_objective`) scores the forecast as it is served: from the filter
+after a window's first `history` steps, N paths drawn over the rest of the window (section 3.3,
+each fed its own sampled value; the noise reparameterised, so the gradient runs along the paths)
+and their sample CRPS against what followed, mean |X - y| - mean |X - X'| / 2 per step and
+target (Gneiting and Raftery 2007), averaged over the steps ahead.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from model.filtering.inference import FilterRun, genealogy
+from model.filtering.filter import FilterState
+from model.filtering.inference import FilterRun, forecast_paths, genealogy
 from model.network.smc_transformer import SMCTransformer
 
 
@@ -64,6 +71,23 @@ def genealogy_objective(
                 sq = sq * torch.exp(-2.0 * pred[..., model.cfg.d_out :])
             stats["obs.sigma_obs"] = weighted(sq)
     return loss, stats
+
+
+def sample_crps(paths: Tensor, truth: Tensor) -> Tensor:
+    """The sample CRPS of paths (B, N, H, O) at truth (B, H, O), averaged (a scalar)."""
+    n = paths.shape[1]
+    spread = (paths.unsqueeze(1) - paths.unsqueeze(2)).abs().sum(dim=(1, 2)) / (2 * n * n)
+    return ((paths - truth.unsqueeze(1)).abs().mean(1) - spread).mean()
+
+
+def multistep_objective(
+    model: SMCTransformer, state: FilterState, future: Tensor, n_paths: int,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """The CRPS of `n_paths` forecast paths from the filter `state` over the steps of
+    future (B, H, F) (all observed), averaged over steps and targets."""
+    paths = forecast_paths(model, state, future.shape[1], n_paths, generator=generator)
+    return sample_crps(paths, model.obs.target(future))
 
 
 @torch.no_grad()

@@ -148,7 +148,8 @@ class _Run:
         self.objective = distributed.wrap(
             distributed.FilterObjective(
                 self.model, cfg.filter.particles, cfg.filter.resampling,
-                cfg.filter.resample_threshold,
+                cfg.filter.resample_threshold, cfg.optim.multistep, data.history,
+                cfg.optim.multistep_paths,
             ),
             info,
             self.device,

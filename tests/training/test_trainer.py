@@ -275,3 +275,16 @@ def test_a_run_with_a_time_budget_shows_its_progress_in_minutes(
     train(cfg, data, progress=True)
     err = capsys.readouterr().err
     assert "/0.02 min" in err and "batch" not in err.replace("batch=", ""), err[-400:]
+
+
+def test_the_multistep_term_adds_the_paths_crps_to_the_loss() -> None:
+    """The same run with the multistep term: the loss is the one-step loss plus the weighted
+    CRPS of paths (positive), so it starts higher; the weights move otherwise."""
+    data = load_dataset("synthetic-1", limit=64)
+    base = TrainConfig.of(particles=5, epochs=1, d_model=8, limit=64, patience=0)
+    plain = train(base, data, progress=False)
+    with_paths = train(TrainConfig.of(particles=5, epochs=1, d_model=8, limit=64, patience=0,
+                                      multistep=1.0, multistep_paths=4), data, progress=False)
+    loss = [c.history[0]["loss"] for c in (plain, with_paths)]
+    assert loss[1] > loss[0] + 0.05, loss
+    assert not torch.equal(plain.model.w_qkv.weight, with_paths.model.w_qkv.weight)
