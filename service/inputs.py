@@ -7,6 +7,7 @@ Shapes: T history length, K observations, F features, C covariates, H horizon.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,10 @@ from service.settings import Settings
 from timeseries.seasons import declared, season_for, season_of_freq, stamps_after
 
 MAX_ABS_VALUE = 1e30  # values in series units; the model computes in float32
+# the least fraction a level is given to the model as: a level whose fraction would round to
+# 0 (under about 2e-306 %) takes it, to the same answer (every level under about 1e-14 %
+# gives the same bounds, to the float: its tails round to one half)
+MIN_FRACTION = sys.float_info.min
 MAX_RETURNED_SAMPLE_VALUES = 2_000_000  # samples x horizon x series in one answer
 
 
@@ -32,7 +37,7 @@ class ForecastParams:
 
     @property
     def fractions(self) -> list[float]:
-        return [level / 100.0 for level in self.levels]
+        return [max(level / 100.0, MIN_FRACTION) for level in self.levels]
 
 
 def _default_samples(

@@ -11,31 +11,38 @@ primary that Redis Sentinel names.
 The same user and password serve the Sentinels and the servers. `rediss+cluster://` and
 `rediss+sentinel://` speak TLS to every node (the Sentinels and the servers); a query of
 TLS_OPTIONS tunes it (`?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required`), as redis-py reads
-them from a `rediss://` URL.
+them from a `rediss://` URL. A one-server URL's query may give what redis-py reads from it
+(`url_settings`). Every form is checked when the settings are read: a setting that no client
+takes is refused at start, with the valid ones named, never met by the first request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
+import functools
+import inspect
+import re
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
-import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import (
+    URL_QUERY_ARGUMENT_PARSERS,
+    Connection,
+    ConnectionPool,
+    SSLConnection,
+    UnixDomainSocketConnection,
+    parse_url,
+)
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import RedisClusterException, RedisError
 
 Kind = Literal["single", "cluster", "sentinel"]
-
-_REDIS_PY = Path(redis.__file__).resolve().parent  # redis-py's own modules
-# what a transport that is closed says when written to (uvloop's "unable to perform operation
-# on <TCPTransport closed=True ...>; the handler is closed")
-_CLOSED_TRANSPORT = "unable to perform operation on"
 
 #: the schemes of several nodes, each with its kind and whether it speaks TLS
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
@@ -49,6 +56,16 @@ TLS_OPTIONS: dict[str, Any] = {
     "ssl_cert_reqs": lambda v: _choice(v, ("none", "optional", "required")),
     "ssl_check_hostname": lambda v: _choice(v, ("true", "false")) == "true",
 }
+#: the connection class redis-py gives each scheme of one server (redis.connection.parse_url)
+_SINGLE: dict[str, type] = {
+    "redis": Connection, "rediss": SSLConnection, "unix": UnixDomainSocketConnection,
+}
+SCHEMES = ("redis://", "rediss://", "unix://", *(f"{s}://" for s in _SCHEMES))
+# keyword arguments of a connection that a URL's query does not give: its address (the URL's
+# own), and redis-py's plumbing of maintenance notifications (maint_*, orig_*)
+_NOT_SETTINGS = ("host", "port", "path")
+_PLUMBING = ("maint", "orig_")
+_SECRETS = ("password", "ssl_password")  # query settings hidden in messages
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,7 @@ class Target:
     def parse(cls, url: str) -> Target:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in _SCHEMES:
+            _check_single(url, scheme)
             return cls("single", url)
         kind, secure = _SCHEMES[scheme]
         rest = url.split("://", 1)[1]
@@ -78,12 +96,13 @@ class Target:
         nodes = tuple(_node(part, url) for part in hosts.split(",") if part)
         if not nodes:
             raise ValueError(f"SMCT_REDIS_URL {_safe(url)} names no host:port")
-        tls = _tls(query, url) if secure else None
+        settings = _tls(query, url)  # its names checked with or without TLS
         if query and not secure:
             raise ValueError(
                 f"SMCT_REDIS_URL {_safe(url)}: a query holds TLS settings, which need TLS: "
                 f"{scheme.replace('redis+', 'rediss+')}://"
             )
+        tls = settings if secure else None
         parts = [p for p in path.split("/") if p]
         if kind == "sentinel" and not parts:
             raise ValueError(
@@ -136,15 +155,87 @@ def _tls(query: str, url: str) -> tuple[tuple[str, Any], ...]:
         name, _, value = pair.partition("=")
         name = unquote(name)
         if name not in TLS_OPTIONS:
-            raise ValueError(
-                f"SMCT_REDIS_URL {_safe(url)}: {name!r} is not a TLS setting; valid: "
-                f"{', '.join(TLS_OPTIONS)}"
-            )
+            raise ValueError(_unknown(url, name, "a TLS setting", tuple(TLS_OPTIONS)))
         try:
             settings.append((name, TLS_OPTIONS[name](unquote(value))))
         except ValueError as err:
             raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {name}: {err}") from None
     return tuple(settings)
+
+
+def _check_single(url: str, scheme: str) -> None:
+    """Check a one-server URL as redis-py reads it (redis.asyncio.connection.parse_url): its
+    scheme, each name of its query one that `url_settings` lists for the scheme, each value
+    one that redis-py reads (its numbers, and ssl_cert_reqs one of TLS_OPTIONS' choices)."""
+    if scheme not in _SINGLE:
+        raise ValueError(
+            f"SMCT_REDIS_URL {_safe(url)}: the scheme must be one of {', '.join(SCHEMES)}"
+        )
+    valid = url_settings(scheme)
+    tls_only = sorted(set(url_settings("rediss")) - set(valid)) if scheme == "redis" else []
+    for name, value in parse_qsl(url.partition("?")[2], keep_blank_values=True):
+        if name in tls_only:
+            raise ValueError(
+                f"SMCT_REDIS_URL {_safe(url)}: {name!r} is a TLS setting, which needs TLS: "
+                "rediss://"
+            )
+        if name not in valid:
+            what = f"a setting of a {scheme}:// URL"
+            raise ValueError(_unknown(url, name, what, valid, tls_only))
+        if name == "ssl_cert_reqs" and value:  # redis-py checks it at each connection
+            try:
+                TLS_OPTIONS[name](value)
+            except ValueError as err:
+                raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {name}: {err}") from None
+    try:
+        parse_url(url)
+    except ValueError as err:  # "Invalid value for 'db' in connection URL."
+        raise ValueError(f"SMCT_REDIS_URL {_safe(url)}: {err}") from None
+
+
+@functools.cache
+def url_settings(scheme: str) -> tuple[str, ...]:
+    """The settings a one-server URL of `scheme` (redis, rediss, unix) may give in its query:
+    the keyword arguments that redis-py's connection of the scheme (its class, and each class
+    it passes its arguments on to) and its connection pool take, of those its URL parser
+    reads (URL_QUERY_ARGUMENT_PARSERS: numbers, booleans) or that are text (it passes the
+    others on as text); sorted. Any other name fails each connection the client opens."""
+    names: set[str] = set()
+    for owner in (*_SINGLE[scheme].__mro__, ConnectionPool):
+        init = owner.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names.update(
+            p.name for p in params
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
+            and (p.name in URL_QUERY_ARGUMENT_PARSERS or _text(p.annotation))
+        )
+        if owner is not ConnectionPool and not any(p.kind is p.VAR_KEYWORD for p in params):
+            break  # the arguments go no further up
+    return tuple(sorted(
+        n for n in names if n not in _NOT_SETTINGS and not n.startswith(_PLUMBING)
+    ))
+
+
+def _text(annotation: Any) -> bool:
+    """Whether a parameter so annotated takes text (str, or a union with str)."""
+    if isinstance(annotation, str):  # an annotation left unevaluated
+        return re.search(r"\bstr\b", annotation) is not None
+    return annotation is str or str in typing.get_args(annotation)
+
+
+def _unknown(
+    url: str, name: str, what: str, valid: Sequence[str], tls_only: Sequence[str] = ()
+) -> str:
+    """The refusal of a query setting `name` that is not `what`, naming the valid ones (and
+    the nearest name, of these or of the TLS settings `tls_only` that need rediss://)."""
+    close = difflib.get_close_matches(name, [*valid, *tls_only], n=1, cutoff=0.8)
+    hint = ""
+    if close:
+        needs = " it needs TLS: rediss://" if close[0] in tls_only else ""
+        hint = f" (did you mean {close[0]}?{needs})"
+    return f"SMCT_REDIS_URL {_safe(url)}: {name!r} is not {what}{hint}; valid: {', '.join(valid)}"
 
 
 def _choice(value: str, valid: tuple[str, ...]) -> str:
@@ -159,46 +250,15 @@ def _timeouts(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
-
-
-def store_failure(exc: BaseException) -> bool:
-    """Whether `exc` is the store failing (a 503, service/redis_store.py): redis-py's errors
-    (a cluster's too: none of its nodes answers, a slot is not covered), the network's, a
-    timeout, an AttributeError raised within redis-py itself (its cluster client meets one
-    when a node or its connection goes away in the middle of a call), or a RuntimeError that
-    a closed transport raised under redis-py (uvloop's, on a pooled connection that was reset
-    while idle: redis-py drops the connection, the next call opens another). An AttributeError
-    or RuntimeError of this code's own is a bug, and stays one."""
-    if isinstance(exc, (RedisError, RedisClusterException, OSError, TimeoutError)):
-        return True
-    if isinstance(exc, RuntimeError):
-        return _CLOSED_TRANSPORT in str(exc) and _through_redis_py(exc)
-    return isinstance(exc, AttributeError) and _raised_in_redis_py(exc)
-
-
-def _through_redis_py(exc: BaseException) -> bool:
-    """Whether any frame of `exc`'s traceback is one of redis-py's."""
-    tb = exc.__traceback__
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_REDIS_PY):
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def _raised_in_redis_py(exc: BaseException) -> bool:
-    """Whether the innermost frame of `exc`'s traceback is one of redis-py's."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_REDIS_PY)
+    """The URL without its passwords (of the user, or given in the query), for messages."""
+    scheme, sep, rest = url.partition("://")
+    head, mark, query = rest.partition("?")
+    auth, at, hosts = head.rpartition("@")
+    if at and ":" in auth:
+        head = f"{auth.partition(':')[0]}:***@{hosts}"
+    secrets = "|".join(_SECRETS)
+    query = re.sub(rf"((?:^|&)(?:{secrets})=)[^&]*", r"\1***", query)
+    return f"{scheme}{sep}{head}{mark}{query}"
 
 
 class DurableWrites:

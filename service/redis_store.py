@@ -12,26 +12,27 @@ write them together:
 and every write publishes its version on the channel smct:{<id>}:feed, which followers wait
 on. (A stream would free the entries it trims only a node, up to 4 KB and 100 entries, at a
 time, which doubles what a series of 0.5 KB events holds; the hash holds what it keeps.)
-Writes are Lua scripts that compare the version first (compare-and-set). A Redis that cannot
-be reached raises StoreUnavailable (503 + Retry-After); nothing has been written then, or
-the write is complete (a script runs whole or not at all).
+Writes are Lua scripts that compare the version first (compare-and-set). Every exception of
+a store call, a Redis that cannot be reached or refuses the connection as much as one
+unexpected of its client, raises StoreUnavailable (503 + Retry-After; its reason's class:
+service/store_failures.py); nothing has been written then, or the write is complete (a script
+runs whole or not at all).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 
 from service.batching import Coalescer
 from service.errors import StoreUnavailable
-from service.redis_connect import DurableWrites, Target, store_failure
+from service.redis_connect import DurableWrites, Target
 from service.redis_scripts import COMMIT, DELETE, LAST_VERSION, LOAD, Script
 from service.store import (
     Applied,
@@ -42,6 +43,7 @@ from service.store import (
     Write,
     _no_observer,
 )
+from service.store_failures import FailureLog, unavailable
 
 _DELETED_EVENTS_TTL_MS = 60_000
 EVENTS_BLOCK_S = 10.0  # the longest a blocking read of events waits
@@ -155,58 +157,40 @@ class RedisStore:
         self._maxlen = max(maxlen, window)  # the events outlive the applied records naming them
         self._retry_after_s = retry_after_s
         self._observe = observer
+        self._failures = FailureLog()
 
     def _unavailable(self, operation: str, exc: Exception) -> StoreUnavailable:
-        writing = operation in ("commit", "delete")
-        if isinstance(exc, ResponseError):  # it was reached, and answered an error
-            return StoreUnavailable(
-                f"the state store answered an error during {operation} ({exc}); retry in "
-                f"{self._retry_after_s} s, and tell its operator if it persists",
-                retry_after_s=self._retry_after_s, maybe_applied=writing,
-            )
-        # a write whose connection failed after sending (a timeout, a reset) may have run, and
-        # the writer resends once after a dropped connection: a refusal may follow a send
-        # that ran, so a failed write is never said to have changed nothing
-        maybe = writing
-        if maybe:
-            outcome = (
-                "the write may or may not have been applied; repeat the same request (it is "
-                f"idempotent) in {self._retry_after_s} s"
-            )
-        else:
-            outcome = f"nothing was changed, retry in {self._retry_after_s} s"
-        return StoreUnavailable(
-            f"the state store cannot be reached ({type(exc).__name__} during {operation}); "
-            + outcome,
-            retry_after_s=self._retry_after_s, maybe_applied=maybe,
-        )
+        """The 503 of a store call that raised `exc` (logged where its operator must act)."""
+        self._failures.report(operation, exc)
+        return unavailable(operation, exc, self._retry_after_s)
 
-    async def _run(self, operation: str, call: Any) -> Any:
+    async def _run(self, operation: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """The result of a store call (`call()`, awaited); whatever it raises, in the call or
+        in the wait, is a 503, counted."""
         start, failed = time.perf_counter(), False
         try:
-            return await call
+            return await call()
         except Exception as exc:
-            if not store_failure(exc):
-                raise
             failed = True
             raise self._unavailable(operation, exc) from exc
         finally:
             self._observe(operation, time.perf_counter() - start, failed)
 
-    async def _group(self, operation: str, call: Any, n: int) -> list[Any]:
-        """The replies of a pipeline of n calls, each a reply or an exception: the store's
-        errors as StoreUnavailable (one that failed the whole pipeline, for each call)."""
+    async def _group(
+        self, operation: str, call: Callable[[], Awaitable[list[Any]]], n: int
+    ) -> list[Any]:
+        """The replies of a pipeline of n calls (`call()`, awaited), each a reply or an
+        exception: each exception (one that failed the whole pipeline, for each call) as
+        StoreUnavailable, counted."""
         start = time.perf_counter()
         try:
-            replies = await call
+            replies = await call()
         except Exception as exc:
-            if not store_failure(exc):
-                raise
             replies = [exc] * n
         seconds = time.perf_counter() - start
         out = []
         for reply in replies:
-            failed = isinstance(reply, Exception) and store_failure(reply)
+            failed = isinstance(reply, Exception)
             self._observe(operation, seconds, failed)
             if failed:
                 error = self._unavailable(operation, reply)
@@ -216,7 +200,7 @@ class RedisStore:
         return out
 
     async def ping(self) -> None:
-        await self._run("ping", self._redis.ping())
+        await self._run("ping", self._redis.ping)
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
         """The series' state, with the applied records of `seqs` and their answers; the loads
@@ -227,15 +211,17 @@ class RedisStore:
     async def _load_group(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
         """The loads of one turn of the event loop: one pipeline on one Redis (or behind
         Sentinel); each on its own, concurrently, on a cluster (see DurableWrites.run)."""
-        if self._cluster:
-            call = self._cluster_loads(items)
-        else:
-            pipe = self._redis.pipeline(transaction=False)
-            for series_id, seqs in items:
-                self._load_call(pipe, series_id, seqs)
-            call = pipe.execute(raise_on_error=False)
-        replies = await self._group("load", call, len(items))
+        call = self._cluster_loads if self._cluster else self._pipelined_loads
+        replies = await self._group("load", lambda: call(items), len(items))
         return [_decoded(seqs, r) for (_, seqs), r in zip(items, replies, strict=True)]
+
+    async def _pipelined_loads(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
+        """The loads of `items` in one pipeline, each its reply or its exception."""
+        pipe = self._redis.pipeline(transaction=False)
+        for series_id, seqs in items:
+            self._load_call(pipe, series_id, seqs)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
 
     async def _cluster_loads(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
         """The loads of `items` on a cluster, concurrently, each its reply or its exception."""
@@ -255,7 +241,7 @@ class RedisStore:
         return client.hgetall(state_key)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
-        raw = await self._run("meta", self._redis.hget(keys(series_id)[0], "meta"))
+        raw = await self._run("meta", lambda: self._redis.hget(keys(series_id)[0], "meta"))
         return None if raw is None else SeriesMeta.from_json(raw)
 
     async def commit(self, series_id: str, write: Write) -> bool:
@@ -273,7 +259,8 @@ class RedisStore:
     async def _commit_group(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """The commits of one turn of the event loop (a micro-batch's): one pipeline a node,
         with its WAIT where replicas must confirm."""
-        replies = await self._group("commit", self._durable.run(self._commit, calls), len(calls))
+        run = self._durable.run
+        replies = await self._group("commit", lambda: run(self._commit, calls), len(calls))
         return [self._written("commit", r) for r in replies]
 
     async def delete(self, series_id: str, expected_version: int, event: bytes) -> bool:
@@ -282,7 +269,8 @@ class RedisStore:
             feed_channel(series_id),
         ]
         names = [*keys(series_id), tombstone_key(series_id)]
-        (reply,) = await self._group("delete", self._durable.run(self._delete, [(names, args)]), 1)
+        run = self._durable.run
+        (reply,) = await self._group("delete", lambda: run(self._delete, [(names, args)]), 1)
         deleted = self._written("delete", reply)
         if isinstance(deleted, Exception):
             raise deleted
@@ -304,7 +292,7 @@ class RedisStore:
             return
         state = keys(series_id)[0]
         marker = f"smct:{{{series_id}}}:sync"
-        confirmed = await self._run("confirm", self._durable.confirm(state, marker))
+        confirmed = await self._run("confirm", lambda: self._durable.confirm(state, marker))
         if confirmed < self._durable.replicas:
             raise self._unconfirmed("repeat", confirmed)
 
@@ -319,15 +307,16 @@ class RedisStore:
 
     async def last_version(self, series_id: str) -> int:
         names = [keys(series_id)[0], tombstone_key(series_id)]
-        return int(await self._run("last_version", self._last_version(keys=names)))
+        return int(await self._run("last_version", lambda: self._last_version(keys=names)))
 
     async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
         """The retained events after `after`; when there are none, waits for a write on the
         series' feed channel (subscribed before a second look, so none is missed)."""
-        found = await self._run("read_events", self._newer(series_id, after))
+        found = await self._run("read_events", lambda: self._newer(series_id, after))
         if found or timeout_s <= 0:
             return found
-        return list(await self._run("read_events", self._wait(series_id, after, timeout_s)))
+        waited = await self._run("read_events", lambda: self._wait(series_id, after, timeout_s))
+        return list(waited)
 
     async def _newer(self, series_id: str, after: int) -> list[StoredEvent]:
         log: Any = await self._redis.hgetall(keys(series_id)[2])  # bytes -> bytes
@@ -370,7 +359,7 @@ class RedisStore:
                     found.add(name)
             return sorted(found)[:limit]
 
-        return list(await self._run("list", scan()))
+        return list(await self._run("list", scan))
 
     async def close(self) -> None:
         await self._loads.close()

@@ -174,10 +174,12 @@ class Settings(BaseSettings):
         )
 
     def samples_for(self, levels: Sequence[float]) -> int:
-        """The sample paths of a forecast at `levels` (percent) that names no count."""
+        """The sample paths of a forecast at `levels` (percent) that names no count: at most
+        max_samples, which a level near 0 reaches (its interval closes on the middle of the
+        paths, and the paths it needs grow without bound)."""
         if self.default_samples is not None:
             return min(self.default_samples, self.max_samples)
-        return min(_samples_for(tuple(levels)), self.max_samples)
+        return _samples_for(tuple(levels), self.max_samples)
 
     @property
     def adaptation(self) -> AdaptConfig:
@@ -198,9 +200,9 @@ MAX_FORECAST_SERIES = 1_000  # series in one stateless forecast request (schemas
 
 
 @functools.lru_cache(maxsize=256)  # each request asks: computed once a set of levels
-def _samples_for(levels: tuple[float, ...]) -> int:
-    """predictive.samples_for at `levels` in percent."""
-    return samples_for([level / 100.0 for level in levels])
+def _samples_for(levels: tuple[float, ...], most: int) -> int:
+    """predictive.samples_for at `levels` in percent, at most `most`."""
+    return samples_for([level / 100.0 for level in levels], most=most)
 
 
 @functools.lru_cache(maxsize=64)  # the settings' levels, read by each request

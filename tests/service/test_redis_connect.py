@@ -11,8 +11,9 @@ from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
 from service.errors import StoreUnavailable
-from service.redis_connect import Target, store_failure
+from service.redis_connect import TLS_OPTIONS, Target, url_settings
 from service.redis_store import RedisStore
+from service.store_failures import store_failure
 from tests.servers import free_port
 from tests.service.test_store import write
 
@@ -178,3 +179,139 @@ async def test_a_closed_transport_under_redis_py_is_a_store_failure() -> None:
         raise RuntimeError(_ClosedTransport.said)
     except RuntimeError as own:
         assert not store_failure(own)
+
+
+# --------------------------------------------------------------------------- query settings
+
+VALID = {  # the settings each form takes, as its refusal names them
+    "redis": url_settings("redis"), "rediss": url_settings("rediss"),
+    "unix": url_settings("unix"), "tls": tuple(TLS_OPTIONS),
+}
+
+
+@pytest.mark.parametrize(("url", "valid", "refusal"), [
+    ("redis://h:6379/0?ssl_ca_cert=/x.pem", "redis",
+     "'ssl_ca_cert' is not a setting of a redis:// URL (did you mean ssl_ca_certs? it needs "
+     "TLS: rediss://); valid: "),
+    ("rediss://h:6379/0?ssl_ca_cert=/x.pem", "rediss",
+     "'ssl_ca_cert' is not a setting of a rediss:// URL (did you mean ssl_ca_certs?); valid: "),
+    ("unix:///run/redis.sock?sockt_timeout=1", "unix",
+     "'sockt_timeout' is not a setting of a unix:// URL (did you mean socket_timeout?); valid: "),
+    ("redis+cluster://a:7000?ssl_ca_cert=/x.pem", "tls",
+     "'ssl_ca_cert' is not a TLS setting (did you mean ssl_ca_certs?); valid: "),
+    ("rediss+cluster://a:7000?ssl_ca_cert=/x.pem", "tls",
+     "'ssl_ca_cert' is not a TLS setting (did you mean ssl_ca_certs?); valid: "),
+    ("redis+sentinel://s:26379/main?ssl_ca_cert=/x.pem", "tls",
+     "'ssl_ca_cert' is not a TLS setting (did you mean ssl_ca_certs?); valid: "),
+    ("rediss+sentinel://s:26379/main?ssl_ca_cert=/x.pem", "tls",
+     "'ssl_ca_cert' is not a TLS setting (did you mean ssl_ca_certs?); valid: "),
+])
+def test_a_mistyped_setting_is_refused_naming_the_valid_ones(
+    url: str, valid: str, refusal: str
+) -> None:
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    with pytest.raises(ValueError, match=re.escape(refusal)) as err:
+        Target.parse(url)
+    named = str(err.value).split("; valid: ", 1)[1].split(", ")
+    assert named == list(VALID[valid]) and len(named) >= 5
+    with pytest.raises(ValidationError, match=re.escape(refusal)):  # at start: Settings
+        Settings(redis_url=url)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("redis://h:6379/0?ssl_ca_certs=/x.pem", "'ssl_ca_certs' is a TLS setting, which needs TLS: "
+     "rediss://"),
+    ("rediss://h:6379/0?ssl_cert_reqs=maybe", "ssl_cert_reqs: 'maybe' is not one of none, "
+     "optional, required"),
+    ("redis://h:6379/0?socket_timeout=soon", "Invalid value for 'socket_timeout'"),
+    ("redis://h:6379/0?decode_responses=true", "'decode_responses' is not a setting"),
+    ("redis://h:port/0", "Port could not be cast to integer"),
+    ("http://h:6379", "the scheme must be one of redis://, rediss://, unix://, redis+cluster://"),
+    ("redis://:secret@h:6379/0?password=secret2&retry=3", "'retry' is not a setting"),
+])
+def test_a_one_server_url_redis_py_cannot_use_is_refused(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        Target.parse(url)
+    assert "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize("url", [
+    "redis://h:6379/2", "redis://u:p@h:6379/0?socket_timeout=2&client_name=smct",
+    "rediss://h:6380/0?ssl_ca_certs=%2Fetc%2Fca.pem&ssl_cert_reqs=required"
+    "&ssl_check_hostname=false&ssl_min_version=771",
+    "rediss://h:6380/0?ssl_include_verify_flags=VERIFY_X509_STRICT",
+    "unix:///run/redis.sock?db=1&health_check_interval=5",
+    "redis+cluster://a:7000,b:7001", "rediss+cluster://a:7000?ssl_ca_certs=/etc/ca.pem",
+    "redis+sentinel://s:26379/main/1", "rediss+sentinel://s:26379/main?ssl_cert_reqs=none",
+])
+def test_correct_urls_are_accepted(url: str) -> None:
+    from service.settings import Settings
+
+    assert Target.parse(url).url == url
+    assert Settings(redis_url=url).redis_url == url
+
+
+@pytest.mark.filterwarnings("ignore:Call to '__init__' function with deprecated usage")
+@pytest.mark.parametrize(("scheme", "base"), [
+    ("redis", "redis://127.0.0.1:1/0"), ("rediss", "rediss://127.0.0.1:1/0"),
+    ("unix", "unix:///run/redis.sock"),
+])
+def test_every_setting_named_valid_is_one_redis_py_takes(scheme: str, base: str) -> None:
+    """A URL with every setting of url_settings makes a connection (redis-py passes each to
+    its connection class); one more name, which the service refuses, fails every connection."""
+    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS, ConnectionPool
+
+    special = {"ssl_cert_reqs": "required", "ssl_include_verify_flags": "VERIFY_X509_STRICT",
+               "ssl_exclude_verify_flags": "VERIFY_X509_STRICT", "ssl_min_version": "771",
+               "protocol": "2", "encoding": "utf-8", "encoding_errors": "strict"}
+    parsed: dict[Any, str] = {int: "3", float: "1.5"}
+
+    def sample(name: str) -> str:
+        parser = URL_QUERY_ARGUMENT_PARSERS.get(name)
+        return special.get(name) or (parsed.get(parser, "true") if parser else "text")
+
+    url = f"{base}?" + "&".join(f"{n}={sample(n)}" for n in url_settings(scheme))
+    Target.parse(url)
+    connection = ConnectionPool.from_url(url).make_connection()
+    assert (connection.client_name, connection.socket_timeout, connection.db) == ("text", 1.5, 3)
+    with pytest.raises(TypeError, match="ssl_ca_cert"):
+        ConnectionPool.from_url(f"{base}?ssl_ca_cert=/x.pem").make_connection()
+
+
+def test_smct_serve_refuses_a_mistyped_setting_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import cli.serve
+    from cli.app import app
+
+    started: list[Any] = []
+
+    def run_server(*args: Any) -> int:
+        started.append(args)
+        return 0
+
+    monkeypatch.setattr(cli.serve, "_run_server", run_server)
+    env = {"SMCT_REDIS_URL": "rediss://h:6380/0?ssl_ca_cert=/x.pem", "COLUMNS": "2000"}
+    result = CliRunner().invoke(app, ["serve"], env=env)
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and not started, result.output
+    assert "'ssl_ca_cert' is not a setting of a rediss:// URL (did you mean ssl_ca_certs?)" in said
+
+
+@pytest.mark.anyio
+async def test_a_one_server_urls_settings_reach_its_connections(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    store = RedisStore(f"{redis_url}?client_name=smct-settings&socket_keepalive=true")
+    raw = Redis.from_url(redis_url)
+    try:
+        assert await store.commit("a", write(1, 10, reset=True))
+        assert (await store.load("a")) is not None
+        names = {c["name"] for c in await raw.client_list()}
+        assert "smct-settings" in names
+    finally:
+        await raw.aclose()
+        await store.close()
