@@ -190,17 +190,26 @@ class LocalCluster:
 
 
 class LocalSentinel:
-    """A primary, two replicas and three Sentinels that watch it (as `smct`)."""
+    """A primary, its replicas (two unless told) and three Sentinels that watch it (as
+    `smct`): the primary is down after `down_after_ms` without an answer; `failover_timeout_ms`
+    is also how long a Sentinel leaves a replica that names another primary before it
+    repoints it, and half the wait before it tries again a failover that failed."""
 
     SERVICE = "smct"
 
-    def __init__(self, directory: Path) -> None:
-        for name in ("p", "r0", "r1"):
+    def __init__(
+        self, directory: Path, replicas: int = 2, down_after_ms: int = 1000,
+        failover_timeout_ms: int = 5000,
+    ) -> None:
+        names = [f"r{i}" for i in range(replicas)]
+        for name in ("p", *names):
             (directory / name).mkdir()
         self.primary = RedisServer(directory / "p", extra=["--appendonly", "yes"])
         self.replicas = [
-            RedisServer(directory / name, extra=["--appendonly", "yes"]) for name in ("r0", "r1")
+            RedisServer(directory / name, extra=["--appendonly", "yes"]) for name in names
         ]
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
         self.dir = directory
         self.sentinel_ports = [free_port() for _ in range(3)]
         self.sentinels: list[subprocess.Popen[bytes]] = []
@@ -224,8 +233,8 @@ class LocalSentinel:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
                 f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
-                f"sentinel failover-timeout {self.SERVICE} 5000\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.SERVICE} {self.failover_timeout_ms}\n"
             )
             proc = subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -273,8 +282,10 @@ class LocalSentinel:
 
 class ResettingProxy:
     """A TCP proxy in front of a local port that can reset every connection it holds (an RST to
-    both sides, as a firewall or NAT that forgets a connection, or a restarted load balancer).
-    One thread moves the bytes and does the resets, so that no socket is closed under a read."""
+    both sides, as a firewall or NAT that forgets a connection, or a restarted load balancer),
+    or stall what the target sends (a replica that replicates through it falls behind, and what
+    it was not sent is lost with its primary). One thread moves the bytes and does the resets,
+    so that no socket is closed under a read."""
 
     def __init__(self, target_port: int) -> None:
         import threading
@@ -283,6 +294,8 @@ class ResettingProxy:
         self.port = free_port()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._peer: dict[socket.socket, socket.socket] = {}
+        self._targets: set[socket.socket] = set()  # the connections to the target
+        self._stalled = False
         self._asked = threading.Event()
         self._done = threading.Event()
         self._count = 0
@@ -305,29 +318,41 @@ class ResettingProxy:
             ready, _, _ = select.select([self._listener, *self._peer], [], [], 0.02)
             for s in ready:
                 if s is self._listener:
-                    inner, _ = s.accept()
-                    outer = socket.create_connection(("127.0.0.1", self.target_port))
-                    self._peer[inner], self._peer[outer] = outer, inner
-                    continue
-                if s not in self._peer:
-                    continue
-                try:
-                    data = s.recv(65536)
-                except OSError:
-                    data = b""
-                other = self._peer[s]
-                if data:
-                    with contextlib.suppress(OSError):
-                        other.sendall(data)
-                else:  # closed on one side: close both
-                    for x in (s, other):
-                        self._peer.pop(x, None)
-                        x.close()
+                    self._accept()
+                elif s in self._peer:
+                    self._move(s)
+
+    def _accept(self) -> None:
+        inner, _ = self._listener.accept()
+        try:
+            outer = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:  # the target is down: so is the connection through it
+            inner.close()
+            return
+        self._peer[inner], self._peer[outer] = outer, inner
+        self._targets.add(outer)
+
+    def _move(self, s: socket.socket) -> None:
+        """Pass on what `s` has to read (unless stalled), or close both ends when it is closed."""
+        try:
+            data = s.recv(65536)
+        except OSError:
+            data = b""
+        other = self._peer[s]
+        if data:
+            if not (self._stalled and s in self._targets):
+                with contextlib.suppress(OSError):
+                    other.sendall(data)
+            return
+        for x in (s, other):
+            self._peer.pop(x, None)
+            self._targets.discard(x)
+            x.close()
 
     def _reset_all(self) -> int:
         import struct
 
-        socks, self._peer = list(self._peer), {}
+        socks, self._peer, self._targets = list(self._peer), {}, set()
         for s in socks:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -340,6 +365,11 @@ class ResettingProxy:
         self._asked.set()
         self._done.wait(5)
         return self._count
+
+    def stall(self) -> None:
+        """From now on pass nothing the target sends on (the client still reaches the target):
+        for good, since what is held back is dropped, as a crashed primary drops it."""
+        self._stalled = True
 
     def close(self) -> None:
         self.reset()
