@@ -23,10 +23,12 @@ def competitions(
     every: Annotated[
         int, typer.Option(help="every N-th series of each frequency (1: all; 10 for a quick look)")
     ] = 1,
-    peers: Annotated[
-        bool, typer.Option("--peers/--no-peers",
-                           help="statsforecast's AutoETS, AutoARIMA, AutoTheta, seasonal naive")
-    ] = True,
+    peer: Annotated[
+        Optional[list[str]],  # noqa: UP045 (typer)
+        typer.Option(help="a statsforecast peer: AutoETS, AutoARIMA, AutoTheta or SeasonalNaive "
+                     "(repeat for more; default: all four; AutoARIMA takes about an hour on the "
+                     "whole sets), or none"),
+    ] = None,
     output: Annotated[
         Optional[Path],  # noqa: UP045 (typer)
         typer.Option(help="the Markdown report (default: docs/competitions.md for the whole "
@@ -52,6 +54,11 @@ def competitions(
     from training.quality.report import Setting
     from training.threads import default_threads
 
+    peers = list(PEERS) if peer is None else [p for p in peer if p != "none"]
+    wrong = [p for p in peers if p not in PEERS]
+    if wrong:
+        raise typer.BadParameter(f"{', '.join(wrong)}; valid: {', '.join(PEERS)}, none",
+                                 param_hint="--peer")
     chosen = list(competition or COMPETITIONS)
     unknown = [c for c in chosen if c not in COMPETITIONS]
     if unknown:
@@ -69,16 +76,17 @@ def competitions(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     began = time.perf_counter()
-    results = evaluate(chosen, every, runtimes, list(PEERS) if peers else [], cache_dir(),
+    results = evaluate(chosen, every, runtimes, peers, cache_dir(),
                        progress=lambda line: typer.echo(line, err=True))
     checks = acceptance(results)
     command = "smct competitions" + "".join(f" --competition {c}" for c in competition or [])
+    command += "".join(f" --peer {p}" for p in peer or [])
     command += f" --every {every}" if every > 1 else ""
     command += f" --artifact {artifact}" if artifact != Path("artifacts/default") else ""
     setting = Setting(command, str(artifact), time.perf_counter() - began)
     text = report.markdown(results, checks, setting)
     typer.echo(text)
-    whole = every == 1 and set(chosen) == set(COMPETITIONS) and peers
+    whole = every == 1 and set(chosen) == set(COMPETITIONS)
     target = output or (Path("docs/competitions.md") if whole else None)
     if target is not None:
         target.parent.mkdir(parents=True, exist_ok=True)

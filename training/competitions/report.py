@@ -113,11 +113,12 @@ competitions' horizons (M3 18 / 8 / 6 / 8, Tourism 24 / 8 / 4), each series' sea
 (12, 4, 1) and nothing else told: stateless forecasts, as the service answers them, scored as
 fev scores the published zero-shot models (Chronos' benchmark II). Beside it: its ablation (the
 same per-series layer around a random walk, [quality.md](quality.md)), statsforecast's AutoETS,
-AutoARIMA, AutoTheta and seasonal naive run here as fev runs them, and the published rows. This
-page is written by
+AutoTheta and seasonal naive run here as fev runs them (AutoARIMA too with `--peer AutoARIMA`,
+about an hour more on one core: its figures are fev's published row), and the published rows.
+This page is written by
 
 ```bash
-.venv/bin/smct competitions        # the whole sets, about an hour on one core; --every 10: a tenth
+.venv/bin/smct competitions --peer AutoETS --peer AutoTheta --peer SeasonalNaive  # --every 10
 ```
 
 Reading the figures: WQL is the quantile loss at 0.1 ... 0.9 over the mean absolute value
