@@ -41,6 +41,8 @@ LEGACY_FREQ = {"M": "ME", "Q": "QE", "A": "YE", "Y": "YE", "H": "h", "T": "min"}
 CANDIDATES = (4, 5, 6, 7, 12, 24, 48, 52, 96, 168, 336, 365)
 LEVEL = 0.04  # the chance of a false season, shared by the periods tested (target: 5 %)
 NEAR_BEST = 0.8  # a divisor of the best period explaining this share of it is the season
+FEW_SEASONS = 4  # a best period held fewer times, leaving autocorrelated residuals, is weighed
+# against its divisors on the series' steps, where a slow wander its phase means absorb is gone
 STATIONARY = 2.0  # a series whose m-step differences vary more than this times its one-step
 # ones wanders (a random walk: m times); one that varies less is stationary about its season
 MAX_VALUES = 4000  # the most recent values a detection reads
@@ -139,8 +141,9 @@ def detect_season(
     `_harmonic_test`, module docstring), the one whose phases explain the most of the series
     (adjusted R^2, the larger of the two; of periods within NEAR of it, the one whose first
     harmonic fits best),
-    or the shortest divisor of it that explains nearly as much (24, not 168, for a daily
-    cycle in hourly data; `_repeats`). The
+    or the shortest divisor of it that explains nearly as much, by its own test or by its phase
+    means beside the best's on the same residuals (24, not 168, for a daily cycle in hourly
+    data; 4, not 48, for a quarterly season on a wandering level; `_repeats`). The
     trend taken out is quadratic: a linear one leaves an accelerating series' curvature,
     which the phases of a long period absorb."""
     y = np.asarray(values, np.float64).reshape(-1)[-MAX_VALUES:]
@@ -180,8 +183,31 @@ def detect_season(
     if len(near) > 1:
         r = steps if kind[best] == 0 else plain
         best = min(near, key=lambda m: _harmonic_test(r, m, kind[best])[2])
-    divisors = [m for m, r in found.items() if _repeats(best, m) and r >= NEAR_BEST * found[best]]
-    return min(divisors, default=best)  # best itself, where its share is not positive
+    # the shortest divisor of it that explains nearly as much, by its own test or by its phase
+    # means beside the best's on the residuals the best was tested on; on the series' steps
+    # where the best is held few times and leaves autocorrelated residuals (a season of 4 on a
+    # wandering quarterly level: the 48 or 52 phase means of under four seasons absorb the
+    # wander, and explain more than the 4 only on the level)
+    r, fitted = (steps, 0) if kind[best] == 0 or _wanders_past(plain, best) else (plain, 2)
+    share = {m: _phase_test(r, m, fitted)[1] for m in found if _repeats(best, m)}
+    near = [m for m in share if found[m] >= NEAR_BEST * found[best]
+            or share[m] >= NEAR_BEST * share[best]]
+    return min(near, default=best)
+
+
+def _wanders_past(plain: np.ndarray, m: int) -> bool:
+    """Whether the phase means of period m, held fewer than FEW_SEASONS times by the series less
+    its trend `plain` (T,) (NaN: missing), may have absorbed a slow wander: what they leave is
+    autocorrelated (a positive lag-one correlation, `_lag_one`)."""
+    seen = np.isfinite(plain)
+    if seen.sum() >= FEW_SEASONS * m:
+        return False
+    t = np.flatnonzero(seen)
+    x, phase = plain[seen], t % m
+    means = np.bincount(phase, weights=x, minlength=m) / np.maximum(
+        np.bincount(phase, minlength=m), 1)
+    rho, _ = _lag_one(x - means[phase], t.astype(np.float64))
+    return rho > 0
 
 
 def _repeats(longer: int, m: int) -> bool:

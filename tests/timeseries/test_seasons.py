@@ -217,3 +217,39 @@ def test_a_weekly_year_needs_three_years() -> None:
     assert season_for(yearly[:150], 52, 400) == 0  # under three years
     longer = np.sin(2 * np.pi * np.arange(160) / 52) * 3 + rng.normal(size=160)
     assert season_for(longer, 52, 400) == 52  # three years and more
+
+
+@pytest.mark.parametrize("period, length", [(4, 136), (7, 140)])
+def test_a_season_on_a_wandering_level_is_read_at_its_period_not_a_multiple(
+    period: int, length: int
+) -> None:
+    """A random profile of unit sd and unit noise on a random-walk level (steps of sd 0.3), sent
+    without a calendar: the phase means of a long multiple (48 or 52 quarters, under four
+    seasons of them) also absorb the slow wander, and were preferred in 9 % of quarterly series;
+    weighed against their divisors on the series' steps where what they leave is
+    autocorrelated, the period is read in 95-98.5 % (three seeds of 200; 7: all). The bound,
+    0.92 over 300 series, is 3.5 standard errors under the least of those."""
+    rng = np.random.default_rng(1)
+    t = np.arange(length)
+    read = []
+    for _ in range(300):
+        profile = rng.standard_normal(period)
+        profile = (profile - profile.mean()) / profile.std()
+        level = np.cumsum(rng.normal(0.0, 0.3, length))
+        read.append(detect_season(50 + level + profile[t % period] + rng.standard_normal(length),
+                                  400))
+    assert np.mean(np.array(read) == period) >= 0.92, np.unique(read, return_counts=True)
+
+
+def test_a_quarterly_peak_on_a_falling_level_is_read_as_four() -> None:
+    """136 quarters of a falling random walk with a first-quarter peak (a real quarterly
+    series' shape) were read as 24, 48 or 52 in 41 % of 200 series; now as 4 in all but one or
+    two."""
+    rng = np.random.default_rng(0)
+    t = np.arange(136)
+    read = [
+        detect_season(100 + np.cumsum(rng.normal(-0.5, 1.5, 136)) + 8.0 * (t % 4 == 0)
+                      + rng.normal(0.0, 2.0, 136), 400)
+        for _ in range(200)
+    ]
+    assert np.mean(np.array(read) == 4) >= 0.97
