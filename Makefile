@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-real model-layer model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-layer model-through model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -94,17 +94,36 @@ model-layer: venv
 			--no-evaluate --snapshots; \
 	fi
 
+## the through-layer run: the layer run with the multistep term (--multistep 1: the CRPS of 16
+## forecast paths over each window's last 24 steps beside the one-step likelihood), about twice
+## an epoch's time; resumable as above
+THROUGH_RUN ?= runs/through-layer
+model-through: venv
+	if [ -f $(THROUGH_RUN)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(THROUGH_RUN) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
+			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
+			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
+			--lr 0.003 --patience 0 --threads 1 --seed 0 --multistep 1 --multistep-paths 16 \
+			--out $(THROUGH_RUN) --no-progress --no-evaluate --snapshots; \
+	fi
+
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
 ## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
 ## the project is not installed); GPU_SHAPE: other widths or windows (bench/gpu_checks.sh
-## trains several at once), GPU_RUN and GPU_ARTIFACT: where they go
+## trains several at once), GPU_DATA and GPU_TRAIN: the data set and other training options
+## (corpus-real, --scaling layer, --multistep 1), GPU_RUN and GPU_ARTIFACT: where they go
 SMCT ?= .venv/bin/smct
 GPU_MINUTES ?= 8
 GPU_SHAPE ?= --d-model 16 --window 24 --seq-len 40
+GPU_DATA ?= corpus
+GPU_TRAIN ?=
 GPU_RUN ?= runs/gpu
 GPU_ARTIFACT ?= artifacts/gpu
 model-gpu:
-	$(SMCT) train --dataset corpus --history 16 $(GPU_SHAPE) \
+	$(SMCT) train --dataset $(GPU_DATA) --history 16 $(GPU_SHAPE) $(GPU_TRAIN) \
 		--lags --skip --lag-inputs --obs-scale --n-heads 2 \
 		--particles 10 --epochs 200 --minutes $(GPU_MINUTES) --batch-size 1024 --schedule cosine \
 		--lr 0.01 --patience 0 --seed 0 --device cuda --out $(GPU_RUN) --no-progress --no-evaluate \

@@ -3,7 +3,7 @@
 # the rollout on the GPU (bench/bench_rollout.py --device cuda), the service over HTTP with 64
 # clients on the GPU and on the CPU (bench/bench_service.py --store embedded) and the ceiling of
 # a captured step loop (bench/gpu_graph_probe.py), then the GPU training recipe (make model-gpu)
-# at four shapes at once within TRAIN_MINUTES, beside the cuda tests (runtime, service and
+# at four levers at once within TRAIN_MINUTES, beside the cuda tests (runtime, service and
 # training on the GPU against the CPU); the runs, their epochs' weights and logs packed as
 # gpu_runs.tgz: eight files in all (a device run brings back 8 files at most; pack anything
 # added into one archive).
@@ -43,14 +43,20 @@ if [ "$minutes" = 0 ]; then  # no training: the cuda tests alone
   exit 0
 fi
 timeout 90 python3 bench/gpu_graph_probe.py 2>&1 | tee "$out/graph_probe.txt"
-# then the training recipe at several widths and contexts at once (each its own process: the
-# GPU is bound by kernel launches), each epoch's weights kept, beside the cuda tests
+# then the training recipe's levers at once (each its own process: the GPU is bound by kernel
+# launches): the generated corpus, with M1's real series, normalised by the per-series layer,
+# and with the multistep term; each epoch's weights kept, beside the cuda tests. The windows
+# normalised by the layer take minutes of one core to make: carried in .cache/smct/windows
+# (cp -r ~/.cache/smct/windows .cache/smct/ before the run), they are read from there
+if [ -d .cache/smct ]; then export XDG_CACHE_HOME=$PWD/.cache; fi
 start=$(date +%s)
 mkdir -p runs
-for shape in "d16:--d-model 16 --window 24 --seq-len 40" "d32:--d-model 32 --window 24 --seq-len 40" \
-             "d64:--d-model 64 --window 24 --seq-len 40" "d32w96:--d-model 32 --window 96 --seq-len 112"; do
-  name=${shape%%:*}
-  make -s model-gpu SMCT="python3 -m cli.app" GPU_MINUTES="$minutes" GPU_SHAPE="${shape#*:}" \
+shape="--d-model 16 --window 24 --seq-len 40"
+for lever in "corpus:corpus:" "real:corpus-real:" "layer:corpus-real:--scaling layer" \
+             "through:corpus-real:--scaling layer --multistep 1"; do
+  name=${lever%%:*}; rest=${lever#*:}
+  make -s model-gpu SMCT="python3 -m cli.app" GPU_MINUTES="$minutes" GPU_SHAPE="$shape" \
+    GPU_DATA="${rest%%:*}" GPU_TRAIN="${rest#*:}" \
     GPU_RUN="runs/gpu-$name" GPU_ARTIFACT="artifacts/gpu-$name" > "runs/gpu-$name.log" 2>&1 &
 done
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/cuda_tests.txt"

