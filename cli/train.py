@@ -33,7 +33,8 @@ def train(
         str,
         typer.Option(
             help="synthetic-1, synthetic-2, covid, air-quality, stock, synthetic-mix (five laws "
-            "at many levels, for a general-purpose model), or a CSV/Parquet path"
+            "at many levels, for a general-purpose model), corpus (the default model's generated "
+            "corpus), corpus-real (it and M1's real series), or a CSV/Parquet path"
         ),
     ] = "synthetic-1",
     out: Annotated[Path, typer.Option(help="checkpoint directory to write")] = Path("runs/model"),
@@ -222,7 +223,9 @@ def train(
         typer.Option(
             help="global: one scaler fitted on the training split (default); window: each "
             "window by its own history part, as a per-series artifact scales a series when "
-            "served (tables, synthetic sets, covid); with --init, that model's"
+            "served (tables, synthetic sets, covid); layer: each window normalised by the "
+            "per-series layer from its series up to its origin (corpus, corpus-real); with "
+            "--init, that model's"
         ),
     ] = None,
     split: Annotated[

@@ -9,7 +9,7 @@ from training.datasets import DATASETS, load_dataset
 
 def test_datasets_constant() -> None:
     assert DATASETS == ("synthetic-1", "synthetic-2", "covid", "air-quality", "stock",
-                        "synthetic-mix", "corpus")
+                        "synthetic-mix", "corpus", "corpus-real")
 
 
 def test_unknown_name_lists_valid_ones() -> None:
