@@ -47,9 +47,10 @@ def competitions(
 
     from model.artifacts.artifact import ArtifactError
     from model.runtime.runtime import InputError, Runtime
+    from training.cache import cache_dir
     from training.competitions import report
     from training.competitions.forecasters import PEERS
-    from training.competitions.run import acceptance, cache_dir, evaluate
+    from training.competitions.run import acceptance, evaluate
     from training.quality.ablation import ablation_artifact
     from training.quality.report import Setting
     from training.threads import default_threads
@@ -76,7 +77,7 @@ def competitions(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     began = time.perf_counter()
-    results = evaluate(chosen, every, runtimes, peers, cache_dir(),
+    results = evaluate(chosen, every, runtimes, peers, cache_dir("competitions"),
                        progress=lambda line: typer.echo(line, err=True))
     checks = acceptance(results)
     command = "smct competitions" + "".join(f" --competition {c}" for c in competition or [])

@@ -12,7 +12,6 @@ Shapes: N series, H horizon, Q quantile levels.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +36,6 @@ class TaskResult:
 
     def ratio(self, a: str, b: str) -> float:
         return self.scores[a].wql / self.scores[b].wql
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "smct" / "competitions"
 
 
 def _cached_peer(peer: str, task: Task, every: int, cache: Path | None) -> Forecasts:

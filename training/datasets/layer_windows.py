@@ -26,9 +26,7 @@ Shape legend: S windows, T window length, F features (1), L series length.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +36,8 @@ from model.series.scaling import layer_scaling
 from model.series.season import season_offsets
 from model.series.trend import Trend
 from timeseries.series import SPLITS
+from training.cache import cache_dir
+from training.datasets.windows import scale_windows
 
 CONTEXT = 240  # values of a series before the origin that the layer reads (a served history's)
 VERSION = 1  # of the normalisation: a change makes the cached windows anew
@@ -59,6 +59,18 @@ def normalise(context: np.ndarray, ahead: np.ndarray, season: int,
     return (plain[0] - loc) / scale, (out - loc) / scale, np.stack([loc, scale])
 
 
+def scaled(
+    scaling: str, series: list[np.ndarray], seasons: np.ndarray, parts: dict[str, np.ndarray],
+    index: dict[str, np.ndarray], history: int, key: str,
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The windows `parts` of a corpus scaled as `scaling` says: "layer" by `layer_normalised`
+    (cached under `key`), "window" each by its first `history` steps (windows.scale_windows, in
+    place) -> the windows and each split's (loc, scale)."""
+    if scaling == "layer":
+        return layer_normalised(series, seasons, parts, index, history, key)
+    return parts, scale_windows(parts, history)
+
+
 def layer_normalised(
     series: list[np.ndarray], seasons: np.ndarray, parts: dict[str, np.ndarray],
     index: dict[str, np.ndarray], history: int, key: str,
@@ -67,7 +79,8 @@ def layer_normalised(
     """The windows `parts` (S, T, 1) of `series` (their (series, first step) in `index`)
     normalised by the layer -> float32 windows and each split's (loc, scale) (S, 1); cached
     under `key` (what the windows are: the data set's name and arguments)."""
-    path = cache_dir() / f"{hashlib.sha256(f'{key}-v{VERSION}'.encode()).hexdigest()[:24]}.npz"
+    name = hashlib.sha256(f"{key}-v{VERSION}".encode()).hexdigest()[:24]
+    path = cache_dir("windows") / f"{name}.npz"
     if path.is_file():
         with np.load(path) as saved:
             return ({s: saved[f"x_{s}"] for s in SPLITS},
@@ -92,8 +105,3 @@ def layer_normalised(
         arrays[f"x_{s}"], (arrays[f"loc_{s}"], arrays[f"scale_{s}"]) = out[s], stats[s]
     np.savez(path, **arrays)  # type: ignore[arg-type]
     return out, stats
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "smct" / "windows"

@@ -21,12 +21,11 @@ import numpy as np
 from timeseries.series import Scaler, SeriesData
 from training.competitions.data import overlaps_benchmarks, whole_series
 from training.corpus import corpus_seasons
-from training.datasets.layer_windows import layer_normalised
+from training.datasets.layer_windows import scaled
 from training.datasets.windows import (
     PAPER_SPLITS,
     check_scaling,
     make_windows,
-    scale_windows,
     series_data,
 )
 
@@ -68,12 +67,9 @@ def load_corpus_real(
         parts[split] = np.concatenate([parts[split], more[split]])  # (S, T, 1)
         shifted = more_index[split] + np.array([len(generated), 0])
         index[split] = np.concatenate([index[split], shifted])
-    if scaling == "layer":
-        key = f"corpus-real-{seed}-{window}-{history}-{n_series}-{length}-{','.join(REAL)}"
-        parts, stats = layer_normalised([*generated, *real], np.concatenate([seasons,
-                                         real_seasons]), parts, index, history, key)
-    else:
-        stats = scale_windows(parts, history)
+    key = f"corpus-real-{seed}-{window}-{history}-{n_series}-{length}-{','.join(REAL)}"
+    parts, stats = scaled(scaling, [*generated, *real], np.concatenate([seasons, real_seasons]),
+                          parts, index, history, key)
     return series_data(
         "corpus-real", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
         window_stats=stats, series_names=[*names, *real_names], unistep_from=history,

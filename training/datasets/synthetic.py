@@ -12,7 +12,7 @@ import numpy as np
 
 from timeseries.series import Scaler, SeriesData, SyntheticTruth
 from training.corpus import corpus_seasons
-from training.datasets.layer_windows import layer_normalised
+from training.datasets.layer_windows import scaled
 from training.datasets.windows import (
     PAPER_SPLITS,
     check_scaling,
@@ -121,11 +121,8 @@ def load_corpus(
     check_scaling(scaling, ("window", "layer"), "corpus")
     names, series, seasons = corpus_seasons(n_series, length, seed=seed)
     parts, index = make_windows(series, window, PAPER_SPLITS, None, dtype=np.float64)
-    if scaling == "layer":
-        key = f"corpus-{seed}-{window}-{history}-{n_series}-{length}"
-        parts, stats = layer_normalised(series, seasons, parts, index, history, key)
-    else:
-        stats = scale_windows(parts, history)
+    key = f"corpus-{seed}-{window}-{history}-{n_series}-{length}"
+    parts, stats = scaled(scaling, series, seasons, parts, index, history, key)
     return series_data(
         "corpus", parts, index, limit, 1, ["x"], Scaler.identity(1), history, None,
         window_stats=stats, series_names=names, unistep_from=history, series_seasons=seasons,

@@ -17,31 +17,24 @@ $XDG_CACHE_HOME/smct/ablation/ (default ~/.cache/smct/ablation/) and read from t
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from model.artifacts.artifact import Artifact
+from training.cache import cache_dir
 
 log = logging.getLogger(__name__)
 VERSION = 1  # of the construction: a change builds the cached artifacts anew
 
 
-def cache_dir() -> Path:
-    """Where the ablation artifacts are kept: $XDG_CACHE_HOME/smct/ablation, by default
-    ~/.cache/smct/ablation."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "smct" / "ablation"
-
-
 def ablation_artifact(source: Path, cache: Path | None = None) -> Path:
     """The directory of the ablation artifact of the artifact at `source`, exported into
-    `cache` (default: cache_dir()) the first time."""
+    `cache` (default: ~/.cache/smct/ablation, training/cache.py) the first time."""
     from model.artifacts.export import export_artifact
     from model.network.smc_transformer import GaussianObservation, random_walk
 
     art = Artifact.open(source)
-    out = (cache or cache_dir()) / f"{art.model_id[:32]}-v{VERSION}"
+    out = (cache or cache_dir("ablation")) / f"{art.model_id[:32]}-v{VERSION}"
     if (out / "manifest.json").is_file():
         return out
     manifest = art.manifest
