@@ -1,5 +1,5 @@
 """The `smct` command line: train, evaluate, export, forecast, serve, benchmark, quality,
-backtest, competitions.
+backtest, competitions, calibrate.
 
 Each command is its own module and imports what it needs when it runs, so `smct serve` loads
 the service and the model, never the training code.
@@ -11,6 +11,7 @@ import typer
 
 from cli.backtest import backtest
 from cli.benchmark import benchmark
+from cli.calibrate import calibrate
 from cli.competitions import competitions
 from cli.evaluate import evaluate
 from cli.export import export
@@ -29,6 +30,7 @@ app.command()(benchmark)
 app.command()(quality)
 app.command()(backtest)
 app.command()(competitions)
+app.command()(calibrate)
 
 
 def main() -> None:  # pragma: no cover

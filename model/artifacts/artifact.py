@@ -3,7 +3,9 @@ the ONNX graphs. Opening one checks its type, format version and every file's sh
 
     manifest.json      type "smct-artifact", format_version, model_id, model config, features,
                        context length, particles, filter settings, scaling, evaluation metrics,
-                       noise table, graphs, library versions, {file: sha256}
+                       noise table, graphs, library versions, {file: sha256}, and the
+                       calibration of its forecasts' spread over a horizon where one was
+                       fitted (training/calibration.py)
     weights.pt         the SMCTransformer state dict (torch backend)
     noise.f32          the noise table (model/filtering/noise.py), little-endian float32; may be
                        left out (a committed artifact): opening regenerates it from the manifest's
@@ -43,6 +45,7 @@ REQUIRED = (
     "files",
 )
 SCALING_MODES = ("global", "per_series")
+GROWTH_RANGE = (0.0, 1.0)  # the horizon growth g an artifact's calibration may hold
 
 
 class ArtifactError(Exception):
@@ -95,6 +98,22 @@ def _regenerate_noise(path: Path, manifest: dict[str, Any]) -> None:
             f"{path}: {NOISE} is missing and cannot be written there ({err}); regenerate it "
             "where the directory is writable, or copy it in"
         ) from None
+
+
+def _growth(manifest: dict[str, Any]) -> float:
+    value = manifest.get("calibration", {}).get("horizon_growth", 0.0)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and np.isfinite(value) else np.nan
+
+
+def write_calibration(path: Path, calibration: dict[str, Any]) -> None:
+    """Set the manifest's calibration record (the model id and the files' checksums do not
+    cover it: a calibration changes what the layer does with the model's paths, not the model)."""
+    manifest = _read_manifest(path)
+    manifest["calibration"] = calibration
+    tmp = path / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path / MANIFEST)
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -162,7 +181,30 @@ class Artifact:
         mode = manifest["scaling"].get("mode")
         if mode not in SCALING_MODES:
             raise ArtifactError(f"{path}: unknown scaling mode {mode!r}; valid: {SCALING_MODES}")
+        growth = _growth(manifest)
+        if not GROWTH_RANGE[0] <= growth <= GROWTH_RANGE[1]:
+            raise ArtifactError(
+                f"{path}: calibration.horizon_growth {growth!r} is outside {GROWTH_RANGE}"
+            )
+        length = manifest.get("calibration", {}).get("growth_length", 1.0)
+        if isinstance(length, bool) or not isinstance(length, (int, float)) or not length > 0:
+            raise ArtifactError(
+                f"{path}: calibration.growth_length {length!r} is not a positive number of values"
+            )
         return cls(path=path, manifest=manifest)
+
+    @property
+    def horizon_growth(self) -> float:
+        """g of the spread's factor h^g at a forecast's step h (model/series/spread.py), from
+        the artifact's calibration; 0 where it has none."""
+        return _growth(self.manifest)
+
+    @property
+    def growth_length(self) -> float:
+        """The record (values seen) past which a series' growth fades as length / t
+        (model/series/spread.series_growth); inf (never) where the calibration names none."""
+        value = self.manifest.get("calibration", {}).get("growth_length")
+        return np.inf if value is None else float(value)
 
     @property
     def model_id(self) -> str:

@@ -129,6 +129,7 @@ class Runtime:
         self.forecaster = Forecaster(
             artifact, backend, self.adapter, self.layout, self.model_id, particles,
             self.n_features, self.target_dim, self.n_mean, self.window, table_rows, self.sigma_obs,
+            artifact.horizon_growth, artifact.growth_length,
         )
         scaler = self.manifest["scaling"]
         self.per_series = scaler["mode"] == "per_series"

@@ -427,7 +427,10 @@ def test_quick_command_end_to_end(
     assert len(verdicts) == 9  # one generated series in the quick suite
     text = out.read_text()
     headings = [line for line in text.splitlines() if line.startswith("`smct quality --quick")]
-    assert len(headings) == 4 and all(TABLE_HEADING.match(line) for line in headings)
+    assert len(headings) == 5 and all(TABLE_HEADING.match(line) for line in headings)
+    by_step = text[text.index("### Coverage by step") :]
+    assert "| step | model PICP80 | model MPIW80 | ablation PICP80 |" in by_step
+    assert "\n| 1 | " in by_step and "\n| 12 | " in by_step and "\n| 13 | " not in by_step
     figures = sorted((tmp_path / "figures" / "quality").glob("*.png"))
     assert len(figures) == 7 and all(f.stat().st_size > 10_000 for f in figures)
     assert "](figures/quality/hourly.png)" in text and "](figures/quality/weekly.png)" in text

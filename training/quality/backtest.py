@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,9 +212,12 @@ def best_and_worst(results: list[SeriesResult], model: str) -> list[SeriesResult
     return ranked[:CHARTED] + ranked[-CHARTED:]
 
 
-def horizon_table(results: list[SeriesResult], methods: list[str]) -> str:
-    """Per step ahead, pooled over every origin of every series: each method's multistep 80 %
-    coverage (nominal 0.80) and its mean 80 % width over the series' scale."""
+def horizon_table(
+    results: list[SeriesResult], methods: list[str], steps: Sequence[int] | None = None
+) -> str:
+    """Per step ahead (every one, or those of `steps` that some series reaches), pooled over
+    every origin of every series: each method's multistep 80 % coverage (nominal 0.80) and its
+    mean 80 % width over the series' scale."""
     horizon = max(r.series.horizon for r in results)
     hits = {m: np.zeros(horizon) for m in methods}
     width = {m: np.zeros(horizon) for m in methods}
@@ -232,7 +235,8 @@ def horizon_table(results: list[SeriesResult], methods: list[str]) -> str:
             width[m][:h] += np.where(ok, (hi - lo) / r.scale, 0.0).sum(axis=0)
     head = "| step | " + " | ".join(f"{m} PICP80 | {m} MPIW80" for m in methods) + " |"
     lines = [head, "|" + "---|" * (1 + 2 * len(methods))]
-    for k in range(horizon):
+    shown = range(horizon) if steps is None else [h - 1 for h in steps if 1 <= h <= horizon]
+    for k in shown:
         n = seen[k] or math.nan
         cells = [str(k + 1)] + [f"{_f(hits[m][k] / n)} | {_f(width[m][k] / n)}" for m in methods]
         lines.append("| " + " | ".join(cells) + " |")

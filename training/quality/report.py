@@ -10,10 +10,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from training.quality.backtest import horizon_table
 from training.quality.checks import Check
 from training.quality.run import METHODS, SeriesResult
 from training.quality.scores import ROLLING, geometric_mean
 from training.quality.suite import ORACLE_WIDTH80, SuiteConfig
+
+HORIZON_STEPS = (1, 2, 3, 6, 12, 24, 48)  # the steps of the table of coverage by step
+HORIZON_METHODS = ("model", "ablation", "ETS", "ARIMA", "Theta")
 
 
 def intro(cfg: SuiteConfig, filter_steps: int) -> str:
@@ -212,6 +216,11 @@ def markdown(
         "issued before them.", "", head, "", one_step_table(results), "",
         "## Calibration over time and the median", head, "", point_table(results), "",
         "## Multistep forecasts", head, "", multi_step_table(results), "",
+        "### Coverage by step", "The 80 % intervals' coverage and mean width (over the MASE "
+        "scale) at each step ahead, pooled over every origin of every series that reaches it.",
+        "", head, "", horizon_table(results, [m for m in HORIZON_METHODS
+                                           if m in results[0].fans], HORIZON_STEPS)
+        if results else "", "",
     ]
     if figures:
         parts += ["## Fan charts", ""]

@@ -39,7 +39,7 @@ from model.series.inputs import (
 )
 from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
-from model.series.spread import horizon_factors
+from model.series.spread import horizon_factors, series_growth
 from model.series.state import SeriesState, StateBatch
 from model.series.support import summarized, support_codes
 
@@ -105,6 +105,8 @@ class Forecaster:
     window: int
     table_rows: int
     sigma_obs: np.ndarray  # (O,)
+    growth: float = 0.0  # the horizon growth of the paths' spread (Artifact.horizon_growth)
+    growth_length: float = np.inf  # the record over which it fades (Artifact.growth_length)
 
     def forecast(
         self,
@@ -212,8 +214,10 @@ class Forecaster:
         offsets = self.adapter.offsets(batch, seqs, trend=False)
         carried = self.adapter.paths_trend(batch, n)
         noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
-        # each series' adapted spread, applied about the samples' mean (model/series/spread.py)
-        factors = horizon_factors(batch.spread_factor, total)  # (B, H', O)
+        # each series' adapted spread and the model's horizon growth, applied about the
+        # samples' mean (model/series/spread.py)
+        growth = series_growth(self.growth, self.growth_length, batch.t)
+        factors = horizon_factors(batch.spread_factor, total, growth)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
