@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-real model-layer model-through model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-layer model-through model-through-light model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -110,6 +110,21 @@ model-through: venv
 			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
 			--lr 0.003 --patience 0 --threads 1 --seed 0 --multistep 1 --multistep-paths 16 \
 			--out $(THROUGH_RUN) --no-progress --no-evaluate --snapshots; \
+	fi
+
+## the through-layer run with the multistep term at a fifth of the weight (0.2), as the full
+## weight undid what the layer's windows gained; resumable as above
+LIGHT_RUN ?= runs/through-light
+model-through-light: venv
+	if [ -f $(LIGHT_RUN)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(LIGHT_RUN) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
+			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
+			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
+			--lr 0.003 --patience 0 --threads 1 --seed 0 --multistep 0.2 --multistep-paths 16 \
+			--out $(LIGHT_RUN) --no-progress --no-evaluate --snapshots; \
 	fi
 
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
