@@ -110,7 +110,8 @@ INTRO = """# Zero-shot on the forecasting competitions
 How the served model forecasts the series of the M3 competition (3003: monthly, quarterly,
 yearly, other) and of the Tourism competition (1311), which it never trained on, at the
 competitions' horizons (M3 18 / 8 / 6 / 8, Tourism 24 / 8 / 4), each series' season declared
-(12, 4, 1) and nothing else told: stateless forecasts, as the service answers them, scored as
+(12, 4, 1) and nothing else told: stateless forecasts, as the service answers them (with the
+model's horizon growth where its artifact is calibrated: [adaptation.md](adaptation.md)), scored as
 fev scores the published zero-shot models (Chronos' benchmark II). Beside it: its ablation (the
 same per-series layer around a random walk, [quality.md](quality.md)), statsforecast's AutoETS,
 AutoTheta and seasonal naive run here as fev runs them (AutoARIMA too with `--peer AutoARIMA`,
