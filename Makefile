@@ -44,88 +44,60 @@ model: venv
 $(ARTIFACT)/manifest.json:
 	$(MAKE) model
 
+## $(call long_run,OUT,EPOCHS,ARGS): a run of the default model's shape on one core, each
+## epoch's weights kept in OUT/epochs for the learning curve (smct export --epoch N), started
+## with ARGS (its data set, and what else differs from the default recipe) or, when OUT holds
+## a trainer state, resumed from its last epoch: run it again to go on, in as many pieces as it
+## takes, with the same weights as one run
+define long_run
+	if [ -f $(1)/trainer_state.pt ]; then \
+		$(RECIPE_ENV) .venv/bin/smct train --resume $(1) --threads 1 --no-progress \
+			--no-evaluate; \
+	else \
+		$(RECIPE_ENV) .venv/bin/smct train $(3) --seq-len 40 --history 16 --window 24 --lags \
+			--skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 --particles 10 \
+			--epochs $(2) --batch-size 64 --schedule cosine --lr 0.003 --patience 0 --threads 1 \
+			--seed 0 --out $(1) --no-progress --no-evaluate --snapshots; \
+	fi
+endef
+
 ## the long run: the default model's recipe over LONG_EPOCHS epochs (60: 2.7 hours of one core
-## beside other work, 140-270 s an epoch), each epoch's weights kept in $(LONG_RUN)/epochs
-## for the learning curve (smct export --epoch N); run it again to go on from its last epoch,
-## in as many pieces as it takes, with the same weights as one run
+## beside other work, 140-270 s an epoch)
 LONG_RUN ?= runs/long-d16
 LONG_EPOCHS ?= 60
 model-long: venv
-	if [ -f $(LONG_RUN)/trainer_state.pt ]; then \
-		$(RECIPE_ENV) .venv/bin/smct train --resume $(LONG_RUN) --threads 1 --no-progress \
-			--no-evaluate; \
-	else \
-		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus --seq-len 40 --history 16 \
-			--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
-			--particles 10 --epochs $(LONG_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
-			--patience 0 --threads 1 --seed 0 --out $(LONG_RUN) --no-progress --no-evaluate \
-			--snapshots; \
-	fi
+	$(call long_run,$(LONG_RUN),$(LONG_EPOCHS),--dataset corpus)
 
 ## the real-corpus run: the default model's recipe on the generated corpus joined by M1's real
-## series (--dataset corpus-real, training/datasets/real_corpus.py), each epoch's weights kept;
-## run it again to go on from its last epoch (smct competitions scores it against the default)
+## series (--dataset corpus-real, training/datasets/real_corpus.py); smct competitions scores it
+## against the default
 REAL_RUN ?= runs/real-m1
 REAL_EPOCHS ?= 12
 model-real: venv
-	if [ -f $(REAL_RUN)/trainer_state.pt ]; then \
-		$(RECIPE_ENV) .venv/bin/smct train --resume $(REAL_RUN) --threads 1 --no-progress \
-			--no-evaluate; \
-	else \
-		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --seq-len 40 --history 16 \
-			--window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 \
-			--particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine --lr 0.003 \
-			--patience 0 --threads 1 --seed 0 --out $(REAL_RUN) --no-progress --no-evaluate \
-			--snapshots; \
-	fi
+	$(call long_run,$(REAL_RUN),$(REAL_EPOCHS),--dataset corpus-real)
 
 ## the layer run: the real-corpus run on windows normalised by the per-series layer (its season,
 ## trend and scale from each series up to the window's origin, as the runtime serves them:
 ## --scaling layer, training/datasets/layer_windows.py), so that the network learns what the
-## layer leaves; the windows are normalised once (minutes) and cached; resumable as above
+## layer leaves; the windows are normalised once (minutes) and cached
 LAYER_RUN ?= runs/layer-real
 model-layer: venv
-	if [ -f $(LAYER_RUN)/trainer_state.pt ]; then \
-		$(RECIPE_ENV) .venv/bin/smct train --resume $(LAYER_RUN) --threads 1 --no-progress \
-			--no-evaluate; \
-	else \
-		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
-			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
-			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
-			--lr 0.003 --patience 0 --threads 1 --seed 0 --out $(LAYER_RUN) --no-progress \
-			--no-evaluate --snapshots; \
-	fi
+	$(call long_run,$(LAYER_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer)
 
 ## the through-layer run: the layer run with the multistep term (--multistep 1: the CRPS of 16
 ## forecast paths over each window's last 24 steps beside the one-step likelihood), about twice
-## an epoch's time; resumable as above
+## an epoch's time
 THROUGH_RUN ?= runs/through-layer
 model-through: venv
-	if [ -f $(THROUGH_RUN)/trainer_state.pt ]; then \
-		$(RECIPE_ENV) .venv/bin/smct train --resume $(THROUGH_RUN) --threads 1 --no-progress \
-			--no-evaluate; \
-	else \
-		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
-			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
-			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
-			--lr 0.003 --patience 0 --threads 1 --seed 0 --multistep 1 --multistep-paths 16 \
-			--out $(THROUGH_RUN) --no-progress --no-evaluate --snapshots; \
-	fi
+	$(call long_run,$(THROUGH_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
+		--multistep 1 --multistep-paths 16)
 
 ## the through-layer run with the multistep term at a fifth of the weight (0.2), as the full
-## weight undid what the layer's windows gained; resumable as above
+## weight undid what the layer's windows gained
 LIGHT_RUN ?= runs/through-light
 model-through-light: venv
-	if [ -f $(LIGHT_RUN)/trainer_state.pt ]; then \
-		$(RECIPE_ENV) .venv/bin/smct train --resume $(LIGHT_RUN) --threads 1 --no-progress \
-			--no-evaluate; \
-	else \
-		$(RECIPE_ENV) .venv/bin/smct train --dataset corpus-real --scaling layer --seq-len 40 \
-			--history 16 --window 24 --lags --skip --lag-inputs --obs-scale --n-heads 2 \
-			--d-model 16 --particles 10 --epochs $(REAL_EPOCHS) --batch-size 64 --schedule cosine \
-			--lr 0.003 --patience 0 --threads 1 --seed 0 --multistep 0.2 --multistep-paths 16 \
-			--out $(LIGHT_RUN) --no-progress --no-evaluate --snapshots; \
-	fi
+	$(call long_run,$(LIGHT_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
+		--multistep 0.2 --multistep-paths 16)
 
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
 ## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
