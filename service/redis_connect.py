@@ -19,7 +19,6 @@ takes is refused at start, with the valid ones named, never met by the first req
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import functools
 import inspect
@@ -41,6 +40,8 @@ from redis.asyncio.connection import (
     parse_url,
 )
 from redis.asyncio.sentinel import Sentinel
+
+from service.redis_cluster import ClusterRoutes
 
 Kind = Literal["single", "cluster", "sentinel"]
 
@@ -264,111 +265,74 @@ def _safe(url: str) -> str:
 class DurableWrites:
     """Runs the store's write scripts; with `replicas` > 0, a write counts once that many
     replicas confirm it: WAIT right after the script, on its connection (a pipeline: WAIT
-    counts the writes of its own connection), at most `wait_ms`. In a cluster the pipeline
-    goes to the primary of the keys' slot, through a client of that node."""
+    counts the writes of its own connection), at most `wait_ms`. On a cluster each write goes
+    to the primary of its keys' slot (`routes`)."""
 
-    def __init__(self, target: Target, writer: Any, replicas: int, wait_ms: int,
-                 options: dict[str, Any]) -> None:
-        self._target = target
+    def __init__(
+        self, writer: Any, replicas: int, wait_ms: int, routes: ClusterRoutes | None
+    ) -> None:
         self._writer = writer
         self.replicas = replicas
         self._wait_ms = wait_ms
-        self._options = options
-        self._nodes: dict[tuple[str, int], Redis] = {}
+        self._routes = routes
 
     async def run(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
         """Run `script` once per (keys, args) of `calls`; for each, (its result, the replicas
         that confirmed it: 0 when none are asked for) or the exception it met. On one Redis
         (or behind Sentinel) they go as one pipeline, one round trip, with one WAIT. On a
-        cluster each goes on its own, concurrently: a cluster pipeline fails every call when
-        one node cannot be reached, and answers a moved slot without learning the map."""
-        cluster = self._target.kind == "cluster"
-        if not self.replicas:
-            if cluster:
-                await self._writer.initialize()  # once, before calls that would race to
-                replies = await asyncio.gather(
-                    *(script(keys, args) for keys, args in calls), return_exceptions=True
-                )
-            else:
-                pipe = self._writer.pipeline(transaction=False)
-                for keys, args in calls:
-                    script(keys, args, client=pipe)
-                replies = await pipe.execute(raise_on_error=False)
-            return [r if isinstance(r, BaseException) else (r, 0) for r in replies]
-        groups = [list(range(len(calls)))] if not cluster else [[i] for i in range(len(calls))]
-
-        async def waited(idx: list[int]) -> tuple[list[Any], int]:
-            client = await self._primary(calls[idx[0]][0][0])
-            return await self._waited(
-                client, lambda pipe: [script(*calls[i], client=pipe) for i in idx]
+        cluster each goes on its own, concurrently, each answered as soon as its node answers:
+        a shard that stalls holds up no write to another."""
+        if self._routes is not None:
+            return await asyncio.gather(
+                *(self._waited(keys[0], lambda pipe, c=(keys, args): script(*c, client=pipe))
+                  for keys, args in calls),
+                return_exceptions=True,
             )
-
-        done = await asyncio.gather(*(waited(idx) for idx in groups), return_exceptions=True)
-        out: list[Any] = [None] * len(calls)
-        for idx, got in zip(groups, done, strict=True):
-            for n, i in enumerate(idx):
-                out[i] = got if isinstance(got, BaseException) else _confirmed(got, n)
-        return out
+        pipe = self._writer.pipeline(transaction=False)
+        for keys, args in calls:
+            script(keys, args, client=pipe)
+        return _confirmed(await self._execute(pipe), len(calls))
 
     async def confirm(self, key: str, marker: str) -> int:
         """The replicas that hold every write the primary of `key` took so far: a write of
         `marker` (a key in `key`'s slot, expiring) on its primary, then WAIT; the replication
         stream is in order, so a replica that has this write has the earlier ones."""
-        client = await self._primary(key)
-        results, confirmed = await self._waited(
-            client, lambda pipe: pipe.set(marker, b"1", px=60_000)
-        )
-        if isinstance(results[0], Exception):
-            raise results[0]
-        return confirmed
+        _, confirmed = await self._waited(key, lambda pipe: pipe.set(marker, b"1", px=60_000))
+        return int(confirmed)
 
-    async def _primary(self, key: str) -> Any:
-        """The client whose connections reach the primary of `key`."""
-        if self._target.kind != "cluster":
-            return self._writer
-        await self._writer.initialize()  # its map of slots (once)
-        return self._node(key)
+    async def _waited(self, key: str, queue: Any) -> tuple[Any, int]:
+        """One call (`queue` puts it in a pipeline) on the primary of `key`, then its WAIT:
+        (its result, the replicas that confirmed it), or the exception it met, raised."""
+        if self._routes is not None:
+            results = await self._routes.pipeline(key, "write", self._then_wait(queue))
+        else:
+            pipe = self._writer.pipeline(transaction=False)
+            queue(pipe)
+            results = await self._execute(pipe)
+        (got,) = _confirmed(results, 1)
+        if isinstance(got, BaseException):
+            raise got
+        return got  # type: ignore[no-any-return]
 
-    async def _waited(self, client: Any, queue: Any) -> tuple[list[Any], int]:
-        """One pipeline on `client`: what `queue` puts in it, then WAIT; the results of what
-        it queued (each a reply or the exception it met) and the replicas that confirmed."""
-        pipe = client.pipeline(transaction=False)
-        queue(pipe)
-        pipe.wait(self.replicas, self._wait_ms)
-        try:
-            *results, confirmed = await pipe.execute(raise_on_error=False)
-        except Exception:
-            await self._relearn()
-            raise
-        if any(isinstance(r, Exception) for r in (*results, confirmed)):
-            await self._relearn()  # a moved slot, or a primary become a replica (WAIT refused)
-        if isinstance(confirmed, Exception):
-            raise confirmed
-        return results, int(confirmed)
+    def _then_wait(self, queue: Any) -> Any:
+        def queued(pipe: Any) -> None:
+            queue(pipe)
+            if self.replicas:
+                pipe.wait(self.replicas, self._wait_ms)
+        return queued
 
-    async def _relearn(self) -> None:
-        """In a cluster, after a failover or a moved slot: learn the map of slots again (a
-        failure to is the next call's to meet)."""
-        if self._target.kind == "cluster":
-            with contextlib.suppress(Exception):
-                await self._writer.nodes_manager.initialize()
-
-    def _node(self, key: str) -> Redis:
-        node = self._writer.get_node_from_key(key)
-        address = (node.host, node.port)
-        if address not in self._nodes:
-            self._nodes[address] = Redis(
-                host=node.host, port=node.port, username=self._target.username,
-                password=self._target.password, **self._target.tls_options, **self._options,
-            )
-        return self._nodes[address]
-
-    async def close(self) -> None:
-        for client in self._nodes.values():
-            await client.aclose()
+    async def _execute(self, pipe: Any) -> list[Any]:
+        if self.replicas:
+            pipe.wait(self.replicas, self._wait_ms)
+        return list(await pipe.execute(raise_on_error=False))
 
 
-def _confirmed(got: tuple[list[Any], int], n: int) -> Any:
-    """The n-th call's (result, confirmations) of a pipeline's, or the exception it met."""
-    results, confirmed = got
-    return results[n] if isinstance(results[n], Exception) else (results[n], confirmed)
+def _confirmed(results: list[Any], n: int) -> list[Any]:
+    """The n calls' (result, confirmations) of a pipeline's results (the calls', then WAIT's
+    when replicas were asked for), or the exception each met (WAIT's, where WAIT failed)."""
+    calls, confirmed = results[:n], results[n] if len(results) > n else 0
+    return [
+        r if isinstance(r, BaseException) else confirmed if isinstance(confirmed, BaseException)
+        else (r, int(confirmed))
+        for r in calls
+    ]

@@ -22,6 +22,7 @@ runs whole or not at all).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.batching import Coalescer
 from service.errors import StoreUnavailable
+from service.redis_cluster import ClusterRoutes
 from service.redis_connect import DurableWrites, Target
 from service.redis_scripts import COMMIT, DELETE, LAST_VERSION, LOAD, Script
 from service.store import (
@@ -129,22 +131,27 @@ class RedisStore:
     ) -> None:
         target = Target.parse(url)
         self.kind = "redis" if target.kind == "single" else f"redis-{target.kind}"
-        self._cluster = target.kind == "cluster"
         common: dict[str, Any] = {
             "socket_connect_timeout": timeout_s, "retry": Retry(NoBackoff(), 1),
             "health_check_interval": 0,
         }
-        self._redis = target.connect(socket_timeout=timeout_s, **common)
-        # waiting for events takes longer than a command may: its own connections
-        self._blocking = target.connect(socket_timeout=EVENTS_BLOCK_S + timeout_s, **common)
         # writes are resent only when the connection was refused or dropped (a pooled
         # connection that went stale when Redis restarted), never after a timeout, when the
         # script may already have run; the caller repeats the whole (idempotent) request
         once_on_refusal = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-        writing = {**common, "retry": once_on_refusal, "socket_timeout": timeout_s + wait_s}
-        self._writer = target.connect(**writing)
+        roles = {
+            "read": {**common, "socket_timeout": timeout_s},
+            "write": {**common, "retry": once_on_refusal, "socket_timeout": timeout_s + wait_s},
+            # waiting for events takes longer than a command may: its own connections
+            "block": {**common, "socket_timeout": EVENTS_BLOCK_S + timeout_s},
+        }
+        self._redis = target.connect(**roles["read"])
+        # on a cluster each series' calls go to its slot's primary (service/redis_cluster.py)
+        self._routes = ClusterRoutes(target, roles) if target.kind == "cluster" else None
+        self._blocking = self._redis if self._routes else target.connect(**roles["block"])
+        self._writer = self._redis if self._routes else target.connect(**roles["write"])
         self._durable = DurableWrites(
-            target, self._writer, min_replicas, max(1, int(wait_s * 1000)), writing
+            self._writer, min_replicas, max(1, int(wait_s * 1000)), self._routes
         )
         self._loads = Coalescer(self._load_group)
         self._commits = Coalescer(self._commit_group)
@@ -204,14 +211,17 @@ class RedisStore:
 
     async def load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded | None:
         """The series' state, with the applied records of `seqs` and their answers; the loads
-        of one turn of the event loop share one pipeline."""
-        loaded: Loaded | None = await self._loads.submit((series_id, tuple(seqs)))
+        of one turn of the event loop share one pipeline (on a cluster, each goes alone)."""
+        item = (series_id, tuple(seqs))
+        if self._routes is not None:  # each on its own: a stalled shard holds up no other
+            return await _alone(self._load_group, item)  # type: ignore[no-any-return]
+        loaded: Loaded | None = await self._loads.submit(item)
         return loaded
 
     async def _load_group(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
         """The loads of one turn of the event loop: one pipeline on one Redis (or behind
-        Sentinel); each on its own, concurrently, on a cluster (see DurableWrites.run)."""
-        call = self._cluster_loads if self._cluster else self._pipelined_loads
+        Sentinel); on a cluster, a load alone, on its slot's primary."""
+        call = self._pipelined_loads if self._routes is None else self._cluster_loads
         replies = await self._group("load", lambda: call(items), len(items))
         return [_decoded(seqs, r) for (_, seqs), r in zip(items, replies, strict=True)]
 
@@ -225,11 +235,18 @@ class RedisStore:
 
     async def _cluster_loads(self, items: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
         """The loads of `items` on a cluster, concurrently, each its reply or its exception."""
-        await self._redis.initialize()  # its map of slots, before calls that would race to
         return await asyncio.gather(
-            *(self._load_call(self._redis, sid, seqs) for sid, seqs in items),
+            *(self._read(sid, functools.partial(self._load_call, series_id=sid, seqs=seqs))
+              for sid, seqs in items),
             return_exceptions=True,
         )
+
+    async def _read(self, series_id: str, call: Callable[[Any], Any]) -> Any:
+        """A read of a series: `call(client)` on the one server's client (awaited), or on a
+        cluster put in a pipeline on the primary of the series' slot."""
+        if self._routes is None:
+            return await call(self._redis)
+        return await self._routes.call(keys(series_id)[0], "read", call)
 
     def _load_call(self, client: Any, series_id: str, seqs: tuple[int, ...]) -> Any:
         """A series' load on `client` (the call's coroutine, or the pipeline with it queued):
@@ -241,7 +258,9 @@ class RedisStore:
         return client.hgetall(state_key)
 
     async def meta(self, series_id: str) -> SeriesMeta | None:
-        raw = await self._run("meta", lambda: self._redis.hget(keys(series_id)[0], "meta"))
+        state = keys(series_id)[0]
+        read = self._read(series_id, lambda c: c.hget(state, "meta"))
+        raw = await self._run("meta", lambda: read)
         return None if raw is None else SeriesMeta.from_json(raw)
 
     async def commit(self, series_id: str, write: Write) -> bool:
@@ -253,12 +272,15 @@ class RedisStore:
         if write.applied:
             args += _write_record(write.applied)
         names = [*keys(series_id), tombstone_key(series_id)]
+        if self._routes is not None:  # each on its own: a stalled shard holds up no other
+            return await _alone(self._commit_group, (names, args))  # type: ignore[no-any-return]
         committed: bool = await self._commits.submit((names, args))
         return committed
 
     async def _commit_group(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
-        """The commits of one turn of the event loop (a micro-batch's): one pipeline a node,
-        with its WAIT where replicas must confirm."""
+        """The commits of one turn of the event loop (a micro-batch's): one pipeline on one
+        Redis (or behind Sentinel), with one WAIT where replicas must confirm; on a cluster a
+        commit alone, on its slot's primary."""
         run = self._durable.run
         replies = await self._group("commit", lambda: run(self._commit, calls), len(calls))
         return [self._written("commit", r) for r in replies]
@@ -307,7 +329,9 @@ class RedisStore:
 
     async def last_version(self, series_id: str) -> int:
         names = [keys(series_id)[0], tombstone_key(series_id)]
-        return int(await self._run("last_version", lambda: self._last_version(keys=names)))
+        read = self._read(series_id, lambda c: self._last_version(names, client=c))
+        version = await self._run("last_version", lambda: read)
+        return int(version)
 
     async def read_events(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
         """The retained events after `after`; when there are none, waits for a write on the
@@ -319,14 +343,16 @@ class RedisStore:
         return list(waited)
 
     async def _newer(self, series_id: str, after: int) -> list[StoredEvent]:
-        log: Any = await self._redis.hgetall(keys(series_id)[2])  # bytes -> bytes
+        log_key = keys(series_id)[2]
+        log: Any = await self._read(series_id, lambda c: c.hgetall(log_key))  # bytes -> bytes
         events = (StoredEvent(int(v), data) for v, data in log.items())
         return sorted((e for e in events if e.version > after), key=lambda e: e.version)
 
     async def _wait(self, series_id: str, after: int, timeout_s: float) -> list[StoredEvent]:
-        if self.kind == "redis-cluster":  # its map of slots, before it picks a node to listen to
-            await self._blocking.initialize()
-        async with self._blocking.pubsub() as feed:
+        listener = self._blocking  # on a cluster, the series' primary (any node would hear)
+        if self._routes is not None:
+            listener = await self._routes.client(keys(series_id)[0], "block")
+        async with listener.pubsub() as feed:
             await feed.subscribe(feed_channel(series_id))
             deadline = time.monotonic() + min(timeout_s, EVENTS_BLOCK_S)
             # the server's confirmation: from it on, no write goes unheard (one published
@@ -364,10 +390,18 @@ class RedisStore:
     async def close(self) -> None:
         await self._loads.close()
         await self._commits.close()
-        await self._durable.close()
-        await self._redis.aclose()
-        await self._writer.aclose()
-        await self._blocking.aclose()
+        if self._routes is not None:
+            await self._routes.close()
+        for client in {id(c): c for c in (self._redis, self._writer, self._blocking)}.values():
+            await client.aclose()
+
+
+async def _alone(group: Callable[[list[Any]], Awaitable[list[Any]]], item: Any) -> Any:
+    """The result of a group call (`group`) of `item` alone, its exception raised."""
+    (result,) = await group([item])
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _glob_escape(text: str) -> str:

@@ -27,6 +27,7 @@ from redis.exceptions import (
     RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
 )
 
 from service.errors import StoreUnavailable
@@ -139,6 +140,11 @@ def unavailable(operation: str, exc: BaseException, retry_after_s: int) -> Store
     if reason is not None:
         message = f"the state store refused the connection during {operation}: {reason}; " + (
             f"{_fix(reason)}; {outcome}"
+        )
+    elif isinstance(exc, TryAgainError):  # a cluster's slot migrating, keys on both shards
+        message = (
+            f"the state store is moving this series between its shards (during {operation}); "
+            f"retry in {retry_after_s} s"
         )
     elif isinstance(exc, ResponseError):  # it was reached, and answered an error
         message = (

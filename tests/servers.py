@@ -140,7 +140,8 @@ class LocalCluster:
             (directory / f"n{i}").mkdir()
             self.nodes.append(RedisServer(directory / f"n{i}", port=_cluster_port(), extra=[
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", "1000", "--appendonly", "yes",
+                "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
+                "--appendonly", "yes",
             ]))
 
     @property

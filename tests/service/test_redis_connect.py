@@ -93,7 +93,8 @@ def test_a_wrong_tls_url_says_what_to_fix(url: str, message: str) -> None:
 def _broken_cluster_client(store: RedisStore) -> None:
     """The store's cluster clients meet an AttributeError inside redis-py at their next call:
     its map of the nodes is gone (as when a node leaves in the middle of a call)."""
-    for client in (store._redis, store._writer):
+    assert store._routes is not None
+    for client in (store._redis, store._routes._map):  # its listings; its map of the slots
         client.nodes_manager.startup_nodes = None
 
 
