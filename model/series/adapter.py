@@ -34,7 +34,7 @@ from model.series.mean import (
     update_mean,
     update_odds,
 )
-from model.series.season import season_offsets, season_profile
+from model.series.season import season_decomposition, season_offsets
 from model.series.spread import spread_statistic, update_spread
 from model.series.state import SeriesState, StateBatch, cover_arrays, profiles
 
@@ -77,18 +77,17 @@ class Adapter:
     def _deseasonalise(
         self, rows: Sequence[np.ndarray], season: np.ndarray
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Each history's seasonal profile (B, M, O) and the histories (T_i, F) without it."""
+        """Each history's seasonal profile (B, M, O) and the histories (T_i, F) without their
+        seasonal part (model/series/season.py)."""
         o = self.target_dim
-        profile = profiles(
-            [season_profile(r[:, :o], int(m)) if self.adapt.season else np.zeros((0, o))
-             for r, m in zip(rows, season, strict=True)],
-            o, int(season.max(initial=0)),
-        )
+        found = [
+            season_decomposition(r[:, :o], int(m) if self.adapt.season else 0)
+            for r, m in zip(rows, season, strict=True)
+        ]
+        profile = profiles([f[0] for f in found], o, int(season.max(initial=0)))
         plain = [r.copy() for r in rows]
-        for i, r in enumerate(plain):
-            if profile[i].any():
-                seqs = np.arange(len(r))[None, :]
-                r[:, :o] -= season_offsets(profile[i : i + 1], season[i : i + 1], seqs)[0]
+        for r, (_, part) in zip(plain, found, strict=True):
+            r[:, :o] -= part
         return profile, plain
 
     def offsets(

@@ -11,7 +11,7 @@ import pytest
 
 from model.runtime.runtime import Runtime
 from model.series.adaptation import AdaptConfig
-from model.series.season import season_offsets, season_profile
+from model.series.season import season_decomposition, season_offsets, season_profile
 from model.series.state import SeriesState
 from tests.model.series.test_mean_adaptation import random_walk  # noqa: F401 (fixture)
 
@@ -104,3 +104,48 @@ def test_a_noisy_profile_is_shrunk() -> None:
     assert np.abs(season_profile(noisy[:, None], 6)).max() < 0.5
     got = season_profile(clear[:, None], 6)[:, 0]
     assert (got**2).sum() > 0.95**2 * (PATTERN**2).sum()
+
+
+def _growing(n: int, amplitude: float = 0.4, seed: int = 3) -> np.ndarray:
+    """A season that grows with the level: (50 + t) (1 + amplitude sin(2 pi t / 12)), with
+    noise of sd 1 % of the value."""
+    t = np.arange(n)
+    noise = 1.0 + 0.01 * np.random.default_rng(seed).standard_normal(n)
+    return (50.0 + t) * (1.0 + amplitude * np.sin(2 * np.pi * t / 12)) * noise
+
+
+def test_a_season_that_grows_with_the_level_is_multiplicative() -> None:
+    """Known answer: on (50 + t)(1 + 0.4 sin(2 pi t / 12)) the seasonal part of each value is
+    0.4 sin(...) times the level there (within 3 % of the level, the trend's moving average
+    carried flat over the last half season), and the profile a forecast carries is the season
+    at the last level; an additive season under the same rising level stays additive, and a
+    series with values below 0 can only be."""
+    y = _growing(120)
+    t = np.arange(120)
+    profile, part = season_decomposition(y[:, None], 12)
+    truth = 0.4 * np.sin(2 * np.pi * t / 12) * (50.0 + t)
+    inside = slice(6, 114)  # where the centred average is the level, not carried past an end
+    assert np.abs(part[inside, 0] - truth[inside]).max() < 0.03 * (50.0 + t[inside]).max()
+    end = 50.0 + 119 - 6  # the level the average last reads: half a season before the end
+    np.testing.assert_allclose(
+        profile[:, 0], 0.4 * np.sin(2 * np.pi * np.arange(12) / 12) * end, atol=0.03 * end
+    )
+    additive = 50.0 + t + 20.0 * np.sin(2 * np.pi * t / 12)
+    got = season_profile(additive[:, None], 12)[:, 0]
+    np.testing.assert_allclose(got, 20.0 * np.sin(2 * np.pi * np.arange(12) / 12), atol=0.05)
+    below = _growing(120) - 100.0  # the same shape, some values negative: additive
+    _, part = season_decomposition(below[:, None], 12)
+    assert np.ptp(part[:12, 0]) == pytest.approx(np.ptp(part[-12:, 0]), rel=1e-6)
+
+
+def test_a_random_walk_model_forecasts_a_growing_season(random_walk: Path) -> None:  # noqa: F811
+    """Known answer: with a multiplicative profile the random walk's 12-step forecast of a
+    season that grows with the level carries the season's amplitude at the last level (about
+    0.4 x 165 = 66): median errors within 8 % of the level (the additive profile of the whole
+    history's mean amplitude, about 0.4 x 107, would miss the peaks by over 20)."""
+    y = _growing(132)
+    rt = Runtime.load(random_walk, backend="torch")
+    (state,) = rt.create([y[:120, None]], seasons=[12])
+    (fc,) = rt.forecast([state], 12, [0.8], 400, seed=0)
+    level = 50.0 + np.arange(120, 132)
+    assert np.abs(fc.median[:, 0] - y[120:]).max() < 0.08 * level.max()
