@@ -7,8 +7,9 @@ multiplicative where the season grows with the level (a positive series whose ra
 trend leave smaller residuals than its differences from it), then kept as the season at the
 level of its last values. They are taken out of every value before the model sees it and put
 back into every law and forecast path (`season_offsets`), so that the model forecasts the
-series without its season and a forecast carries the season on exactly. The profile is not updated online: a seasonal step on
-the model's one-step error feeds back through the values it is taken out of.
+series without its season and a forecast carries the season on exactly. The profile is not
+updated online: a seasonal step on the model's one-step error feeds back through the values
+it is taken out of.
 
 Shapes: B series, O targets, M the longest season.
 """
