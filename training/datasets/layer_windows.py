@@ -40,7 +40,7 @@ from training.cache import cache_dir
 from training.datasets.windows import scale_windows
 
 CONTEXT = 240  # values of a series before the origin that the layer reads (a served history's)
-VERSION = 1  # of the normalisation: a change makes the cached windows anew
+VERSION = 2  # of the normalisation (2: seasons may be multiplicative); a change: windows anew
 MIN_OBSERVED = 8  # the adapter's (unused here: decompose does not adapt)
 
 
