@@ -16,9 +16,10 @@ SERIES, ORIGIN, H = 4000, 30, 24
 def test_the_true_law_is_the_simulations(law: Law) -> None:
     """Over 4,000 series the errors of the values h = 1..24 steps after a point, less the true
     mean there, have mean 0 (within 4 standard errors) and the true standard deviation (within
-    5 %; its standard error is about 1.1 %): the damped trend's variance formula among them."""
+    5 %; its standard error is about 1.1 %): the damped trend's, the local linear trend's and the
+    seasonal random walk's variance formulas among them."""
     y, means = law.simulate(np.random.default_rng(1), SERIES, ORIGIN + H + 1, H)
-    sd = law.sd(H)  # (H,)
+    sd = law.sds(y, H)[0, ORIGIN]  # (H,): the same for every series after a point
     errors = y[:, ORIGIN + 1 : ORIGIN + H + 1] - means[:, ORIGIN]  # (S, H)
     assert np.all(np.abs(errors.mean(axis=0)) < 4.0 * sd / np.sqrt(SERIES))
     np.testing.assert_allclose(errors.std(axis=0), sd, rtol=0.05)
