@@ -51,15 +51,34 @@ class ClusterRoutes:
     def __init__(self, target: Any, roles: dict[str, dict[str, Any]]) -> None:
         self._target = target
         self._roles = roles
-        self._map = target.connect(**roles["read"])  # a RedisCluster, for its map of slots
+        # a RedisCluster for its map of slots alone (its nodes_manager: its own initialize
+        # also asks one node for its COMMAND table, and fails every shard when that one
+        # stalls); a map with a slot uncovered is still the map of the others
+        self._map = target.connect(**roles["read"], require_full_coverage=False)
         self._clients: dict[tuple[str, str, int], Redis] = {}
+        self._learning: asyncio.Task[None] | None = None  # the first map, shared
+        self._learned = False
         self._relearning: asyncio.Task[None] | None = None
+        self._closed = False
 
     async def client(self, key: str, role: str) -> Redis:
         """The client (of `role`) of the primary that serves `key` as far as the map knows."""
-        await self._map.initialize()  # the map (once; later calls return at once)
-        node = self._map.get_node_from_key(key)
+        if self._closed:
+            raise RedisConnectionError("the store is closed")
+        if not self._learned:  # one learning for the calls that wait for the first map
+            if self._learning is None or self._learning.done():
+                self._learning = asyncio.get_running_loop().create_task(self._first_map())
+            await asyncio.shield(self._learning)
+        try:
+            node = self._map.get_node_from_key(key)
+        except RedisClusterException:  # its slot not in the map (a failover under way)
+            self.relearn()
+            raise
         return self._client(node.host, node.port, role)
+
+    async def _first_map(self) -> None:
+        await self._map.nodes_manager.initialize()
+        self._learned = True
 
     async def pipeline(self, key: str, role: str, queue: Queue) -> list[Any]:
         """The results of one pipeline on the primary of `key`, each a reply or the exception
@@ -68,7 +87,7 @@ class ClusterRoutes:
         shortly when a migrating slot holds some of its keys here and some there (TRYAGAIN:
         a resharding moves a slot's keys within milliseconds)."""
         client, asking = await self.client(key, role), False
-        for _ in range(MAX_REDIRECTS + 1):
+        for attempt in range(MAX_REDIRECTS + 1):
             pipe = client.pipeline(transaction=False)
             if asking:
                 pipe.execute_command("ASKING")
@@ -78,10 +97,14 @@ class ClusterRoutes:
             except _MAP_WRONG:
                 self.relearn()
                 raise
+            if asking and isinstance(results[0], Exception):  # ASKING refused: its error for all
+                return [results[0]] * (len(results) - 1)
             results = results[1:] if asking else results
-            # a slot answers every call on it alike: nothing of the pipeline was run there
+            # every caller queues one command on the slot's keys (and at most a WAIT), which a
+            # redirect or TRYAGAIN answers before running it: nothing of the pipeline ran there
             if any(isinstance(r, TryAgainError) for r in results):
-                await asyncio.sleep(TRY_AGAIN_S)
+                if attempt < MAX_REDIRECTS:
+                    await asyncio.sleep(TRY_AGAIN_S)
                 continue
             redirect = next((r for r in results if isinstance(r, AskError)), None)
             if redirect is None:
@@ -104,6 +127,8 @@ class ClusterRoutes:
     def relearn(self) -> None:
         """Learn the map of slots again, in the background (once at a time); calls made
         meanwhile use the map they have."""
+        if self._closed:
+            return
         if self._relearning is None or self._relearning.done():
             self._relearning = asyncio.get_running_loop().create_task(self._learn())
 
@@ -112,6 +137,10 @@ class ClusterRoutes:
             await self._map.nodes_manager.initialize()
 
     def _client(self, host: str, port: int, role: str) -> Redis:
+        """The client of `role` of a node (made at its first call; one a node the store has
+        met, which a failover or a resharding adds to: a few a shard)."""
+        if self._closed:
+            raise RedisConnectionError("the store is closed")
         address = (role, host, port)
         if address not in self._clients:
             self._clients[address] = Redis(
@@ -122,10 +151,16 @@ class ClusterRoutes:
         return self._clients[address]
 
     async def close(self) -> None:
-        if self._relearning is not None:
-            self._relearning.cancel()
-            with contextlib.suppress(BaseException):
-                await self._relearning
+        """Close every client; calls still in flight fail (503s), and start nothing again."""
+        self._closed = True
+        for task in (self._learning, self._relearning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         for client in self._clients.values():
             await client.aclose()
-        await self._map.aclose()
+        manager = self._map.nodes_manager
+        with contextlib.suppress(Exception):  # a map that could not be learned: nothing open
+            await manager.aclose()
+            await manager.aclose("startup_nodes")

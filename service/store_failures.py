@@ -21,6 +21,7 @@ from pathlib import Path
 
 import redis
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
     NoPermissionError,
@@ -141,7 +142,7 @@ def unavailable(operation: str, exc: BaseException, retry_after_s: int) -> Store
         message = f"the state store refused the connection during {operation}: {reason}; " + (
             f"{_fix(reason)}; {outcome}"
         )
-    elif isinstance(exc, TryAgainError):  # a cluster's slot migrating, keys on both shards
+    elif isinstance(exc, (TryAgainError, AskError)):  # a cluster's slot migrating or moved
         message = (
             f"the state store is moving this series between its shards (during {operation}); "
             f"retry in {retry_after_s} s"

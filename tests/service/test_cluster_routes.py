@@ -149,3 +149,104 @@ async def test_slots_that_move_are_followed(cluster: Any, min_replicas: int) -> 
     finally:
         with contextlib.suppress(Exception):
             await store.close()
+
+
+class _Pipe:
+    """A pipeline of a fake node: it records what it was sent and answers from a script."""
+
+    def __init__(self, node: _Node) -> None:
+        self.node, self.sent = node, []
+
+    def execute_command(self, *args: Any) -> None:
+        self.sent.append(args)
+
+    def get(self, key: str) -> None:
+        self.sent.append(("GET", key))
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        self.node.pipelines.append(self.sent)
+        from redis.exceptions import ResponseError
+
+        answer = self.node.answers.pop(0)  # the last command's; a reply error in its place,
+        if isinstance(answer, BaseException) and not isinstance(answer, ResponseError):
+            raise answer  # as redis-py's pipeline answers; a broken connection raised
+        return [b"OK"] * (len(self.sent) - 1) + [answer]
+
+
+class _Node:
+    def __init__(self, *answers: Any) -> None:
+        self.answers, self.pipelines = list(answers), []
+
+    def pipeline(self, transaction: bool = False) -> _Pipe:
+        return _Pipe(self)
+
+
+def _routes(nodes: dict[int, _Node]) -> Any:
+    """ClusterRoutes whose map says port 1 serves every key, over fake nodes by port."""
+    from types import SimpleNamespace
+
+    from service.redis_cluster import ClusterRoutes
+
+    routes = ClusterRoutes.__new__(ClusterRoutes)
+    learned: list[int] = []
+
+    async def initialize() -> None:
+        learned.append(1)
+
+    routes._map = SimpleNamespace(
+        get_node_from_key=lambda key: SimpleNamespace(host="h", port=1),
+        nodes_manager=SimpleNamespace(initialize=initialize),
+    )
+    routes._learned, routes._closed = True, False
+    routes._learning = routes._relearning = None
+    routes._client = lambda host, port, role: nodes[port]  # type: ignore[method-assign]
+    routes.learned = learned
+    return routes
+
+
+@pytest.mark.anyio
+async def test_redirects_are_followed_in_order_and_nothing_raised_is_sent_again() -> None:
+    """MOVED goes to the new node and the map is learned again; ASK to the node named, with
+    ASKING first and its reply left out; TRYAGAIN is sent again; an error raised while sending
+    is the caller's, never sent again; redirects that do not end are the caller's errors."""
+    from redis.exceptions import AskError, MovedError, TryAgainError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    nodes = {1: _Node(MovedError("7 h:2")), 2: _Node(AskError("7 h:3")), 3: _Node(b"v")}
+    routes = _routes(nodes)
+    assert await routes.call("k", "read", lambda p: p.get("k")) == b"v"
+    assert nodes[3].pipelines == [[("ASKING",), ("GET", "k")]]
+    assert [len(n.pipelines) for n in nodes.values()] == [1, 1, 1]
+    await asyncio.sleep(0)
+    assert routes.learned == [1]  # MOVED: the map learned again (in the background)
+
+    nodes = {1: _Node(TryAgainError("busy"), b"w")}
+    assert await _routes(nodes).call("k", "read", lambda p: p.get("k")) == b"w"
+    assert len(nodes[1].pipelines) == 2
+
+    nodes = {1: _Node(RedisConnectionError("reset"), b"never")}
+    with pytest.raises(RedisConnectionError):
+        await _routes(nodes).call("k", "write", lambda p: p.get("k"))
+    assert len(nodes[1].pipelines) == 1  # sent once
+
+    nodes = {1: _Node(*[TryAgainError("busy")] * 10)}
+    with pytest.raises(TryAgainError):
+        await _routes(nodes).call("k", "read", lambda p: p.get("k"))
+    assert len(nodes[1].pipelines) == 4  # MAX_REDIRECTS + 1 tries
+
+
+@pytest.mark.anyio
+async def test_a_closed_store_refuses_calls_and_starts_nothing(cluster: Any) -> None:
+    """Calls in flight when the store closes, and calls after, are 503s; no relearning of the
+    map is left running."""
+    store = RedisStore(cluster.url, timeout_s=TIMEOUT_S)
+    assert await store.commit("closing", write(1, 0, reset=True))
+    loads = [asyncio.ensure_future(store.load("closing")) for _ in range(20)]
+    await asyncio.sleep(0)
+    await store.close()
+    done = await asyncio.gather(*loads, return_exceptions=True)
+    assert all(isinstance(d, StoreUnavailable) or d is not None for d in done)
+    with pytest.raises(StoreUnavailable):
+        await store.load("closing")
+    assert store._routes is not None
+    assert store._routes._relearning is None or store._routes._relearning.done()
