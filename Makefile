@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-real model-layer model-through model-through-light model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-layer model-through model-through-light model-context model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -46,18 +46,19 @@ $(ARTIFACT)/manifest.json:
 
 ## $(call long_run,OUT,EPOCHS,ARGS): a run of the default model's shape on one core, each
 ## epoch's weights kept in OUT/epochs for the learning curve (smct export --epoch N), started
-## with ARGS (its data set, and what else differs from the default recipe) or, when OUT holds
-## a trainer state, resumed from its last epoch: run it again to go on, in as many pieces as it
-## takes, with the same weights as one run
+## with ARGS (its data set, and what else differs from the default recipe: given last, an
+## option there takes the place of the recipe's) or, when OUT holds a trainer state, resumed
+## from its last epoch: run it again to go on, in as many pieces as it takes, with the same
+## weights as one run
 define long_run
 	if [ -f $(1)/trainer_state.pt ]; then \
 		$(RECIPE_ENV) .venv/bin/smct train --resume $(1) --threads 1 --no-progress \
 			--no-evaluate; \
 	else \
-		$(RECIPE_ENV) .venv/bin/smct train $(3) --seq-len 40 --history 16 --window 24 --lags \
+		$(RECIPE_ENV) .venv/bin/smct train --seq-len 40 --history 16 --window 24 --lags \
 			--skip --lag-inputs --obs-scale --n-heads 2 --d-model 16 --particles 10 \
 			--epochs $(2) --batch-size 64 --schedule cosine --lr 0.003 --patience 0 --threads 1 \
-			--seed 0 --out $(1) --no-progress --no-evaluate --snapshots; \
+			--seed 0 --out $(1) --no-progress --no-evaluate --snapshots $(3); \
 	fi
 endef
 
@@ -98,6 +99,13 @@ LIGHT_RUN ?= runs/through-light
 model-through-light: venv
 	$(call long_run,$(LIGHT_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
 		--multistep 0.2 --multistep-paths 16)
+
+## the context run, the capacity lever: the layer run with a context of three seasons of a
+## monthly series (--window 36, on windows of 60 steps, a multistep forecast conditioned on 24)
+CONTEXT_RUN ?= runs/context-36
+model-context: venv
+	$(call long_run,$(CONTEXT_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
+		--seq-len 60 --history 24 --window 36)
 
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
 ## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
