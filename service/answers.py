@@ -46,7 +46,9 @@ MAGIC = b"\x00smct1"  # JSON starts with "{": the other events are told apart
 _HEAD = struct.Struct("<6sQQQHHIHHB")  # magic, version, next seq, first seq, observations,
 # targets, horizon, result levels, forecast levels, flags
 _VERSION = struct.Struct("<Q")  # the version, stamped by the write at offset len(MAGIC)
-_HAS_FORECAST, _WIDE = 1, 2  # flags: a forecast follows; the numbers are float64
+_HAS_FORECAST, _WIDE, _SCORED = 1, 2, 4  # flags: a forecast follows; the numbers are
+# float64; the forecasts issued before that the observations scored follow (at the end)
+_SCORE = struct.Struct("<BHH")  # a scored forecast: its step, its levels, those it covered
 _MISSING, _ANOMALY, _RESAMPLED = 1, 2, 4  # per observation
 DIGITS = 6  # significant digits of the numbers of a record (not of the observed values)
 ERROR_DIGITS = 2  # significant digits of the standard errors of a forecast's bounds
@@ -144,13 +146,41 @@ def encode(
         len(f_fractions), (_HAS_FORECAST * (forecast is not None)) | (_WIDE * wide),
     )
     observed = _finite_or_nan(values)
+    scored = _scored(results, fractions)
+    if scored:
+        head = head[:-1] + bytes([head[-1] | _SCORED])
     return b"".join([
         head,
         struct.pack("<H", len(labels)), labels.encode(),
         observed.astype("<f8").tobytes(), bytes(flags),
         np.packbits(np.array(covered, bool)).tobytes(),
         floats.astype("<f8" if wide else "<f4").tobytes(), struct.pack(f"<{len(codes)}b", *codes),
+        scored,
     ])
+
+
+def _scored(results: Sequence[UpdateResult], fractions: list[float]) -> bytes:
+    """The forecasts issued before that each observation scored (UpdateResult.horizons): per
+    observation their count (u8), then each one's step, the levels it was scored at and
+    those it covered (bit j: fractions[j]), and its widths at those levels (float32, 6
+    significant digits); nothing where no observation scored any."""
+    if not any(r.horizons for r in results):
+        return b""
+    parts = []
+    for r in results:
+        parts.append(bytes([len(r.horizons)]))
+        for h in r.horizons:
+            at, hit, widths = 0, 0, []
+            for j, frac in enumerate(fractions):
+                key = next((k for k in h.covered if abs(k - frac) <= 1e-6), None)
+                if key is None:
+                    continue
+                at |= 1 << j
+                hit |= int(h.covered[key]) << j
+                widths.append(h.width[key])
+            parts.append(_SCORE.pack(h.step, at, hit))
+            parts.append(significant(np.array(widths, np.float64), DIGITS).astype("<f4").tobytes())
+    return b"".join(parts)
 
 
 def stamped(record: bytes, version: int) -> bytes:
@@ -250,8 +280,25 @@ def _parse(
     forecast = None
     if flags & _HAS_FORECAST:
         codes = struct.unpack_from(f"<{2 * 2 * n_flv * h * o}b", data, at)
+        at += len(codes)
         errors = [_error(m, e) for m, e in zip(codes[::2], codes[1::2], strict=True)]
         forecast = _forecast_dict(series_id, floats[n * per :], errors, f_levels, h * o, o)
+    for res in results:
+        res["horizons"] = []
+    if flags & _SCORED:
+        for res in results:
+            count, at = data[at], at + 1
+            for _ in range(count):
+                step, held, hit = _SCORE.unpack_from(data, at)
+                at += _SCORE.size
+                scored = [j for j in range(len(levels)) if held >> j & 1]
+                widths = _rounded(struct.unpack_from(f"<{len(scored)}f", data, at))
+                at += 4 * len(scored)
+                res["horizons"].append({
+                    "step": step,
+                    "covered": {levels[j]: bool(hit >> j & 1) for j in scored},
+                    "width": dict(zip((levels[j] for j in scored), widths, strict=True)),
+                })
     return version, seq, first, results, forecast
 
 

@@ -82,6 +82,7 @@ class Metrics:
         self._declare_http(r)
         self._declare_model(r)
         self._declare_calibration(r)
+        self._declare_horizons(r)
         self._declare_store(r)
         self.rolling_picp = Gauge(
             "smct_rolling_picp", f"Coverage of the last {ROLLING_WINDOW} observed values",
@@ -196,6 +197,25 @@ class Metrics:
         self.resampling = Counter(
             "smct_resampling_total", "Updates that resampled the particles", registry=r
         )
+
+    def _declare_horizons(self, r: CollectorRegistry) -> None:
+        """Calibration by horizon: the forecasts issued steps before each observed value
+        (model/series/horizons.py; a bounded set of steps)."""
+        self.horizon_scored = Counter(
+            "smct_horizon_scored_total",
+            "Observed values that scored the interval issued `step` steps before them",
+            ["step", "level"], registry=r,
+        )
+        self.horizon_covered = Counter(
+            "smct_horizon_covered_total",
+            "Observed values inside the interval issued `step` steps before them (PICP by "
+            "horizon: over smct_horizon_scored_total)", ["step", "level"], registry=r,
+        )
+        self.horizon_width = Counter(
+            "smct_horizon_interval_width_total",
+            "Sum of the widths of the intervals those values scored, series units (MPIW by "
+            "horizon: over smct_horizon_scored_total)", ["step", "level"], registry=r,
+        )
         self.anomalies = Counter(
             "smct_anomalies_total", "Observed values outside the widest issued interval",
             registry=r,
@@ -295,6 +315,20 @@ class Metrics:
             self.crps.observe(crps)
         if res["anomaly"]:
             self.anomalies.inc()
+        for scored in res.get("horizons", ()):
+            self._observe_horizon(scored)
+
+    def _observe_horizon(self, scored: dict[str, Any]) -> None:
+        """A forecast issued steps before an observed value, scored by it
+        (schemas.series.ScoredForecast's fields): its coverage and widths by step."""
+        step = str(scored["step"])
+        for label, hit in scored["covered"].items():
+            self._child(self.horizon_scored, "step", step, "level", label).inc()
+            if hit:
+                self._child(self.horizon_covered, "step", step, "level", label).inc()
+            width = scored["width"][label]
+            if math.isfinite(width) and width >= 0:
+                self._child(self.horizon_width, "step", step, "level", label).inc(width)
 
     def _roll(self, label: str, hit: bool) -> None:
         window = self._rolling.get(label)

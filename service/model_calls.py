@@ -125,40 +125,42 @@ class ModelCalls:
             updated = self._timed(
                 "update", len(batch), lambda: self._filter.update(states, observations, fractions)
             )
-            forecasts = self._forecast_updated(params, batch, [new for new, _ in updated])
+            forecasts, kept = self._forecast_updated(params, batch, [new for new, _ in updated])
             return [
                 Update(
                     self._new_state(state),
                     answers.encode(state.seq, results, forecast, self.monitor_levels,
                                    params.levels),
                 )
-                for (state, results), forecast in zip(updated, forecasts, strict=True)
+                for state, (_, results), forecast in zip(kept, updated, forecasts, strict=True)
             ]
 
         return self._each(run, items)
 
     def _forecast_updated(
         self, params: ForecastParams, batch: Sequence[UpdateItem], states: list[SeriesState]
-    ) -> list[Forecast | None]:
-        """The forecasts from the updated states: None for an item of a model with covariates
-        that sent none of their future values."""
+    ) -> tuple[list[Forecast | None], list[SeriesState]]:
+        """The forecasts from the updated states (None for an item of a model with covariates
+        that sent none of their future values), and the states to keep: those that answered
+        one keep it until its values come, to score it then (model/series/horizons.py)."""
         due = [i for i, item in enumerate(batch) if item[3] is not None or not self._covariates]
         forecasts: list[Forecast | None] = [None] * len(batch)
+        kept = list(states)
         if not due:
-            return forecasts
+            return forecasts, kept
         # a model with covariates: the due items are those that sent them
         cov = cast(list[np.ndarray], [batch[i][3] for i in due]) if self._covariates else None
-        done = self._timed(
+        done, issued = self._timed(
             "forecast", len(due),
-            lambda: self._filter.forecast(
+            lambda: self._filter.forecast_issued(
                 [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
                 return_samples=params.return_samples, covariates=cov,
                 supports=[batch[i][4] for i in due],
             ),
         )
-        for i, f in zip(due, done, strict=True):
-            forecasts[i] = f
-        return forecasts
+        for i, f, state in zip(due, done, issued, strict=True):
+            forecasts[i], kept[i] = f, state
+        return forecasts, kept
 
     def forecast(self, params: ForecastParams, items: Sequence[ForecastItem]) -> list[Any]:
         """Forecasts from stored states."""

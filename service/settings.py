@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         description="move each series' law towards an AR(1) about its own level or mean by the "
         "odds of a reverting model",
     )
+    adapt_horizons: bool = Field(
+        default=True,
+        description="calibrate each step of a series' forecasts from the forecasts its updates "
+        "answered with, scored when their values come",
+    )
     adapt_forget: float = Field(
         default=0.9, gt=0.0, lt=1.0,
         description="forgetting factor of the spread's estimate (memory 1 / (1 - forget) steps)",
@@ -186,7 +191,7 @@ class Settings(BaseSettings):
         return AdaptConfig(
             spread=self.adapt_spread, coverage=self.adapt_coverage, mean=self.adapt_mean,
             season=self.adapt_season, trend=self.adapt_trend, bound=self.adapt_bound,
-            revert=self.adapt_revert,
+            revert=self.adapt_revert, horizons=self.adapt_horizons,
             forget=self.adapt_forget, gamma=self.adapt_gamma,
         )
 

@@ -11,6 +11,7 @@ from smct_client.models import (
     ModelInfo,
     ObservationResult,
     ObservationsAnswer,
+    ScoredForecast,
     SeriesAdaptation,
     SeriesInfo,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "ObservationResult",
     "ObservationsAnswer",
     "Retry",
+    "ScoredForecast",
     "SeqConflict",
     "SeriesAdaptation",
     "SeriesInfo",

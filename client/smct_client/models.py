@@ -50,6 +50,15 @@ class PointInterval(_Answer):
     hi: Point
 
 
+class ScoredForecast(_Answer):
+    """How a forecast issued `step` steps before an observation fared there: the forecast
+    answered by the update that left the series at seq `seq - step + 1`."""
+
+    step: int
+    covered: dict[str, bool]
+    width: dict[str, float]
+
+
 class ObservationResult(_Answer):
     """How the one-step forecast issued for an observation fared, then how the filter took it."""
 
@@ -63,6 +72,7 @@ class ObservationResult(_Answer):
     anomaly: bool | None
     ess: float
     resampled: bool
+    horizons: list[ScoredForecast] = Field(default_factory=list)
 
 
 class ObservationsAnswer(_Answer):

@@ -22,6 +22,7 @@ Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from model.runtime.backends.base import Backend, Particles, backend_device
 from model.runtime.backends.onnx_backend import OnnxBackend
 from model.runtime.backends.torch_backend import TorchBackend
 from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
-from model.series import gaps, scaling
+from model.series import gaps, horizons, scaling
 from model.series.adaptation import AdaptConfig
 from model.series.adapter import Adapter
 from model.series.inputs import (
@@ -59,6 +60,12 @@ from model.series.state import SeriesState, StateBatch
 from model.series.support import support_names
 
 __all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
+
+#: a state's fields of its calibration by horizon, in the order horizons.score takes them
+_HORIZON_FIELDS = (
+    "horizon_target", "horizon_law", "horizon_bounds", "horizon_spread", "horizon_weight",
+    "horizon_alpha",
+)
 
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
@@ -195,6 +202,14 @@ class Runtime:
         (Forecaster.forecast: its options)."""
         return self.forecaster.forecast(states, horizon, levels, n_samples, **options)
 
+    def forecast_issued(
+        self, states: Sequence[SeriesState], horizon: int, levels: Sequence[float],
+        n_samples: int, **options: Any,
+    ) -> tuple[list[Forecast], list[SeriesState]]:
+        """As `forecast`, and the states that keep it until its values come, to score it then
+        (model/series/horizons.py): the forecast an update answers with."""
+        return self.forecaster.forecast_issued(states, horizon, levels, n_samples, **options)
+
     def forecast_steps(self, states: Sequence[SeriesState], horizon: int,
                        levels: Sequence[float], n_samples: int,
                        **options: Any) -> Iterator[tuple[int, list[Forecast]]]:
@@ -313,6 +328,7 @@ class Runtime:
             pending=np.zeros(b, np.int64),
             trend=np.zeros_like(trend),
             marginal=Marginal.zeros((b, self.target_dim)).packed(),
+            **horizons.fills(b, 0, self.target_dim),
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
@@ -348,13 +364,49 @@ class Runtime:
         steps, pending = gaps.defer(batch.pending, rows, self.n_features)
         self._advance(batch, steps, record, field="observations", levels=levels, gap_sd=gap_sd)
         batch.pending[:] = pending
+        scored = self._score_horizons(batch, states, rows)
         new = [batch.state(i, self.model_id) for i in range(len(states))]
         # the steps filtered again after a gap were answered when they came
         results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
         deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
         for i, res in enumerate(gaps.pending_results(self.forecast, new, deferred, levels)):
             results[i] += res
+        results = [
+            [replace(r, horizons=tuple(by_seq.get(r.seq, ()))) if r.seq in by_seq else r
+             for r in res]
+            for res, by_seq in zip(results, scored, strict=True)
+        ]
         return [(new[i], results[i]) for i in range(len(states))]
+
+    def _score_horizons(
+        self, batch: StateBatch, states: Sequence[SeriesState], rows: list[np.ndarray]
+    ) -> list[dict[int, list[horizons.HorizonScore]]]:
+        """Score the forecasts each series was issued for its new values (rows[i] (K_i, F),
+        from seq states[i].seq on) and adapt its calibration by horizon from them, in place
+        (model/series/horizons.py): each series' scores by seq."""
+        out: list[dict[int, list[horizons.HorizonScore]]] = [{} for _ in states]
+        if not batch.horizon_target.any():
+            return out
+        o = self.target_dim
+        counts = np.array([len(r) for r in rows])
+        first = np.array([s.seq for s in states], np.int64)
+        for k in range(int(counts.max(initial=0))):
+            idx = np.flatnonzero((counts > k) & batch.horizon_target.any(axis=1))
+            if not len(idx):
+                continue
+            y = np.stack([rows[i][k][:o] for i in idx]).astype(np.float64)
+            parts = [getattr(batch, name)[idx] for name in _HORIZON_FIELDS]
+            target, law, bounds, spread, weight, offsets = parts
+            found = horizons.score(
+                target, law, bounds, spread, weight, offsets, batch.cover_levels[idx],
+                first[idx] + k, y, self.adapt.gamma,
+            )
+            for name, part in zip(_HORIZON_FIELDS, parts, strict=True):
+                getattr(batch, name)[idx] = part
+            for i, res in zip(idx, found, strict=True):
+                if res:
+                    out[i][int(first[i] + k)] = res
+        return out
 
     def _advance(
         self, batch: StateBatch, rows: list[np.ndarray],

@@ -21,7 +21,8 @@ class AdaptConfig:
     season); `trend` its damped trend (model/series/trend.py; a series whose history shows one);
     `bound` the bound of a forecast's spread by the series' own marginal law and `revert` the
     move of its law towards that law's mean by the odds of a reverting model
-    (model/series/marginal.py)."""
+    (model/series/marginal.py); `horizons` each step's spread and miscoverage from the
+    forecasts a series was issued (model/series/horizons.py, with `spread` and `coverage`)."""
 
     spread: bool = True
     coverage: bool = True
@@ -30,6 +31,7 @@ class AdaptConfig:
     trend: bool = True
     bound: bool = True
     revert: bool = True
+    horizons: bool = True
     forget: float = 0.9
     gamma: float = 0.02
 
@@ -42,5 +44,5 @@ class AdaptConfig:
 
 OFF = AdaptConfig(
     spread=False, coverage=False, mean=False, season=False, trend=False, bound=False,
-    revert=False,
+    revert=False, horizons=False,
 )

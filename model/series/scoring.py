@@ -17,6 +17,7 @@ import numpy as np
 
 from model.filtering.filter import StepOut
 from model.filtering.predictive import Mixture
+from model.series.horizons import HorizonScore
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class UpdateResult:
     crps: float | None  # mean over targets (series units)
     ess: float  # ESS of the weights before selection (particles)
     resampled: bool
+    # the forecasts issued for it steps before, as they fared (model/series/horizons.py)
+    horizons: tuple[HorizonScore, ...] = ()
 
 
 def issued_law(out: StepOut, sigma_obs: np.ndarray, spread: np.ndarray | None) -> Mixture:

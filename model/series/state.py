@@ -107,6 +107,17 @@ class SeriesState:
     # the paths through them (model/runtime/rollout/forecaster.py), the next observation
     # filters them first
     pending: int = 0
+    # the forecasts kept until their values come and each step's calibration
+    # (model/series/horizons.py): (SLOTS,) int64 target seq + 1 per slot (0: none), (SLOTS, 2,
+    # O) float32 mean and spread, (K, SLOTS, 2, O) float32 bounds at the monitored levels,
+    # (A, O) float32 spread factors, (A,) float32 their weights, (K, A) float32 miscoverage
+    # offsets (empty: none yet)
+    horizon_target: np.ndarray = field(default_factory=_none)
+    horizon_law: np.ndarray = field(default_factory=_none)
+    horizon_bounds: np.ndarray = field(default_factory=_none)
+    horizon_spread: np.ndarray = field(default_factory=_none)
+    horizon_weight: np.ndarray = field(default_factory=_none)
+    horizon_alpha: np.ndarray = field(default_factory=_none)
 
     def __post_init__(self) -> None:
         if self.observed is None:
@@ -190,7 +201,9 @@ class SeriesState:
         names = ("model_id", "seed", "t", *(f.name for f in SCALARS))
         same = all(getattr(self, name) == getattr(other, name) for name in names)
         return same and all(
-            np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in ARRAYS
+            np.array_equal(getattr(self, f.name), getattr(other, f.name),
+                           equal_nan=f.dtype.kind == "f")  # a bound not kept is NaN
+            for f in ARRAYS
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -232,6 +245,12 @@ class StateBatch:
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
     marginal: np.ndarray  # (B, O, 12) float64 as SeriesState's (0: none yet)
+    horizon_target: np.ndarray  # (B, SLOTS) int64 (model/series/horizons.py; 0: none)
+    horizon_law: np.ndarray  # (B, SLOTS, 2, O) float32
+    horizon_bounds: np.ndarray  # (B, K, SLOTS, 2, O) float32, NaN: none
+    horizon_spread: np.ndarray  # (B, A, O) float32, 1 where a series has none yet
+    horizon_weight: np.ndarray  # (B, A) float32
+    horizon_alpha: np.ndarray  # (B, K, A) float32, 0 where a series has none yet
 
     def __len__(self) -> int:
         return len(self.t)
@@ -243,6 +262,7 @@ class StateBatch:
         for the mean's correction; the axes K and M are padded to the longest."""
         nones = _batch_nones(n_targets, n_mean)
         longest = max((s.season for s in states), default=0)
+        monitored = max((len(s.cover_levels) for s in states), default=0)
         columns: dict[str, np.ndarray] = {
             "seed": np.array([s.seed for s in states], dtype=np.uint64),
             "t": np.array([s.t for s in states], dtype=np.int64),
@@ -257,7 +277,7 @@ class StateBatch:
                 getattr(s, name) for s in states)])
         for f in _PADS:  # (K) or (M, O): the targets' O after the padded axis
             rest = [a if isinstance(a, int) else n_targets for a in f.axes[1:]]
-            width = longest if f.axes[0] == "M" else 0
+            width = longest if f.axes[0] == "M" else monitored
             columns[f.name] = padded([getattr(s, f.name) for s in states], rest, f, width)
         return cls(**columns)
 
@@ -280,6 +300,11 @@ class StateBatch:
                 pad = np.full((len(self.t), 1), np.nan, np.float32)
                 self.cover_levels = np.concatenate([self.cover_levels, pad], axis=1)
                 self.cover_alpha = np.concatenate([self.cover_alpha, pad], axis=1)
+                for f in _PADS:  # the other fields of the monitored levels widen too
+                    if f.axes[0] == "K" and f.name not in ("cover_levels", "cover_alpha"):
+                        rows_k = getattr(self, f.name)
+                        wider = np.full((len(self.t), 1, *rows_k.shape[2:]), f.fill, f.dtype)
+                        setattr(self, f.name, np.concatenate([rows_k, wider], axis=1))
             slot = np.isnan(self.cover_levels).argmax(axis=1)  # first free slot per series
             self.cover_levels[rows, slot[rows]] = level
             self.cover_alpha[rows, slot[rows]] = 1.0 - level
@@ -298,7 +323,8 @@ class StateBatch:
         for f in _PADS:
             row = getattr(self, f.name)[i]
             if f.axes[0] == "K":
-                fields[f.name] = row[keep]
+                row = row[keep]
+                fields[f.name] = row if f.kept == "always" or _kept(f, row, 0) else f.none
             else:
                 fields[f.name] = row[: self.season[i]] if row.any() else f.none
         return SeriesState(model_id=model_id, seed=int(self.seed[i]), t=int(self.t[i]), **fields)
@@ -338,6 +364,8 @@ def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:
         return n_mean > 0
     if f.kept == "first":
         return bool(row[..., 0].any())
+    if f.kept == "moved":
+        return not np.array_equal(row, np.full_like(row, f.fill), equal_nan=True)
     return f.kept == "always" or bool(row.any())
 
 

@@ -16,15 +16,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from model.series import marginal, trend
+from model.series import horizons, marginal, trend
 from model.series.spread import PRIOR_WEIGHT
 
 # When a batch's row is a series' own, kept in its state (else the series has none):
 # "always"; "model": where the model has the field's terms (J > 0, the mean's correction);
 # "first": where its first number per target is not 0 (a trend's phi, a law's weight);
-# "any": where any number is not 0. Its axes K and M are cut to the series' own (the finite
-# levels; its season's phases).
-Kept = Literal["always", "model", "first", "any"]
+# "any": where any number is not 0; "moved": where any number is not its fill (NaN equal to
+# NaN). Its axes K and M are cut to the series' own (the finite levels; its season's phases).
+Kept = Literal["always", "model", "first", "any", "moved"]
 
 #: the most a size can be in the bytes (a count of the older formats, or a section's u16)
 LIMITS = {"O": 255, "K": 255, "J": 255, "M": (1 << 16) - 1}
@@ -44,12 +44,16 @@ class ArrayField:
     fill: float | None = 0.0
     kept: Kept = "always"
     axes: tuple[str | int, ...] = field(init=False, repr=False, compare=False)
-    # the value of a series that has none: its sizes 0, its fixed widths kept (read-only)
+    # the value of a series that has none: its sizes 0, its fixed widths kept (read-only; a
+    # field of fixed widths only: its first 0)
     none: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         axes = tuple(int(d) if d.isdigit() else d for d in self.dims.split())
-        none = np.zeros([a if isinstance(a, int) else 0 for a in axes], self.dtype)
+        shape = [a if isinstance(a, int) else 0 for a in axes]
+        if all(isinstance(a, int) for a in axes):  # fixed widths only: none along the first
+            shape[0] = 0
+        none = np.zeros(shape, self.dtype)
         none.flags.writeable = False
         object.__setattr__(self, "axes", axes)
         object.__setattr__(self, "none", none)
@@ -91,6 +95,21 @@ LAYER = (
     ArrayField("trend", np.dtype("<f8"), f"O {trend.N_FIELDS}", 11, 0.0, "first"),  # damped
     ArrayField("marginal", np.dtype("<f8"), f"O {marginal.N_FIELDS}", 12, 0.0, "first"),  # own
     ScalarField("pending", np.dtype("<u2"), 0, 13),  # missing values not yet filtered
+    # the forecasts issued at a few steps, kept until their values come (model/series/
+    # horizons.py): each slot's target seq + 1 (0: none), the mean and spread of its law, the
+    # bounds of its intervals at the monitored levels; then each step's spread and miscoverage
+    ArrayField("horizon_target", np.dtype("<i8"), f"{horizons.SLOTS}", 14, 0.0, "any"),
+    ArrayField("horizon_law", np.dtype("<f4"), f"{horizons.SLOTS} 2 O", 15, 0.0, "any"),
+    ArrayField(
+        "horizon_bounds", np.dtype("<f4"), f"K {horizons.SLOTS} 2 O", 16, np.nan, "moved"
+    ),
+    ArrayField(
+        "horizon_spread", np.dtype("<f4"), f"{horizons.ADAPTED} O", 17, 1.0, "moved"
+    ),
+    ArrayField(
+        "horizon_weight", np.dtype("<f4"), f"{horizons.ADAPTED}", 18, PRIOR_WEIGHT, "moved"
+    ),
+    ArrayField("horizon_alpha", np.dtype("<f4"), f"K {horizons.ADAPTED}", 19, 0.0, "moved"),
 )
 
 ARRAY_FIELDS = tuple(f for f in (*PARTICLES, *LAYER) if isinstance(f, ArrayField))

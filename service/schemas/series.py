@@ -168,6 +168,20 @@ class PointInterval(BaseModel):
     hi: Point
 
 
+class ScoredForecast(BaseModel):
+    """How a forecast issued steps before an observation fared there (docs/adaptation.md, "By
+    horizon")."""
+
+    step: int = Field(
+        description="the step of that forecast the value was: the forecast answered by the "
+        "update that left the series at seq `seq - step + 1`"
+    )
+    covered: dict[str, bool] = Field(description="per monitored level, inside its interval")
+    width: dict[str, float] = Field(
+        description="per monitored level, the width of that interval (mean over targets)"
+    )
+
+
 class ObservationResult(BaseModel):
     """How the forecast issued for an observation fared, and the filter after absorbing it."""
 
@@ -184,6 +198,12 @@ class ObservationResult(BaseModel):
     anomaly: bool | None = Field(description="outside the widest issued interval")
     ess: float = Field(description="effective sample size of the particle weights (particles)")
     resampled: bool
+    horizons: list[ScoredForecast] = Field(
+        default_factory=list,
+        description="the forecasts issued for this value by earlier updates, at the steps a "
+        "series keeps (1, 2, 3, 6, 12, 24), and how they fared; each series calibrates its "
+        "intervals at each step from these",
+    )
 
 
 class ObservationsResponse(BaseModel):
@@ -200,6 +220,8 @@ class ObservationsResponse(BaseModel):
                             "covered": {"80": True, "95": True}, "pit": 0.61,
                             "log_score": -0.93, "crps": 0.21, "anomaly": False, "ess": 8.7,
                             "resampled": True,
+                            "horizons": [{"step": 6, "covered": {"80": True, "95": True},
+                                          "width": {"80": 1.9, "95": 2.8}}],
                         }
                     ],
                     "forecast": {"id": "store-42", "mean": [0.3], "median": [0.3],

@@ -125,12 +125,13 @@ async function seriesView(id) {
   const fan = el("div", { id: "fan" });
   const info = el("div", { class: "card", id: "info" });
   const picp = el("div", { class: "card", id: "picp" });
+  const byStep = el("div", { class: "card", id: "picp-steps" });
   const pit = el("div", { class: "card" });
   const ess = el("div", { class: "card" });
   view.replaceChildren(el("h2", {}, id), fan,
     el("p", { class: "note" }, "observations shown: ", el("span", { id: "obs-count" }, "0"),
       " (the service keeps the last SMCT_EVENTS_MAXLEN events; earlier ones are not drawn)"),
-    el("div", { class: "grid" }, info, picp, pit, ess));
+    el("div", { class: "grid" }, info, picp, byStep, pit, ess));
   let plot = null;
 
   const draw = () => {
@@ -174,6 +175,21 @@ async function seriesView(id) {
     });
     picp.replaceChildren(el("h3", {}, "Rolling coverage (last " + ROLLING + ")"),
       table(rows, ["level", "PICP", "observations"]));
+    // coverage by horizon: the forecasts issued steps before each value, as they fared
+    const scored = {};
+    for (const o of state.obs.slice(-ROLLING)) {
+      for (const h of o.horizons) (scored[h.step] ||= []).push(h.covered);
+    }
+    const stepRows = Object.keys(scored).map(Number).sort((a, b) => a - b).map((step) => [
+      String(step), ...LEVELS.map((lv) => {
+        const hits = scored[step].filter((c) => c[lv] !== undefined);
+        const rate = hits.length ? hits.filter((c) => c[lv]).length / hits.length : null;
+        const off = rate !== null && Math.abs(rate - lv / 100) > 0.05;
+        return el("span", { class: off ? "bad" : "good" }, fmt(rate, 2));
+      }), String(scored[step].length)]);
+    byStep.replaceChildren(el("h3", {}, "Coverage by horizon (last " + ROLLING + ")"),
+      stepRows.length ? table(stepRows, ["step", ...LEVELS.map((lv) => lv + " %"), "scored"])
+        : el("p", { class: "note" }, "no forecast scored yet"));
     const counts = new Array(10).fill(0);
     for (const o of state.obs) if (o.pit !== null) counts[Math.min(9, Math.floor(o.pit * 10))] += 1;
     pit.replaceChildren(el("h3", {}, "PIT histogram (flat when calibrated)"), bars(counts, "pit"));
@@ -201,7 +217,8 @@ async function seriesView(id) {
       const bounds = {};
       for (const [lv, b] of Object.entries(o.intervals)) bounds[lv] = { lo: first(b.lo), hi: first(b.hi) };
       state.obs.push({ seq: o.seq, value: first(o.value), bounds, covered: o.covered || {},
-        covered80: o.covered ? o.covered["80"] : null, pit: first(o.pit), ess: o.ess });
+        covered80: o.covered ? o.covered["80"] : null, pit: first(o.pit), ess: o.ess,
+        horizons: o.horizons || [] });
     }
     draw();
   };
@@ -253,11 +270,26 @@ async function calibrationView() {
     const rate = total ? s.value / total : null;
     return [s.labels.level + " %", el("span", { class: "picp" }, fmt(rate, 3)), String(s.value)];
   });
+  // by horizon: the forecasts issued `step` steps before each value (smct_horizon_*)
+  const of = (name, step, lv) => all.find((s) => s.name === name && s.labels.step === step
+    && s.labels.level === lv)?.value || 0;
+  const steps = [...new Set(all.filter((s) => s.name === "smct_horizon_scored_total")
+    .map((s) => s.labels.step))].sort((a, b) => Number(a) - Number(b));
+  const levels = [...new Set(covered.map((s) => s.labels.level))];
+  const stepRows = steps.map((step) => [step, ...levels.flatMap((lv) => {
+    const n = of("smct_horizon_scored_total", step, lv);
+    return [fmt(n ? of("smct_horizon_covered_total", step, lv) / n : null, 3),
+      fmt(n ? of("smct_horizon_interval_width_total", step, lv) / n : null, 3)];
+  })]);
   const cum = all.filter((s) => s.name === "smct_pit_bucket").sort((a, b) => Number(a.labels.le) - Number(b.labels.le));
   const counts = cum.filter((s) => s.labels.le !== "+Inf").map((s, i, arr) => s.value - (i ? arr[i - 1].value : 0));
   view.replaceChildren(el("h2", {}, "Calibration of every series (since the service started)"),
     el("p", {}, "observations scored: ", el("span", { id: "total" }, String(total))),
     table(rows, ["level", "PICP", "covered"]),
+    el("h3", {}, "By horizon: the forecasts issued steps before each value"),
+    stepRows.length
+      ? el("div", { id: "by-step" }, table(stepRows, ["step", ...levels.flatMap((lv) => [lv + " % PICP", lv + " % MPIW"])]))
+      : el("p", { class: "note" }, "no forecast scored yet"),
     el("h3", {}, "PIT histogram"), bars(counts, "pit-all"),
     el("p", { class: "note" }, "The same figures as /metrics (docs/contracts.md)."));
 }

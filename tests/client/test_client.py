@@ -229,6 +229,7 @@ def test_the_client_reads_every_field_the_service_answers() -> None:
         (client.Forecast, forecasts.SeriesForecast),
         (client.ForecastAnswer, forecasts.ForecastResponse),
         (client.ObservationResult, series.ObservationResult),
+        (client.ScoredForecast, series.ScoredForecast),
         (client.ObservationsAnswer, series.ObservationsResponse),
         (client.SeriesAdaptation, series.SeriesAdaptation),
         (client.SeriesInfo, series.SeriesInfo),

@@ -5,12 +5,14 @@ format that stored records and earlier answers pin down)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from model.runtime.runtime import Forecast, UpdateResult
+from model.series.horizons import HorizonScore
 from service.answers import (
     SentEvent,
     answer_json,
@@ -110,7 +112,8 @@ def test_standard_errors_missing_zero_or_out_of_range() -> None:
 
 RESULT = (
     '{{"seq":{seq},"value":1.5,"intervals":{{"80":{{"lo":1e-7,"hi":2.0}}}},"covered":{{"80":true}},'
-    '"pit":0.25,"log_score":-1.5,"crps":null,"anomaly":false,"ess":7.5,"resampled":true}}'
+    '"pit":0.25,"log_score":-1.5,"crps":null,"anomaly":false,"ess":7.5,"resampled":true,'
+    '"horizons":[]}}'
 )
 FORECAST_JSON = (
     '{"id":"s","mean":[0.5],"median":[0.5],'
@@ -130,6 +133,26 @@ def _one_forecast() -> Forecast:
     a = np.array([[0.5]])
     return Forecast(mean=a, median=a, intervals={0.8: (0 * a, 2 * a)},
                     errors={0.8: (np.full_like(a, 0.0134), np.full_like(a, np.nan))})
+
+
+def test_the_forecasts_an_observation_scored_come_back_from_its_record() -> None:
+    ones = np.ones(1)
+    one = replace(_one(2), intervals={0.8: (ones, 2 * ones), 0.95: (0 * ones, 3 * ones)},
+                  covered={0.8: True, 0.95: True})
+    scored = replace(one, horizons=(
+        HorizonScore(2, {0.8: False, 0.95: True}, {0.8: 1.23456789, 0.95: 2.5}),
+        HorizonScore(6, {0.95: False}, {0.95: 4.0}),  # not kept at 80 %
+    ))
+    plain = encode(3, [one, replace(one, seq=3)], None, [80.0, 95.0], [])
+    data = encode(4, [one, replace(scored, seq=3)], None, [80.0, 95.0], [])
+    results = decode(stamped(data, 1), "s").results
+    assert results[0]["horizons"] == []
+    assert results[1]["horizons"] == [
+        {"step": 2, "covered": {"80": False, "95": True}, "width": {"80": 1.23457, "95": 2.5}},
+        {"step": 6, "covered": {"95": False}, "width": {"95": 4.0}},
+    ]
+    # the rest of the record reads as without them
+    assert [r | {"horizons": []} for r in results] == decode(stamped(plain, 1), "s").results
 
 
 def test_an_answer_and_its_update_event_hold_the_same_fields_in_their_order() -> None:

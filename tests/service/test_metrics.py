@@ -24,10 +24,11 @@ HISTOGRAMS = {
 COUNTERS = {
     "smct_observations", "smct_observations_covered", "smct_resampling", "smct_anomalies",
     "smct_state_store_operations", "smct_state_store_errors", "smct_http_requests",
+    "smct_horizon_scored", "smct_horizon_covered", "smct_horizon_interval_width",
 }
 GAUGES = {"smct_rolling_picp", "smct_rolling_log_score", "smct_model_info", "smct_series_active"}
 LABELS = {"route", "method", "status", "kind", "level", "operation", "model_version", "backend",
-          "device", "le"}
+          "device", "le", "step"}
 
 
 def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -111,6 +112,19 @@ def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any)
         assert delta("smct_interval_width_count", level=level) == len(observed)
         widths = sum(r["intervals"][level]["hi"] - r["intervals"][level]["lo"] for r in observed)
         assert delta("smct_interval_width_sum", level=level) == pytest.approx(widths, rel=1e-5)
+        # by horizon: each value scored the forecasts answered 1, 2, 3 and 6 updates before
+        # it (the missing value scored none, nor did the forecasts issued for it)
+        for step in (1, 2, 3, 6):
+            scored = [h for r in results for h in r["horizons"] if h["step"] == step]
+            assert scored, step
+            assert delta("smct_horizon_scored_total", step=str(step), level=level) == len(scored)
+            hits = sum(h["covered"][level] for h in scored)
+            assert delta("smct_horizon_covered_total", step=str(step), level=level) == hits
+            widths = sum(h["width"][level] for h in scored)
+            assert delta("smct_horizon_interval_width_total", step=str(step),
+                         level=level) == pytest.approx(widths, rel=1e-5)
+    assert [h["step"] for h in results[0]["horizons"]] == []  # no update answered before it
+    assert [h["step"] for h in results[7]["horizons"]] == [1, 2, 3, 6]
     assert delta("smct_anomalies_total") == sum(bool(r["anomaly"]) for r in observed) >= 1
     assert delta("smct_resampling_total") == sum(r["resampled"] for r in results)
     assert delta("smct_pit_count") == len(observed)

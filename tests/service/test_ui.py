@@ -134,6 +134,9 @@ def test_the_pages_in_a_browser(browser: Any, runtime: Any) -> None:
         wait_for(lambda: browser.find_element("id", "obs-count").text == "12")
         assert wait_for(lambda: browser.execute_script(DREW)) > 1000  # the chart drew
         assert browser.find_element("id", "picp").text.count("%") == 2
+        # coverage by horizon: steps 1, 2, 3 and 6 scored by the 12 values after the PUT
+        steps = browser.find_element("id", "picp-steps").text
+        assert re.findall(r"^(\d+) ", steps, re.M) == ["1", "2", "3", "6"], steps
         shot(browser, "series")
         # a new observation appears without a reload
         body = {"observations": [{"seq": seq + 12, "value": values[-1]}]}
@@ -147,6 +150,8 @@ def test_the_pages_in_a_browser(browser: Any, runtime: Any) -> None:
         browser.get(server.url + "/ui/#/calibration")
         total = wait_for(lambda: browser.find_element("id", "total").text)
         assert int(total) == 13
+        rows = browser.find_element("id", "by-step").text.splitlines()[1:]
+        assert [r.split()[0] for r in rows] == ["1", "2", "3", "6", "12"], rows
         shot(browser, "calibration")
 
 

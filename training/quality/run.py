@@ -77,7 +77,8 @@ def evaluate_series(
     fans: dict[str, MultiStep] = {}
     forecasts: dict[str, OneStep] = {}
     for name, runtime in models.items():
-        forecasts[name], fans[name] = served.model(runtime, series, starts, cfg.samples)
+        forecasts[name], fans[name] = served.model(runtime, series, starts, cfg.samples,
+                                                    cfg.issued)
     forms = {}
     for peer in peers.PEERS:
         forecasts[peer], fans[peer], forms[peer] = peers.statsforecast_peer(

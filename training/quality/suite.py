@@ -59,6 +59,9 @@ class SuiteConfig:
     origins: int = 10  # multistep origins per series
     samples: int = 1000  # sample paths of a multistep forecast
     peer_history: int = 2000  # most recent history values ETS and ARIMA are fitted on
+    # each value absorbed alone and answered with a forecast the series keeps, as the service
+    # answers an update (training/quality/served.py: the calibration by horizon)
+    issued: bool = True
 
     @classmethod
     def make(cls, quick: bool) -> SuiteConfig:

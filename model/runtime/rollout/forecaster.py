@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,10 +26,11 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
-from model.filtering.predictive import Forecast
+from model.filtering.predictive import Forecast, summarize_samples
 from model.runtime.backends.base import Backend, Particles, StepBlock
+from model.series import horizons
 from model.series.adapter import Adapter
-from model.series.coverage import horizon_alphas
+from model.series.coverage import ALPHA_MAX, ALPHA_MIN, horizon_alphas
 from model.series.inputs import (
     InputError,
     check_covariates,
@@ -40,8 +41,11 @@ from model.series.inputs import (
 from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
 from model.series.spread import horizon_factors, series_growth
-from model.series.state import SeriesState, StateBatch
-from model.series.support import summarized, support_codes
+from model.series.state import SeriesState, StateBatch, cover_arrays, padded
+from model.series.state_fields import ARRAY_FIELDS
+from model.series.support import COUNTS, in_support, summarized, support_codes
+
+FIELDS = {f.name: f for f in ARRAY_FIELDS}
 
 # forecast paths held at once by `forecast` (memory: L x 2 x D floats each, the window, and L x D
 # more for the attention's products of the torch backend's rollout on the cpu)
@@ -114,17 +118,42 @@ class Forecaster:
         horizon: int,
         levels: Sequence[float],
         n_samples: int,
+        **options: Any,
+    ) -> list[Forecast]:
+        """Sample n_samples paths over `horizon` steps from each state and summarise them, in
+        each series' support (`supports`, model/series/support.py; default: real), at
+        `levels` and `quantiles`, with the `covariates` of a model with covariates, the samples
+        too with `return_samples`, the request's `seed`. At most MAX_PATHS paths are held at
+        once (each keeps its key/value window): more series are forecast in chunks, with the
+        same draws (each series has its own)."""
+        return self._forecast(states, horizon, levels, n_samples, False, **options)[0]
+
+    def forecast_issued(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        **options: Any,
+    ) -> tuple[list[Forecast], list[SeriesState]]:
+        """As `forecast`, and the states with this forecast kept at the steps a series scores
+        when their values come (model/series/horizons.py): an update's answer."""
+        return self._forecast(states, horizon, levels, n_samples, True, **options)
+
+    def _forecast(
+        self,
+        states: Sequence[SeriesState],
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        issue: bool,
         *,
         return_samples: bool = False,
         seed: int | None = None,
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         supports: Sequence[str | None] | None = None,
-    ) -> list[Forecast]:
-        """Sample n_samples paths over `horizon` steps from each state and summarise them, in
-        each series' support (model/series/support.py; default: real). At most MAX_PATHS
-        paths are held at once (each keeps its key/value window): more series are forecast in
-        chunks, with the same draws (each series has its own)."""
+    ) -> tuple[list[Forecast], list[SeriesState]]:
         codes = support_codes(supports, None, len(states))
         if covariates is not None and len(covariates) != len(states):
             raise InputError(
@@ -133,22 +162,76 @@ class Forecaster:
         chunk = max(1, getattr(self.backend, "max_paths", MAX_PATHS) // max(n_samples, 1))
         if len(states) > chunk:
             out: list[Forecast] = []
+            kept: list[SeriesState] = []
             for i in range(0, len(states), chunk):
-                out += self.forecast(
-                    states[i : i + chunk], horizon, levels, n_samples,
+                part, part_kept = self._forecast(
+                    states[i : i + chunk], horizon, levels, n_samples, issue,
                     return_samples=return_samples, seed=seed, quantiles=quantiles,
                     covariates=None if covariates is None else covariates[i : i + chunk],
                     supports=None if supports is None else list(supports)[i : i + chunk],
                 )
-            return out
+                out += part
+                kept += part_kept
+            return out, kept
         cov = self._path_inputs(states, horizon, n_samples, covariates)
-        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, cov)]
+        corrections: list[np.ndarray] = []  # the factors of the steps' calibration applied
+        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, cov, corrections)]
         if not steps:
-            return []
+            return [], []
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
         alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
-        return summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
+        out = summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
+        if not issue:
+            return out, []
+        return out, self._kept(states, samples, codes, corrections[0], horizon, out)
+
+    def _kept(
+        self, states: Sequence[SeriesState], samples: np.ndarray, codes: np.ndarray | None,
+        factors: np.ndarray, horizon: int, issued: list[Forecast],
+    ) -> list[SeriesState]:
+        """The states with the forecast of paths `samples` (B, N, H, O) kept at the steps a
+        series scores (model/series/horizons.py): each step's mean, its spread before the
+        step's calibration `factors` (B, H, O) and its bounds at the series' monitored levels,
+        those of the forecast `issued` where it was asked at them, else as its intervals would
+        be issued there."""
+        at = [s - 1 for s in horizons.STEPS if s <= horizon]
+        paths = in_support(samples[:, :, at], codes)  # (B, N, S', O)
+        mean = paths.mean(axis=1)
+        base = np.abs(paths - mean[:, None]).mean(axis=1) / factors[:, at]
+        monitored = sorted({float(lv) for s in states for lv in s.cover_levels})
+        asked = list(issued[0].intervals) if issued else []
+        # each monitored level's key among the levels answered (kept as float32 in a state)
+        keys = {lv: next((k for k in asked if abs(k - lv) <= 1e-6), None) for lv in monitored}
+        bounds: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        found = {lv: key for lv, key in keys.items() if key is not None}
+        if len(found) == len(keys):  # all were answered (the service's case)
+            for lv, key in found.items():
+                lo = np.stack([f.intervals[key][0][at] for f in issued])
+                bounds[lv] = (lo, np.stack([f.intervals[key][1][at] for f in issued]))
+        else:
+            alphas = self._alphas(states, monitored, horizon)[:, at]  # (B, S', K')
+            integer = None if codes is None else codes == COUNTS
+            bounds = summarize_samples(paths, monitored, (), alphas, integer).intervals
+        o, out = self.target_dim, []
+        for i, state in enumerate(states):
+            k = len(state.cover_levels)
+            none = horizons.fills(1, k, o)
+            target = state.horizon_target if state.horizon_target.size else none[
+                "horizon_target"][0]
+            law = state.horizon_law if state.horizon_law.size else none["horizon_law"][0]
+            kept = state.horizon_bounds if state.horizon_bounds.size else none[
+                "horizon_bounds"][0]
+            lo = np.stack([bounds[float(lv)][0][i] for lv in state.cover_levels]) if k else (
+                np.zeros((0, len(at), o)))
+            hi = np.stack([bounds[float(lv)][1][i] for lv in state.cover_levels]) if k else lo
+            target, law, kept = horizons.issued(
+                target, law, kept, state.seq, mean[i], base[i], lo, hi
+            )
+            out.append(replace(
+                state, horizon_target=target, horizon_law=law, horizon_bounds=kept
+            ))
+        return out
 
     def forecast_steps(
         self,
@@ -188,6 +271,7 @@ class Forecaster:
         n_samples: int,
         seed: int | None,
         cov: np.ndarray | None,
+        corrections: list[np.ndarray] | None = None,
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
         covariates from `_path_inputs`. The paths of a series with pending steps (missing
@@ -214,10 +298,7 @@ class Forecaster:
         offsets = self.adapter.offsets(batch, seqs, trend=False)
         carried = self.adapter.paths_trend(batch, n)
         noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
-        # each series' adapted spread and the model's horizon growth, applied about the
-        # samples' mean (model/series/spread.py)
-        growth = series_growth(self.growth, self.growth_length, batch.t)
-        factors = horizon_factors(batch.spread_factor, total, growth)  # (B, H', O)
+        factors = self._factors(batch, total, horizon, corrections)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
@@ -250,6 +331,30 @@ class Forecaster:
                 if done >= 0:
                     yield done, ready.pop(done)
 
+    def _factors(
+        self, batch: StateBatch, total: int, horizon: int, corrections: list[np.ndarray] | None
+    ) -> np.ndarray:
+        """The factors (B, H', O) on the spread of the paths about their mean at their
+        `total` steps: each series' adapted spread and the model's horizon growth
+        (model/series/spread.py), and each step's calibration from the forecasts the series was
+        issued before (model/series/horizons.py; 1 for a series issued none) at its forecast's
+        steps, which `corrections` gets (B, H, O), steps 1 .. horizon of each series."""
+        shift = batch.pending
+        growth = series_growth(self.growth, self.growth_length, batch.t)
+        factors = horizon_factors(batch.spread_factor, total, growth)
+        ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
+        calibrated = np.ones_like(factors)
+        adapt = self.adapter.adapt
+        if adapt.horizons and adapt.spread and (batch.horizon_spread != 1.0).any():
+            calibrated = horizons.spread_factors(
+                batch.horizon_spread, ahead, batch.horizon_weight
+            )
+            factors = factors * calibrated
+        if corrections is not None:
+            own = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
+            corrections.append(np.take_along_axis(calibrated, own[:, :, None], axis=1))
+        return factors
+
     def _alphas(
         self, states: Sequence[SeriesState], levels: list[float], horizon: int
     ) -> np.ndarray:
@@ -259,7 +364,19 @@ class Forecaster:
         one = self.adapter.alphas(states, levels)
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
-        return np.take_along_axis(every, ahead[:, :, None], axis=1)
+        out = np.take_along_axis(every, ahead[:, :, None], axis=1)
+        offsets = [s.horizon_alpha for s in states]
+        adapt = self.adapter.adapt
+        if not (adapt.horizons and adapt.coverage) or not any(a.any() for a in offsets):
+            return out
+        # each step's offset from the forecasts the series was issued before (horizons.py)
+        monitored, _ = cover_arrays(states)
+        kept = padded(offsets, [horizons.ADAPTED], FIELDS["horizon_alpha"], monitored.shape[1])
+        weight = padded([s.horizon_weight for s in states], [], FIELDS["horizon_weight"],
+                        horizons.ADAPTED)
+        steps = np.broadcast_to(np.arange(1, horizon + 1)[None, :], (len(states), horizon))
+        moved = out + horizons.alpha_offsets(monitored, kept, weight, levels, steps)
+        return np.clip(moved, ALPHA_MIN, ALPHA_MAX)
 
     def _path_inputs(
         self,
