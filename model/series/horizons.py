@@ -55,6 +55,13 @@ class HorizonScore:
     width: dict[float, float]
 
 
+def mark(seqs: np.ndarray) -> np.ndarray:
+    """What a slot keeps of the seq its forecast is for: 1 + seq modulo 65535 (0: none). A
+    slot is emptied when scored and refilled within 24 steps, so one left from 65535 steps
+    before (its value never came) is all it could be mistaken for."""
+    return np.asarray(np.asarray(seqs, dtype=np.int64) % 65535 + 1, dtype=np.uint16)
+
+
 def slots(seqs: np.ndarray) -> np.ndarray:
     """The slot (B, S) each kept step's forecast of the value at seq (B,) is kept in."""
     seqs = np.asarray(seqs, dtype=np.int64)
@@ -119,13 +126,13 @@ def issued(
     """One series' kept forecasts after it is issued one whose step 1 is the value at seq
     `start`: its mean (S', O), its spread before its steps' factors (S', O) and its bounds
     (K, S', O) at the monitored levels, at the first S' kept steps (those within its horizon).
-    `target` (SLOTS,), `law` (SLOTS, 2, O) and `bounds` (K, SLOTS, 2, O) are the series' (not
+    `target` (SLOTS,) (`mark`), `law` (SLOTS, 2, O) and `bounds` (K, SLOTS, 2, O) are the series' (not
     changed; of their full shapes)."""
     target, law, bounds = target.copy(), law.copy(), bounds.copy()
     n = len(mean)
     seqs = start + np.asarray(STEPS[:n]) - 1
     at = slots(seqs)[np.arange(n), np.arange(n)]  # step s's slot for its own target
-    target[at] = seqs + 1
+    target[at] = mark(seqs)
     law[at, 0], law[at, 1] = mean, base
     bounds[:, at, 0], bounds[:, at, 1] = lo, hi
     return target, law, bounds
@@ -149,7 +156,7 @@ def score(
     used = np.isfinite(levels)  # (B, K)
     for s, step in enumerate(STEPS):
         slot = at[:, s]
-        hit = observed & (target[rows, slot] == np.asarray(seqs) + 1)
+        hit = observed & (target[rows, slot] == mark(seqs))
         if not hit.any():
             continue
         i = np.flatnonzero(hit)
@@ -186,7 +193,7 @@ def fills(b: int, k: int, o: int) -> dict[str, np.ndarray]:
     """The horizon fields of B series that were issued none, K monitored levels, O targets, as
     a batch holds them."""
     return {
-        "horizon_target": np.zeros((b, SLOTS), np.int64),
+        "horizon_target": np.zeros((b, SLOTS), np.uint16),
         "horizon_law": np.zeros((b, SLOTS, 2, o), np.float32),
         "horizon_bounds": np.full((b, k, SLOTS, 2, o), np.nan, np.float32),
         "horizon_spread": np.ones((b, ADAPTED, o), np.float32),

@@ -108,7 +108,7 @@ class SeriesState:
     # filters them first
     pending: int = 0
     # the forecasts kept until their values come and each step's calibration
-    # (model/series/horizons.py): (SLOTS,) int64 target seq + 1 per slot (0: none), (SLOTS, 2,
+    # (model/series/horizons.py): (SLOTS,) uint16 target seq per slot (horizons.mark), (SLOTS, 2,
     # O) float32 mean and spread, (K, SLOTS, 2, O) float32 bounds at the monitored levels,
     # (A, O) float32 spread factors, (A,) float32 their weights, (K, A) float32 miscoverage
     # offsets (empty: none yet)
@@ -245,7 +245,7 @@ class StateBatch:
     pending: np.ndarray  # (B,) int64 missing observations not yet filtered
     trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
     marginal: np.ndarray  # (B, O, 12) float64 as SeriesState's (0: none yet)
-    horizon_target: np.ndarray  # (B, SLOTS) int64 (model/series/horizons.py; 0: none)
+    horizon_target: np.ndarray  # (B, SLOTS) uint16 (model/series/horizons.py; 0: none)
     horizon_law: np.ndarray  # (B, SLOTS, 2, O) float32
     horizon_bounds: np.ndarray  # (B, K, SLOTS, 2, O) float32, NaN: none
     horizon_spread: np.ndarray  # (B, A, O) float32, 1 where a series has none yet

@@ -59,6 +59,10 @@ def test_each_value_scores_the_step_of_the_forecast_issued_for_it() -> None:
         for scored in _score(f, seq, np.zeros(1))[0]:
             found[seq] = scored.step
     assert found == {9 + s: s for s in STEPS}
+    # a slot keeps 1 + seq modulo 65535 in two bytes: seqs far apart are told apart there
+    assert horizons.mark(np.array([0, 65534, 65535, 70000])).tolist() == [1, 65535, 1, 4466]
+    late = _kept(1, 70_000, 0.0, 1.0, -1.0, 1.0)
+    assert [s.step for s in _score(late, 70_005, np.zeros(1))[0]] == [6]
     assert not f["horizon_target"].any()  # every kept step was scored and emptied
     again = _kept(1, 10, 0.0, 1.0, -1.0, 1.0)
     assert _score(again, 11, np.full(1, np.nan)) == [[]]  # a missing value scores nothing
