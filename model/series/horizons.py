@@ -126,8 +126,8 @@ def issued(
     """One series' kept forecasts after it is issued one whose step 1 is the value at seq
     `start`: its mean (S', O), its spread before its steps' factors (S', O) and its bounds
     (K, S', O) at the monitored levels, at the first S' kept steps (those within its horizon).
-    `target` (SLOTS,) (`mark`), `law` (SLOTS, 2, O) and `bounds` (K, SLOTS, 2, O) are the series' (not
-    changed; of their full shapes)."""
+    `target` (SLOTS,) (`mark`), `law` (SLOTS, 2, O) and `bounds` (K, SLOTS, 2, O) are the
+    series' (not changed; of their full shapes)."""
     target, law, bounds = target.copy(), law.copy(), bounds.copy()
     n = len(mean)
     seqs = start + np.asarray(STEPS[:n]) - 1

@@ -17,6 +17,7 @@ Shapes: B series, P particles, L window, F input features.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -170,6 +171,17 @@ class SeriesState:
         if len(_SOUND) >= 4096:
             _SOUND.clear()
         _SOUND.add(key)
+
+    def replaced(self, **arrays: np.ndarray) -> SeriesState:
+        """This state with some of its arrays replaced (each a read-only copy in its field's
+        dtype; its shapes checked), the others shared and not checked again."""
+        out = copy.copy(self)
+        for name, value in arrays.items():
+            f = _FIELD[name]
+            frozen = f.none if f.tag and np.size(value) == 0 else _frozen(value, f.dtype)
+            object.__setattr__(out, name, frozen)
+        out._check_shapes()
+        return out
 
     @property
     def seq(self) -> int:

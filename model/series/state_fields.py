@@ -96,8 +96,9 @@ LAYER = (
     ArrayField("marginal", np.dtype("<f8"), f"O {marginal.N_FIELDS}", 12, 0.0, "first"),  # own
     ScalarField("pending", np.dtype("<u2"), 0, 13),  # missing values not yet filtered
     # the forecasts issued at a few steps, kept until their values come (model/series/
-    # horizons.py): each slot's target seq (horizons.mark; 0: none), the mean and spread of its law, the
-    # bounds of its intervals at the monitored levels; then each step's spread and miscoverage
+    # horizons.py): each slot's target seq (horizons.mark; 0: none), the mean and spread of its
+    # law, the bounds of its intervals at the monitored levels; then each step's spread and
+    # miscoverage
     ArrayField("horizon_target", np.dtype("<u2"), f"{horizons.SLOTS}", 14, 0.0, "any"),
     ArrayField("horizon_law", np.dtype("<f4"), f"{horizons.SLOTS} 2 O", 15, 0.0, "any"),
     ArrayField(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -228,8 +228,8 @@ class Forecaster:
             target, law, kept = horizons.issued(
                 target, law, kept, state.seq, mean[i], base[i], lo, hi
             )
-            out.append(replace(
-                state, horizon_target=target, horizon_law=law, horizon_bounds=kept
+            out.append(state.replaced(
+                horizon_target=target, horizon_law=law, horizon_bounds=kept
             ))
         return out
 

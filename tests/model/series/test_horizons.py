@@ -228,3 +228,12 @@ def test_online_intervals_hold_by_horizon_on_a_seasonal_law() -> None:
     far_on = sum(abs(got_on[s, 0.8] - 0.8) for s in (2, 3, 6, 12))
     far_off = sum(abs(got_off[s, 0.8] - 0.8) for s in (2, 3, 6, 12))
     assert far_on <= far_off / 2, (got_on, got_off)
+
+
+def test_a_state_with_arrays_replaced_checks_their_shapes(runtime: Runtime) -> None:
+    (state,) = runtime.create([50 + np.arange(60.0)[:, None]], levels=[0.8])
+    moved = state.replaced(horizon_spread=np.full((ADAPTED, 1), 2.0))
+    assert moved.horizon_spread.dtype == np.float32 and not moved.horizon_spread.flags.writeable
+    assert SeriesState.from_bytes(moved.to_bytes()) == moved and state.horizon_spread.size == 0
+    with pytest.raises(ValueError, match="horizon_spread"):
+        state.replaced(horizon_spread=np.ones((ADAPTED, 2)))  # two targets of a one-target model
