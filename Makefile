@@ -7,7 +7,7 @@ PORT ?= 8000
 # the tests' processes (pytest-xdist); a test file runs whole in one of them
 TEST_WORKERS ?= 2
 
-.PHONY: serve test venv tools model model-long model-real model-layer model-through model-through-light model-context model-gpu gpu-checks bench lint clean
+.PHONY: serve test venv tools model model-long model-real model-layer model-through model-through-light model-context model-wide model-gpu gpu-checks bench lint clean
 
 ## the main job: serve the default model (committed in artifacts/default) on the embedded store
 serve: venv $(ARTIFACT)/manifest.json
@@ -106,6 +106,13 @@ CONTEXT_RUN ?= runs/context-36
 model-context: venv
 	$(call long_run,$(CONTEXT_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
 		--seq-len 60 --history 24 --window 36)
+
+## the width run, the capacity lever's other half: the layer run at twice the width (--d-model
+## 32 --d-ff 64), about twice an epoch's time
+WIDE_RUN ?= runs/wide-32
+model-wide: venv
+	$(call long_run,$(WIDE_RUN),$(REAL_EPOCHS),--dataset corpus-real --scaling layer \
+		--d-model 32 --d-ff 64)
 
 ## the default model's shape trained on one GPU within GPU_MINUTES (the epochs that fit, the
 ## schedule spanning them), into artifacts/gpu; SMCT: the command (python3 -m cli.app where
