@@ -38,6 +38,11 @@ def competitions(
         Optional[int],  # noqa: UP045 (typer)
         typer.Option(help="torch threads (default: the cores idle when it starts)"),
     ] = None,
+    seeds: Annotated[
+        int, typer.Option(min=1, help="particle seeds per series for the model and its "
+                          "ablation (the first the history's own, as served): the WQL table "
+                          "over them tells a difference from the particles' noise")
+    ] = 1,
 ) -> None:
     """Forecast every series of M3 (monthly, quarterly, yearly, other) and Tourism (monthly,
     quarterly, yearly) zero-shot at the competitions' horizons, each series' season declared;
@@ -78,11 +83,12 @@ def competitions(
         raise typer.Exit(2) from None
     began = time.perf_counter()
     results = evaluate(chosen, every, runtimes, peers, cache_dir("competitions"),
-                       progress=lambda line: typer.echo(line, err=True))
+                       progress=lambda line: typer.echo(line, err=True), seeds=seeds)
     checks = acceptance(results)
     command = "smct competitions" + "".join(f" --competition {c}" for c in competition or [])
     command += "".join(f" --peer {p}" for p in peer or [])
     command += f" --every {every}" if every > 1 else ""
+    command += f" --seeds {seeds}" if seeds > 1 else ""
     command += f" --artifact {artifact}" if artifact != Path("artifacts/default") else ""
     setting = Setting(command, str(artifact), time.perf_counter() - began)
     text = report.markdown(results, checks, setting)

@@ -219,13 +219,14 @@ class Runtime:
     def forecast_history(
         self, histories: Sequence[np.ndarray], horizon: int, levels: Sequence[float],
         n_samples: int, *, seasons: Sequence[int] | None = None,
-        supports: Sequence[str | None] | None = None, **options: Any,
+        supports: Sequence[str | None] | None = None, seeds: Sequence[int] | None = None,
+        **options: Any,
     ) -> list[Forecast]:
         """Stateless: create states from the histories (their coverage correction at
-        `levels`, their season lengths `seasons`; Runtime.create), then forecast in their
-        supports (given, else read off the histories: model/series/support.py) with
-        Forecaster.forecast's `options`."""
-        states = self.create(histories, levels=levels, seasons=seasons)
+        `levels`, their season lengths `seasons`, their particles' `seeds`; Runtime.create),
+        then forecast in their supports (given, else read off the histories:
+        model/series/support.py) with Forecaster.forecast's `options`."""
+        states = self.create(histories, levels=levels, seasons=seasons, seeds=seeds)
         named = support_names(supports, histories, len(histories))
         return self.forecaster.forecast(states, horizon, levels, n_samples, supports=named,
                                         **options)

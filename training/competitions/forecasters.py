@@ -48,15 +48,23 @@ def _quantiles(bounds: Callable[[float], tuple[np.ndarray, np.ndarray]],
     return np.stack(out, axis=-1)
 
 
-def model_forecasts(runtime: Runtime, task: Task, samples: int = SAMPLES) -> Forecasts:
-    """The runtime's stateless forecasts of every series of `task` at its horizon."""
+def model_forecasts(
+    runtime: Runtime, task: Task, samples: int = SAMPLES, particle_seed: int | None = None
+) -> Forecasts:
+    """The runtime's stateless forecasts of every series of `task` at its horizon. Each
+    state's particles are seeded as the service seeds them (a hash of the history), or, given
+    `particle_seed` k, the i-th series' by (k << 32) + i: the same forecasts drawn again from
+    other particles, to tell a difference from their noise."""
     levels = _interval_levels()
     season = task.season if task.season > 1 else 0
     medians, bounds = [], {lv: ([], []) for lv in levels}  # type: ignore[var-annotated]
     for start in range(0, len(task.histories), CHUNK):
         chunk = [h[:, None] for h in task.histories[start : start + CHUNK]]
+        seeds = None if particle_seed is None else [
+            (particle_seed << 32) + start + i for i in range(len(chunk))]
         answers = runtime.forecast_history(
-            chunk, task.horizon, levels, samples, seasons=[season] * len(chunk), seed=SEED,
+            chunk, task.horizon, levels, samples, seasons=[season] * len(chunk), seeds=seeds,
+            seed=SEED,
         )
         for fc in answers:
             medians.append(fc.median[:, 0])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,8 @@ class TaskResult:
     task: Task
     every: int
     scores: dict[str, Scores]  # "model", "ablation", then the peers' table names
+    # each runtime's WQL with its particles seeded as served, then by each other particle seed
+    seeded: dict[str, list[float]] = field(default_factory=dict)
 
     def ratio(self, a: str, b: str) -> float:
         return self.scores[a].wql / self.scores[b].wql
@@ -60,32 +62,40 @@ def _cached_peer(peer: str, task: Task, every: int, cache: Path | None) -> Forec
 
 def evaluate_task(
     task: Task, every: int, runtimes: Mapping[str, Runtime], peers: Sequence[str],
-    cache: Path | None = None,
+    cache: Path | None = None, seeds: int = 1,
 ) -> TaskResult:
-    """Score the runtimes (by name) and the peers (keys of PEERS) on `task`."""
+    """Score the runtimes (by name) and the peers (keys of PEERS) on `task`; with `seeds` > 1,
+    each runtime's WQL again with its particles seeded by 1 ... seeds - 1 (model_forecasts)."""
     truth = np.stack(task.futures)  # (N, H)
-    scores = {}
+    scores, seeded = {}, {}
     for name, runtime in runtimes.items():
         scores[name] = score(truth, model_forecasts(runtime, task), task.histories, task.season)
+        if seeds > 1:
+            seeded[name] = [scores[name].wql] + [
+                score(truth, model_forecasts(runtime, task, particle_seed=k), task.histories,
+                      task.season).wql
+                for k in range(1, seeds)
+            ]
     for peer in peers:
         fc = _cached_peer(peer, task, every, cache)
         scores[PEERS[peer]] = score(truth, fc, task.histories, task.season)
-    return TaskResult(task, every, scores)
+    return TaskResult(task, every, scores, seeded)
 
 
 def evaluate(
     competitions: Sequence[str], every: int, runtimes: Mapping[str, Runtime],
     peers: Sequence[str], cache: Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, seeds: int = 1,
 ) -> list[TaskResult]:
-    """Every frequency of `competitions` (M3's "other" too), each on every `every`-th series."""
+    """Every frequency of `competitions` (M3's "other" too), each on every `every`-th series
+    (`seeds`: evaluate_task)."""
     out = []
     for competition in competitions:
         for frequency in FREQUENCIES[competition]:
             task = load_task(competition, frequency).stratified(every)
             if progress is not None:
                 progress(f"{task.name}: {len(task.names)} series, horizon {task.horizon}")
-            out.append(evaluate_task(task, every, runtimes, peers, cache))
+            out.append(evaluate_task(task, every, runtimes, peers, cache, seeds))
     return out
 
 

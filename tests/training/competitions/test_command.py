@@ -11,10 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.app import app
+from model.runtime.runtime import Runtime
 from tests.docs.test_manual import TABLE_HEADING
 from training.competitions.data import load_task
+from training.competitions.forecasters import model_forecasts
+from training.competitions.report import markdown
 from training.competitions.run import TaskResult, acceptance
 from training.competitions.scores import Scores
+from training.quality.report import Setting
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -69,3 +73,29 @@ def test_the_command_on_a_subset_of_m3(tmp_path: Path, monkeypatch: pytest.Monke
     assert len(headings) == 6 and all(TABLE_HEADING.match(line) for line in headings)
     cached = sorted(p.name for p in (tmp_path / "cache" / "smct" / "competitions").iterdir())
     assert len(cached) == 16 and cached[0].startswith("m3-monthly-every60-AutoARIMA-sf")
+
+
+def test_other_particle_seeds_draw_the_forecasts_again_and_the_first_is_the_served_one() -> None:
+    task = load_task("m3", "yearly").stratified(160)  # 5 series
+    runtime = Runtime.load(ROOT / "artifacts" / "default", backend="torch", device="cpu")
+    served = model_forecasts(runtime, task, samples=200)
+    again = model_forecasts(runtime, task, samples=200)
+    one = model_forecasts(runtime, task, samples=200, particle_seed=1)
+    assert np.array_equal(served.quantiles, again.quantiles)
+    assert np.array_equal(one.quantiles, model_forecasts(runtime, task, 200, 1).quantiles)
+    assert not np.allclose(one.quantiles, served.quantiles)
+    # other particles, the same series: the medians agree to a few percent of the level
+    level = np.mean([np.abs(h[-6:]).mean() for h in task.histories])
+    assert np.abs(one.point - served.point).mean() < 0.1 * level
+
+
+def test_the_seeds_table_gives_each_runtimes_mean_and_sd_and_the_ratios() -> None:
+    result = _result("yearly", 0.1, 0.1, 0.1, (0.8, 0.8))
+    seeded = TaskResult(result.task, result.every, result.scores,
+                        {"model": [0.10, 0.12, 0.11], "ablation": [0.10, 0.10, 0.10]})
+    text = markdown([seeded], [], Setting("smct competitions --seeds 3", "a", 1.0))
+    assert "| WQL over 3 seeds | M3 yearly (1, h 6) |" in text
+    assert "| model | 0.1100 ± 0.0100 |" in text  # sd with n - 1
+    assert "| ablation | 0.1000 ± 0.0000 |" in text
+    assert "| model/ablation | 1.100 ± 0.100 |" in text
+    assert "over the particles' seeds" not in markdown([result], [], Setting("c", "a", 1.0))
