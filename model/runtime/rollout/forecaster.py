@@ -298,7 +298,7 @@ class Forecaster:
         offsets = self.adapter.offsets(batch, seqs, trend=False)
         carried = self.adapter.paths_trend(batch, n)
         noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
-        factors = self._factors(batch, total, horizon, corrections)  # (B, H', O)
+        factors, calibrated = self._factors(batch, total, horizon, corrections)  # (B, H', O)
         coef = self.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
@@ -324,6 +324,9 @@ class Forecaster:
                 if carried is not None:  # each path's innovation: its draw's noise (units)
                     innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
                     x = x + carried.step(innovation)
+                if calibrated is not None:  # the law as issued, scaled by its calibration
+                    centre = x.mean(axis=1, keepdims=True)
+                    x = centre + calibrated[:, k : k + 1] * (x - centre)
                 h = k - shift  # (B,) the step of each series' forecast this is
                 for i in np.flatnonzero((h >= 0) & (h < horizon)):
                     ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
@@ -333,27 +336,29 @@ class Forecaster:
 
     def _factors(
         self, batch: StateBatch, total: int, horizon: int, corrections: list[np.ndarray] | None
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """The factors (B, H', O) on the spread of the paths about their mean at their
         `total` steps: each series' adapted spread and the model's horizon growth
-        (model/series/spread.py), and each step's calibration from the forecasts the series was
-        issued before (model/series/horizons.py; 1 for a series issued none) at its forecast's
-        steps, which `corrections` gets (B, H, O), steps 1 .. horizon of each series."""
+        (model/series/spread.py), which the series' own law then bounds; and each step's
+        calibration from the forecasts the series was issued before (model/series/horizons.py;
+        None where no series has one), which scales the paths last, as they are issued, so that
+        no bound undoes what the series' scores asked for. `corrections` gets the calibration
+        (B, H, O) at steps 1 .. horizon of each series (1 for a series issued none)."""
         shift = batch.pending
         growth = series_growth(self.growth, self.growth_length, batch.t)
         factors = horizon_factors(batch.spread_factor, total, growth)
         ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
-        calibrated = np.ones_like(factors)
+        calibrated = None
         adapt = self.adapter.adapt
         if adapt.horizons and adapt.spread and (batch.horizon_spread != 1.0).any():
             calibrated = horizons.spread_factors(
                 batch.horizon_spread, ahead, batch.horizon_weight
             )
-            factors = factors * calibrated
         if corrections is not None:
             own = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
-            corrections.append(np.take_along_axis(calibrated, own[:, :, None], axis=1))
-        return factors
+            every = np.ones_like(factors) if calibrated is None else calibrated
+            corrections.append(np.take_along_axis(every, own[:, :, None], axis=1))
+        return factors, calibrated
 
     def _alphas(
         self, states: Sequence[SeriesState], levels: list[float], horizon: int

@@ -237,3 +237,32 @@ def test_a_state_with_arrays_replaced_checks_their_shapes(runtime: Runtime) -> N
     assert SeriesState.from_bytes(moved.to_bytes()) == moved and state.horizon_spread.size == 0
     with pytest.raises(ValueError, match="horizon_spread"):
         state.replaced(horizon_spread=np.ones((ADAPTED, 2)))  # two targets of a one-target model
+
+
+def test_a_steps_calibration_scales_the_law_as_issued_even_where_the_bound_holds_it(
+    runtime: Runtime,
+) -> None:
+    """A calibration c_s scales the paths about their mean last, after the series' own law has
+    bounded them: on a random walk whose level's growth bounds its paths (its alpha in
+    marginal.GROWING), a factor of 2 at every step doubles the spread issued at steps 2 ... 12
+    (the same draws: exactly, about each step's mean) and leaves step 1 and the mean as they
+    were. Before, the bound took back what the factor added. The series: a local level (level
+    noise 0.5, observation noise 1), whose fitted alpha is about 0.4."""
+    from model.series.marginal import GROWING, Marginal
+
+    rng = np.random.default_rng(4)
+    y = 50 + np.cumsum(rng.normal(scale=0.5, size=120)) + rng.normal(size=120)
+    (state,) = runtime.create([y[:, None]], levels=[0.8, 0.95])
+    _, (state,) = runtime.forecast_issued([state], 12, [0.8, 0.95], 50, seed=0)
+    alpha = float(Marginal.of(state.marginal[None]).alpha[0, 0])
+    assert GROWING[0] <= alpha <= GROWING[1]  # the growth bound holds this series' paths
+    doubled = state.replaced(horizon_spread=np.full((ADAPTED, 1), 2.0),
+                             horizon_weight=np.full(ADAPTED, PRIOR_WEIGHT + 10.0))
+    a = runtime.forecast([state], 12, [0.8], 400, seed=5, return_samples=True)[0]
+    b = runtime.forecast([doubled], 12, [0.8], 400, seed=5, return_samples=True)[0]
+    assert a.samples is not None and b.samples is not None
+    da = a.samples - a.samples.mean(axis=0)
+    db = b.samples - b.samples.mean(axis=0)
+    assert np.allclose(db[:, 0], da[:, 0])  # step 1: the one-step law's
+    assert np.allclose(db[:, 1:], 2.0 * da[:, 1:], rtol=1e-5, atol=1e-6)
+    assert np.allclose(b.samples.mean(axis=0), a.samples.mean(axis=0))
