@@ -143,8 +143,8 @@ bench: venv
 	$(PY) bench/bench_runtime.py
 
 lint: venv
-	.venv/bin/ruff check model training service cli timeseries tests bench client
-	.venv/bin/mypy model training service cli timeseries client/smct_client
+	.venv/bin/ruff check model training service cli timeseries tests bench client scripts
+	.venv/bin/mypy model training service cli timeseries client/smct_client scripts
 
 clean:
 	rm -rf .venv runs artifacts .pytest_cache
