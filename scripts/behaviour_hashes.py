@@ -273,7 +273,8 @@ def _http(rt: Any, verbose: bool) -> Iterator[tuple[str, str]]:
 
 
 def _refused(rt: Any) -> Iterator[tuple[str, str]]:
-    """The runtime's refusals: InputError's message and field."""
+    """The runtime's refusals: InputError's message and the field at fault as a request names
+    it (its `path`; on a tree whose InputError has none, its `field`, which held that)."""
     series = histories()
     states = rt.create([series["monthly"][0], series["short"][0]])
     calls = {
@@ -290,8 +291,8 @@ def _refused(rt: Any) -> Iterator[tuple[str, str]]:
         try:
             call()
         except ValueError as exc:
-            attrs = {k: v for k, v in vars(exc).items() if k == "field"}
-            yield f"refused/runtime/{name}", digest(type(exc).__name__, str(exc), attrs)
+            where = getattr(exc, "path", getattr(exc, "field", None))
+            yield f"refused/runtime/{name}", digest(type(exc).__name__, str(exc), {"field": where})
         else:
             yield f"refused/runtime/{name}", digest("accepted")
 

@@ -172,7 +172,7 @@ class Engine:
             )
             return states
         except InputError as exc:
-            raise InvalidInput(f"series: {exc}", field="series") from exc
+            raise InvalidInput(f"series: {exc}", field="series", reason=str(exc)) from exc
 
     def stream_steps(
         self, ids: Sequence[str], states: Sequence[Any], params: ForecastParams,

@@ -46,10 +46,23 @@ class ServiceError(Exception):
 
 
 class InvalidInput(ServiceError):
-    """Well-formed JSON whose content the model cannot use (422)."""
+    """Well-formed JSON whose content the model cannot use (422). A refusal of the runtime
+    (model/series/inputs.InputError) keeps what it says as data beside its message: `reason`,
+    what is wrong, without the field it names, and for a refused row of one of its inputs,
+    that input (`source`) and the row (`index`), which the caller that knows where the row
+    came from in the request names there (service/series.py)."""
 
     status = 422
     code = "invalid_input"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, reason: str | None = None,
+        source: str | None = None, index: int | None = None,
+    ) -> None:
+        super().__init__(message, field=field)
+        self.reason = message if reason is None else reason
+        self.source = source
+        self.index = index
 
 
 class Unauthorized(ServiceError):

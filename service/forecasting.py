@@ -129,9 +129,9 @@ class ForecastService:
                 await self.engine.stream_steps([""], states, params, one).aclose()
             except InvalidInput as refused:
                 sub = refused.field if refused.field not in (None, "series") else None
-                message = refused.message.removeprefix("series: ")
                 return InvalidInput(
-                    f"series[{i}]: {message}", field=f"series[{i}]" + (f".{sub}" if sub else "")
+                    f"series[{i}]: {refused.reason}",
+                    field=f"series[{i}]" + (f".{sub}" if sub else ""),
                 )
         return exc
 

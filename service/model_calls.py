@@ -67,7 +67,9 @@ class Update:
 def invalid(exc: Exception, model_version: str) -> Exception:
     """A runtime refusal as the service's error (others as they are)."""
     if isinstance(exc, InputError):
-        return InvalidInput(str(exc), field=exc.field)
+        return InvalidInput(
+            str(exc), field=exc.path, reason=exc.reason, source=exc.field, index=exc.index
+        )
     if isinstance(exc, StateFormatError):
         return IncompatibleState(
             f"the stored state cannot be read by model {model_version} ({exc}); "

@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -55,14 +54,12 @@ EVENTS_POLL_S = 10.0
 
 
 def _shifted(exc: InvalidInput, offset: int) -> InvalidInput:
-    """A runtime refusal of `observations[k]` of the values it was given (those after the
-    `offset` repeated ones) as the request's field `observations[offset + k].value`."""
-    match = re.match(r"observations\[(\d+)\]", exc.field or "")
-    if match is None:
+    """A runtime refusal of row k of the observations it was given (those after the `offset`
+    repeated ones) as the request's field `observations[offset + k].value`."""
+    if exc.source != "observations" or exc.index is None:
         return exc
-    where = f"observations[{offset + int(match.group(1))}].value"
-    message = exc.message.removeprefix(f"{match.group(0)}: ")
-    return InvalidInput(f"{where}: {message}", field=where)
+    where = f"observations[{offset + exc.index}].value"
+    return InvalidInput(f"{where}: {exc.reason}", field=where)
 
 
 def canonical(value: Any) -> str:

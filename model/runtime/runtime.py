@@ -421,8 +421,9 @@ class Runtime:
         index, on the series that have an observation there. Each step's one-step law is
         scored by `on_step`, then adapts the series (Adapter.learn; its coverage at `levels`).
         Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
-        value is named `field[k]` when `field` is given. `gap_sd`: each series' first value after
-        a gap, issued the law of the forecast for it (gaps.gap_spreads)."""
+        value is an InputError of `field`, at its row k, when `field` is given. `gap_sd`: each
+        series' first value after a gap, issued the law of the forecast for it
+        (gaps.gap_spreads)."""
         if self.adapt.coverage:
             batch.monitor(levels)
         counts = np.array([len(r) for r in rows])
@@ -437,7 +438,7 @@ class Runtime:
             except InputError as exc:
                 if field is None:
                     raise
-                raise InputError(f"{field}[{k}]: {exc}", field=f"{field}[{k}]") from exc
+                raise InputError(str(exc), field=field, index=k) from exc
             observed = np.asarray(np.isfinite(xs[:, : self.target_dim]).all(axis=1))
             xs[:, self.target_dim :] = np.nan_to_num(xs[:, self.target_dim :])  # 0: the mean
             valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)

@@ -2,7 +2,8 @@
 model/runtime/serving/stateless.py).
 
 Every refusal is an InputError that says what is wrong, and names the request field at fault
-where it is known; the service maps it to a 422 (service/errors.py).
+(and the row of it) where it is known, as data: the service maps it to a 422 (service/errors.py)
+and reads the field and the row off it.
 
 Shapes: B batch, T rows, F features, O targets, C covariates (F - O), H horizon.
 """
@@ -20,12 +21,20 @@ MAX_SEASON = (1 << 16) - 1  # the longest season length a state keeps (steps)
 
 
 class InputError(ValueError):
-    """Bad input to the runtime (shapes, lengths, values), with what is wrong; `field` names
-    the request field at fault where the runtime knows it."""
+    """Bad input to the runtime (shapes, lengths, values), with what is wrong (`reason`);
+    `field` names the request field at fault where the runtime knows it, and `index` the row
+    of it at fault, if one is: its message is then `field[index]: reason`."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, reason: str, field: str | None = None, index: int | None = None) -> None:
+        super().__init__(reason if index is None else f"{field}[{index}]: {reason}")
+        self.reason = reason
         self.field = field
+        self.index = index
+
+    @property
+    def path(self) -> str | None:
+        """The field at fault as a request names it: `field`, or `field[index]` for a row."""
+        return self.field if self.index is None else f"{self.field}[{self.index}]"
 
 
 def check_levels(levels: Sequence[float]) -> list[float]:

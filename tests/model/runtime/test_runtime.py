@@ -126,6 +126,23 @@ def test_input_errors(rt_torch: Runtime, rt_series: Runtime, ar_series: Any) -> 
     assert issubclass(InputError, ValueError)
 
 
+def test_a_refused_observation_carries_its_field_and_row(
+    rt_torch: Runtime, ar_series: Any
+) -> None:
+    """The refusal of one value names the input and its row as data, beside its message."""
+    states = rt_torch.create(ar_series(2, 30))
+    with pytest.raises(InputError) as info:
+        rt_torch.update(states, [np.array([[0.1], [1e21]]), np.array([[0.2]])], [0.9])
+    exc = info.value
+    assert (exc.field, exc.index, exc.path) == ("observations", 1, "observations[1]")
+    assert exc.reason.startswith("value 1e+21 of feature 0 is more than")
+    assert str(exc) == f"observations[1]: {exc.reason}"
+    unplaced = InputError("a history is too short", field="values")
+    assert (str(unplaced), unplaced.path, unplaced.index) == (
+        "a history is too short", "values", None
+    )
+
+
 def _torch_only_artifact(
     out: Any, cfg: Any, scaling: dict[str, Any], weights: dict[str, Any] | None = None
 ) -> Any:
