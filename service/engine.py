@@ -26,7 +26,18 @@ from model.runtime.serving.served import ServedRuntime
 from service.batching import MicroBatcher
 from service.errors import InvalidInput
 from service.inputs import ForecastParams, ModelInputs
-from service.model_calls import BatchObserver, ModelCalls, NewState, Update, invalid, no_observer
+from service.model_calls import (
+    BatchObserver,
+    CreateItem,
+    ForecastItem,
+    HistoryItem,
+    ModelCalls,
+    NewState,
+    Update,
+    UpdateItem,
+    invalid,
+    no_observer,
+)
 from service.outputs import series_forecast
 from service.settings import Settings
 
@@ -119,7 +130,7 @@ class Engine:
 
     async def create(self, history: np.ndarray, season: int = 0) -> NewState:
         result: NewState = await self._batcher.submit(
-            "create", self._calls.create, (history, season)
+            "create", self._calls.create, CreateItem(history, season)
         )
         return result
 
@@ -130,7 +141,7 @@ class Engine:
         """Absorb observations (K, F) into a stored state, then forecast from the new one in
         the series' support (a model with covariates: only with their future values (H, C);
         else no forecast)."""
-        payload = (series_id, state, observations, covariates, support)
+        payload = UpdateItem(series_id, state, observations, covariates, support)
         result: Update = await self._batcher.submit(
             ("update", params), lambda items: self._calls.update(params, items), payload
         )
@@ -144,7 +155,7 @@ class Engine:
         self.inputs.need_future(covariates, params.horizon, "covariates")
         result: dict[str, Any] = await self._batcher.submit(
             ("forecast", params), lambda items: self._calls.forecast(params, items),
-            (series_id, state, covariates, support),
+            ForecastItem(series_id, state, covariates, support),
         )
         return result
 
@@ -154,7 +165,7 @@ class Engine:
     ) -> dict[str, Any]:
         result: dict[str, Any] = await self._batcher.submit(
             ("history", params), lambda items: self._calls.history(params, items),
-            (series_id, history, covariates, season, support),
+            HistoryItem(series_id, history, covariates, season, support),
         )
         return result
 
@@ -203,9 +214,8 @@ class Engine:
                 item = await loop.run_in_executor(self._executor, next, steps, None)
                 if item is None:
                     break
-                forecasts = item[1]
                 yield StreamStep(step, [
-                    series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)
+                    series_forecast(i, f, params) for i, f in zip(ids, item.forecasts, strict=True)
                 ])
         finally:
             self.active_streams -= 1

@@ -29,17 +29,53 @@ from service.outputs import adaptation_of, series_forecast
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
 BatchObserver = Callable[[str, int, float], None]
 
-#: (series id, stored state, observations (K, F), future covariates (H, C) or None, support:
-#: model/series/support.py's, None for real)
-UpdateItem = tuple[str, bytes, np.ndarray, np.ndarray | None, str | None]
-#: (series id, stored state, future covariates (H, C) or None, support)
-ForecastItem = tuple[str, bytes, np.ndarray | None, str | None]
-#: (series id, history (T, F), future covariates (H, C) or None, season length, support)
-HistoryItem = tuple[str, np.ndarray, np.ndarray | None, int, str]
 
 
 def no_observer(kind: str, size: int, seconds: float) -> None:
     return None
+
+
+# the payloads of the calls, one a request (service/engine.py builds them)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateItem:
+    """A series to create: its history and season length (0: none)."""
+
+    history: np.ndarray  # (T, F)
+    season: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateItem:
+    """Observations to absorb into a stored state, and what the forecast after them needs."""
+
+    series_id: str
+    state: bytes
+    observations: np.ndarray  # (K, F)
+    covariates: np.ndarray | None  # (H, C) future values; None: none sent
+    support: str | None  # model/series/support.py's name; None: real
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastItem:
+    """A forecast from a stored state."""
+
+    series_id: str
+    state: bytes
+    covariates: np.ndarray | None  # (H, C) future values; None: none sent
+    support: str | None  # model/series/support.py's name; None: real
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryItem:
+    """A stateless forecast from a history."""
+
+    series_id: str
+    history: np.ndarray  # (T, F)
+    covariates: np.ndarray | None  # (H, C) future values; None: none sent
+    season: int  # season length (0: none)
+    support: str  # model/series/support.py's name
 
 
 @dataclass(frozen=True)
@@ -102,14 +138,15 @@ class ModelCalls:
     def _covariates(self) -> bool:
         return bool(self.runtime.n_features - self.runtime.target_dim)
 
-    def create(self, items: Sequence[tuple[np.ndarray, int]]) -> list[Any]:
-        """New states from (history (T, F), season length) pairs."""
+    def create(self, items: Sequence[CreateItem]) -> list[Any]:
+        """New states from histories."""
         fractions = [level / 100.0 for level in self.monitor_levels]
 
-        def run(batch: Sequence[tuple[np.ndarray, int]]) -> list[NewState]:
+        def run(batch: Sequence[CreateItem]) -> list[NewState]:
             states = self._timed(
                 "update", len(batch), lambda: self._filter.create(
-                    [h for h, _ in batch], levels=fractions, seasons=[s for _, s in batch]
+                    [item.history for item in batch], levels=fractions,
+                    seasons=[item.season for item in batch],
                 ),
             )
             return [self._new_state(s) for s in states]
@@ -122,8 +159,8 @@ class ModelCalls:
         fractions = [level / 100.0 for level in self.monitor_levels]
 
         def run(batch: Sequence[UpdateItem]) -> list[Update]:
-            states = [SeriesState.from_bytes(state) for _, state, *_ in batch]
-            observations = [obs for _, _, obs, *_ in batch]
+            states = [SeriesState.from_bytes(item.state) for item in batch]
+            observations = [item.observations for item in batch]
             updated = self._timed(
                 "update", len(batch), lambda: self._filter.update(states, observations, fractions)
             )
@@ -145,19 +182,24 @@ class ModelCalls:
         """The forecasts from the updated states (None for an item of a model with covariates
         that sent none of their future values), and the states to keep: those that answered
         one keep it until its values come, to score it then (model/series/horizons.py)."""
-        due = [i for i, item in enumerate(batch) if item[3] is not None or not self._covariates]
+        due = [
+            i for i, item in enumerate(batch) if item.covariates is not None or not self._covariates
+        ]
         forecasts: list[Forecast | None] = [None] * len(batch)
         kept = list(states)
         if not due:
             return forecasts, kept
         # a model with covariates: the due items are those that sent them
-        cov = cast(list[np.ndarray], [batch[i][3] for i in due]) if self._covariates else None
+        cov = (
+            cast(list[np.ndarray], [batch[i].covariates for i in due]) if self._covariates
+            else None
+        )
         done, issued = self._timed(
             "forecast", len(due),
             lambda: self._filter.forecast_issued(
                 [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
                 return_samples=params.return_samples, covariates=cov,
-                supports=[batch[i][4] for i in due],
+                supports=[batch[i].support for i in due],
             ),
         )
         for i, f, state in zip(due, done, issued, strict=True):
@@ -168,18 +210,21 @@ class ModelCalls:
         """Forecasts from stored states."""
 
         def run(batch: Sequence[ForecastItem]) -> list[dict[str, Any]]:
-            states = [SeriesState.from_bytes(state) for _, state, _, _ in batch]
+            states = [SeriesState.from_bytes(item.state) for item in batch]
             # a model with covariates: every item sent them (Engine.forecast checks)
-            cov = cast(list[np.ndarray], [c for _, _, c, _ in batch]) if self._covariates else None
+            cov = (
+                cast(list[np.ndarray], [item.covariates for item in batch]) if self._covariates
+                else None
+            )
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self._filter.forecast(
                     states, params.horizon, params.fractions, params.n_samples,
                     return_samples=params.return_samples, covariates=cov,
-                    supports=[s for *_, s in batch],
+                    supports=[item.support for item in batch],
                 ),
             )
-            ids = [series_id for series_id, *_ in batch]
+            ids = [item.series_id for item in batch]
             return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)
@@ -190,17 +235,17 @@ class ModelCalls:
         def run(batch: Sequence[HistoryItem]) -> list[dict[str, Any]]:
             extra: dict[str, Any] = {}
             if self._covariates:
-                extra["covariates"] = [c for _, _, c, _, _ in batch]
+                extra["covariates"] = [item.covariates for item in batch]
             forecasts = self._timed(
                 "forecast", len(batch),
                 lambda: self.runtime.forecast_history(
-                    [h for _, h, *_ in batch], params.horizon, params.fractions,
+                    [item.history for item in batch], params.horizon, params.fractions,
                     params.n_samples, return_samples=params.return_samples,
-                    seasons=[s for _, _, _, s, _ in batch],
-                    supports=[s for _, _, _, _, s in batch], **extra,
+                    seasons=[item.season for item in batch],
+                    supports=[item.support for item in batch], **extra,
                 ),
             )
-            ids = [series_id for series_id, *_ in batch]
+            ids = [item.series_id for item in batch]
             return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
 
         return self._each(run, items)

@@ -342,6 +342,15 @@ class Forecast:
     # interval bounds: level -> (lo, hi) Monte Carlo standard errors (model/filtering/predictive.py)
 
 
+@dataclass(frozen=True, slots=True)
+class ForecastStep:
+    """One step of a forecast streamed step by step: each series' Forecast of that step alone
+    (arrays (1, O))."""
+
+    step: int  # 0-based: the forecast's step `step + 1`
+    forecasts: list[Forecast]  # one a series
+
+
 def forecasts(samples: np.ndarray, s: SampleSummary, return_samples: bool) -> list[Forecast]:
     """Per-series Forecasts from samples (B, N, H, O) and their summary."""
     return [

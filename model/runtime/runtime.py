@@ -32,7 +32,7 @@ from model.artifacts.artifact import Artifact, ArtifactError
 from model.artifacts.graphs import MIN_PARTICLES
 from model.filtering.filter import StepOut
 from model.filtering.noise import NoiseLayout, check_table, noise_rows
-from model.filtering.predictive import Mixture
+from model.filtering.predictive import ForecastStep, Mixture
 from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
 from model.runtime.backends.base import Backend, Particles, backend_device
 from model.runtime.backends.onnx_backend import OnnxBackend
@@ -212,7 +212,7 @@ class Runtime:
 
     def forecast_steps(self, states: Sequence[SeriesState], horizon: int,
                        levels: Sequence[float], n_samples: int,
-                       **options: Any) -> Iterator[tuple[int, list[Forecast]]]:
+                       **options: Any) -> Iterator[ForecastStep]:
         """As `forecast`, one step at a time (Forecaster.forecast_steps)."""
         return self.forecaster.forecast_steps(states, horizon, levels, n_samples, **options)
 

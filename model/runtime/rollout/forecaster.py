@@ -26,7 +26,7 @@ import torch
 
 from model.artifacts.artifact import Artifact
 from model.filtering.noise import NoiseLayout
-from model.filtering.predictive import Forecast, summarize_samples
+from model.filtering.predictive import Forecast, ForecastStep, summarize_samples
 from model.runtime.backends.base import Backend, Particles, StepBlock
 from model.series import horizons
 from model.series.adapter import Adapter
@@ -245,8 +245,9 @@ class Forecaster:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         supports: Sequence[str | None] | None = None,
-    ) -> Iterator[tuple[int, list[Forecast]]]:
-        """As `forecast`, one step at a time: yields (h, per-series Forecast with H = 1).
+    ) -> Iterator[ForecastStep]:
+        """As `forecast`, one step at a time: yields each step's ForecastStep (per-series
+        Forecasts with H = 1).
         The inputs are checked here, before the first step is drawn (a stream refuses a bad
         request before it starts)."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
@@ -254,13 +255,10 @@ class Forecaster:
         cov = self._path_inputs(states, horizon, n_samples, covariates)
         alphas = self._alphas(states, levels, horizon) if states else None  # (B, H, Q)
         return (
-            (
-                h,
-                summarized(
-                    x[:, :, None], levels, quantiles,
-                    None if alphas is None else alphas[:, h : h + 1], codes, return_samples,
-                ),
-            )
+            ForecastStep(h, summarized(
+                x[:, :, None], levels, quantiles,
+                None if alphas is None else alphas[:, h : h + 1], codes, return_samples,
+            ))
             for h, x in self._paths(states, horizon, n_samples, seed, cov)
         )
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from model.filtering.predictive import Forecast
+    from model.filtering.predictive import Forecast, ForecastStep
     from model.runtime.runtime import Runtime
 
 
@@ -65,4 +65,4 @@ class ServedRuntime(Protocol):
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         supports: Sequence[str | None] | None = None,
-    ) -> Iterator[tuple[int, list[Forecast]]]: ...
+    ) -> Iterator[ForecastStep]: ...

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from model.artifacts.artifact import ArtifactError
-from model.filtering.predictive import Forecast
+from model.filtering.predictive import Forecast, ForecastStep
 from model.runtime.serving.baseline_artifact import (
     FORECASTER_DIR,
     check_scaling,
@@ -182,8 +182,8 @@ class StatelessRuntime:
         quantiles: Sequence[float] = (),
         covariates: Sequence[np.ndarray] | None = None,
         supports: Sequence[str | None] | None = None,
-    ) -> Iterator[tuple[int, list[Forecast]]]:
-        """As Runtime.forecast_steps: yields (h, per-series Forecast with H = 1). The paths are
+    ) -> Iterator[ForecastStep]:
+        """As Runtime.forecast_steps: yields each step's ForecastStep. The paths are
         drawn whole first (a baseline's rollout is one call), then summarised step by step;
         the inputs are checked here, before the first step."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
@@ -196,16 +196,16 @@ class StatelessRuntime:
                 scaled = (ahead - state.loc[o:]) / state.scale[o:]
                 check_future_scale(scaled, ahead, state.loc[o:], state.scale[o:])
 
-        def steps() -> Iterator[tuple[int, list[Forecast]]]:
+        def steps() -> Iterator[ForecastStep]:
             paths = [  # (1, N, H, O) each
                 self._paths(s, horizon, n_samples, seed, c)
                 for s, c in zip(states, future, strict=True)
             ]
             for h in range(horizon):
-                yield h, [
+                yield ForecastStep(h, [
                     self._summaries(p[:, :, h : h + 1], levels, quantiles, return_samples, c)[0]
                     for p, c in zip(paths, codes, strict=True)
-                ]
+                ])
 
         return steps()
 

@@ -51,8 +51,8 @@ def test_forecast_summaries_and_steps(rt_torch: Runtime, ar_series: Any) -> None
         assert (hi50 <= hi90).all()
         np.testing.assert_array_equal(f.quantiles[0.05], lo90)
     steps = list(rt_torch.forecast_steps(states, 5, [0.9], 200, seed=1))
-    assert [h for h, _ in steps] == list(range(5))
-    for h, per_series in steps:
+    assert [s.step for s in steps] == list(range(5))
+    for h, per_series in ((s.step, s.forecasts) for s in steps):
         for f_step, f in zip(per_series, full, strict=True):
             assert isinstance(f_step, Forecast) and f_step.mean.shape == (1, 1)
             np.testing.assert_allclose(f_step.mean[0], f.mean[h])

@@ -176,10 +176,12 @@ def test_streamed_steps_are_the_forecast_step_by_step(runtime: StatelessRuntime)
     history = _history(seed=4)
     whole = runtime.forecast_history([history], 3, LEVELS, 100, seed=7)[0]
     steps = list(runtime.forecast_steps(runtime.create([history]), 3, LEVELS, 100, seed=7))
-    assert [h for h, _ in steps] == [0, 1, 2]
-    for h, (_, forecasts) in enumerate(steps):
-        np.testing.assert_allclose(forecasts[0].mean[0], whole.mean[h])
-        np.testing.assert_allclose(forecasts[0].intervals[0.8][0][0], whole.intervals[0.8][0][h])
+    assert [s.step for s in steps] == [0, 1, 2]
+    for h, step in enumerate(steps):
+        np.testing.assert_allclose(step.forecasts[0].mean[0], whole.mean[h])
+        np.testing.assert_allclose(
+            step.forecasts[0].intervals[0.8][0][0], whole.intervals[0.8][0][h]
+        )
     states = runtime.create([history])
     for bad in ({"levels": [1.5]}, {"quantiles": [0.0]}, {"n_samples": 0}):
         args: dict[str, Any] = {"levels": LEVELS, "n_samples": 100, **bad}
