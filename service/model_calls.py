@@ -20,7 +20,7 @@ import numpy as np
 from model.runtime.runtime import Forecast, InputError, Runtime
 from model.runtime.serving.served import ServedRuntime
 from model.series.state import SeriesState
-from model.series.state_format import StateFormatError
+from model.series.state_bytes import StateFormatError
 from service import answers
 from service.errors import IncompatibleState, InvalidInput, StatelessModel
 from service.inputs import ForecastParams

@@ -1,6 +1,13 @@
 """Layers point down: timeseries/ (data types) and model/ import nothing above them, the
-packages of model/ import nothing of those above them (MODEL_LAYERS), and the service starts
-without the training code (the serving images copy no training/)."""
+packages of model/ import nothing of those above them (MODEL_LAYERS), no two modules of model/
+import each other (through others or directly), and the service starts without the training
+code (the serving images copy no training/).
+
+Every import counts, wherever it is: at the top of a module, in a function, under
+TYPE_CHECKING. An import deferred into a function is still a dependency at run time (a cycle
+that only works because one side imports late), and one under TYPE_CHECKING ties a module to
+another's types: a cycle hidden either way is still a cycle, and is broken by moving what both
+need below them."""
 
 from __future__ import annotations
 
@@ -109,6 +116,102 @@ def test_the_layer_check_sees_every_form_of_import() -> None:
     assert _model_packages(source, "runtime") == {
         "series", "filtering", "artifacts", "runtime", "network", "baselines"
     }
+
+
+# --------------------------------------------------------------------------- the modules of model/
+
+
+def _module_name(path: Path) -> str:
+    """model/series/state.py -> model.series.state; a package's __init__.py -> its name."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(source: str, module: str, package: bool, known: set[str]) -> set[str]:
+    """The modules of `known` that `source`, the module `module` (a package's __init__ where
+    `package`), imports, wherever the import is; relative imports resolved, `from p import x`
+    read as the module p.x where there is one, else as p."""
+    here = module.split(".") if package else module.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = here[: len(here) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            names = [n if n in known else base for n in names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            found = next(
+                (".".join(parts[:i]) for i in range(len(parts), 0, -1)
+                 if ".".join(parts[:i]) in known),
+                None,
+            )
+            if found is not None and found != module:
+                out.add(found)
+    return out
+
+
+def _model_imports() -> dict[str, set[str]]:
+    """Each module of model/ (packages too) -> the modules of model/ it imports."""
+    paths = {_module_name(p): p for p in sorted((ROOT / "model").rglob("*.py"))}
+    known = set(paths)
+    return {
+        name: _imported_modules(path.read_text(), name, path.name == "__init__.py", known)
+        for name, path in paths.items()
+    }
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for w in graph.get(todo.pop(), ()):
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, through others or directly (strongly
+    connected components of more than one module), each sorted."""
+    reach = {v: _reached(graph, v) for v in graph}
+    groups = {
+        tuple(sorted(w for w in reach[v] if v in reach.get(w, ()))) for v in graph if v in reach[v]
+    }
+    return sorted(list(g) for g in groups if len(g) > 1)
+
+
+def test_the_cycle_check_sees_every_form_of_import() -> None:
+    known = {"model.a", "model.a.b", "model.a.c", "model.a.d", "model.e"}
+    source = (
+        "from model.a import c\n"
+        "from . import d\n"
+        "def f():\n"
+        "    from ..e import thing\n"
+        "if TYPE_CHECKING:\n"
+        "    import model.a.b.inner\n"
+        "import torch\n"
+    )
+    assert _imported_modules(source, "model.a.b", False, known) == {
+        "model.a.c", "model.a.d", "model.e"
+    }
+    assert _imported_modules(source, "model.a.x", False, known) == {
+        "model.a.c", "model.a.d", "model.e", "model.a.b"
+    }
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_modules_of_model_import_each_other() -> None:
+    assert _cycles(_model_imports()) == []
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,5 @@
-"""The bytes of a series state before sections (model/series/state_format.py writes version 12):
+"""The bytes of a series state before sections (model/series/state_format.py writes version 12,
+reads the older ones here; model/series/state_bytes.py: the header and particles they share):
 versions 1 to 11, read so that the states a store holds across an upgrade keep their particles
 and their adaptation (a state is tied to its model, not to the code that wrote it).
 
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from model.series import marginal
-from model.series.state_format import (
+from model.series.state_bytes import (
     HEAD,
     Head,
     StateFormatError,

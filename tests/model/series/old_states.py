@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 
 from model.series.state import SeriesState
-from model.series.state_format import particles
+from model.series.state_bytes import particles
 
 
 def encode(state: SeriesState) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 
 from model.runtime.runtime import Runtime, UpdateResult
 from model.series.state import SeriesState
-from model.series.state_format import StateFormatError
+from model.series.state_bytes import StateFormatError
 
 
 def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
@@ -118,7 +118,7 @@ def _older(state: SeriesState, version: int) -> SeriesState:
     2 no adaptation block either, 1 no observed mask either (none has the moments)."""
     import zlib
 
-    from model.series.state_format import HEAD
+    from model.series.state_bytes import HEAD
     from tests.model.series import old_states
 
     blob = old_states.encode(_bare(state))
