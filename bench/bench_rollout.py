@@ -6,7 +6,7 @@ In one run, on one thread: the machine's read rate (summing a float32 array the 
 step's key and value windows, from cache) and its fp32 matrix product rate (1024 x 1024
 products); then a forecast of one series of the artifact's model, 1,000 sample paths over 24
 steps, with each backend: torch (the rollout kernel the service runs on the cpu,
-model/runtime/rollout/compiled.py), torch graph (the same backend through the forecast graph,
+model/runtime/kernels/compiled.py), torch graph (the same backend through the forecast graph,
 model/filtering/filter.forecast_step, the path the kernel replaced) and onnx. Its floor is the
 larger of the bytes the rollout must read (every path's key and value windows at every step:
 2 N L d float32) at the read rate and the FLOPs it must do (the matrix products of
@@ -40,8 +40,8 @@ from bench_runtime import histories, timed
 from torch.utils.flop_counter import FlopCounterMode
 
 from model.filtering.predictive import samples_for
+from model.runtime.kernels.normals import draw_noise
 from model.runtime.rollout.forecaster import seed_key
-from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 
 PATHS, STEPS = 1000, 24
@@ -129,8 +129,8 @@ def normals(n: int, steps: int, d: int, o: int) -> int:
 
 def noise_time(n: int, steps: int, d: int, o: int, repeat: int) -> float:
     """Seconds (the least of `repeat`) to draw a forecast's noise as the forecast draws it
-    (model/runtime/rollout/normals.draw_noise: counter-based streams,
-    model/runtime/rollout/normals.py)."""
+    (model/runtime/kernels/normals.draw_noise: counter-based streams,
+    model/runtime/kernels/normals.py)."""
     keys = np.array([seed_key("bench")], np.uint64)
     return timed(partial(draw_noise, keys, range(steps), steps, n, d, o), repeat)[1]
 
@@ -146,9 +146,9 @@ def runtimes(artifact: Path) -> dict[str, Runtime]:
 
 def gpu(artifact: Path, repeat: int) -> None:
     """The rollout on the GPU: one series and many in one call, in path-steps a second (the
-    paths move in captured blocks, model/runtime/rollout/device.py); the default answer's wall
+    paths move in captured blocks, model/runtime/kernels/device.py); the default answer's wall
     time, captured and with the same blocks run eagerly."""
-    from model.runtime.rollout.device import DeviceSteps
+    from model.runtime.kernels.device import DeviceSteps
 
     rt = Runtime.load(artifact, backend="torch", device="cuda")
     print(f"{torch.cuda.get_device_name()}: torch backend, {PATHS} paths x {STEPS} steps a series"

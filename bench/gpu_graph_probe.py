@@ -26,8 +26,8 @@ from bench_runtime import histories
 
 from model.filtering.filter import FilterState
 from model.runtime.backends.base import Particles
+from model.runtime.kernels.normals import draw_noise
 from model.runtime.rollout.forecaster import _uniforms, seed_key
-from model.runtime.rollout.normals import draw_noise
 from model.runtime.runtime import Runtime
 from model.series.state import StateBatch
 

@@ -128,12 +128,12 @@ def test_training_on_cuda_lowers_the_loss_and_exports(tmp_path: Path) -> None:
 
 
 def test_captured_blocks_answer_as_the_same_steps_run_eagerly() -> None:
-    """The GPU's paths move in blocks captured as CUDA graphs (model/runtime/rollout/device.py):
+    """The GPU's paths move in blocks captured as CUDA graphs (model/runtime/kernels/device.py):
     a forecast replayed from a captured block equals the same blocks run eagerly on the GPU to
     float rounding, asked twice it gives the same numbers (its noise is keyed), and it stays
     within the tolerance above of the CPU's (the host's noise, the compiled rollout)."""
-    from model.runtime.rollout import device as device_rollout
-    from model.runtime.rollout.device import DeviceSteps
+    from model.runtime.kernels import device as device_rollout
+    from model.runtime.kernels.device import DeviceSteps
     from model.runtime.runtime import Runtime
 
     gpu = Runtime.load(DEFAULT, backend="torch", device="cuda")

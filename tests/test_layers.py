@@ -1,7 +1,8 @@
 """Layers point down: timeseries/ (data types) and model/ import nothing above them, the
 packages of model/ import nothing of those above them (MODEL_LAYERS), no two modules of model/
-import each other (through others or directly), and the service starts without the training
-code (the serving images copy no training/).
+import each other (through others or directly), the rollout's kernels (model/runtime/kernels/)
+import nothing else of the runtime, and the service starts without the training code (the
+serving images copy no training/).
 
 Every import counts, wherever it is: at the top of a module, in a function, under
 TYPE_CHECKING. An import deferred into a function is still a dependency at run time (a cycle
@@ -212,6 +213,26 @@ def test_the_cycle_check_sees_every_form_of_import() -> None:
 
 def test_no_modules_of_model_import_each_other() -> None:
     assert _cycles(_model_imports()) == []
+
+
+def test_the_kernels_import_nothing_else_of_the_runtime() -> None:
+    """model/runtime/kernels/ (the compiled and the device kernels of the rollout) is a leaf of
+    the runtime: neither the backends nor the forecast driver (model/runtime/rollout/) that
+    call it, nor the runtime itself."""
+    def within(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    kernels = "model.runtime.kernels"
+    found = {m: imported for m, imported in _model_imports().items() if within(m, kernels)}
+    assert len(found) > 5, "the kernels' modules are found"
+    offenders = {
+        module: sorted(
+            m for m in imported
+            if within(m, "model.runtime") and not within(m, kernels) and m != "model.runtime"
+        )
+        for module, imported in found.items()
+    }
+    assert {m: out for m, out in offenders.items() if out} == {}
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

@@ -151,7 +151,7 @@ def rollout_windows(
     model: SMCTransformer, table: Tensor, base: Tensor, state: CompactState
 ) -> tuple[Tensor, Tensor]:
     """The windows of all P particles of `state`, materialize's, laid out as the forecast
-    rollout keeps them (model/runtime/rollout/compiled.py): keys (B, Hd, R, L, P) and values
+    rollout keeps them (model/runtime/kernels/compiled.py): keys (B, Hd, R, L, P) and values
     (B, Hd, L, R, P), each written from its noise rows and then its means (the same float32
     operations as materialize's, so the same numbers)."""
     b, p, n_lag = state.lineage.shape

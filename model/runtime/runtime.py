@@ -13,7 +13,7 @@ Each series adapts online to its errors (adapter.py). Bad input is an InputError
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
 seed and step (model/filtering/noise.py), a forecast's from counter-based streams keyed by the
-series, its step and the request's seed (model/runtime/rollout/normals.py): both are reproducible
+series, its step and the request's seed (model/runtime/kernels/normals.py): both are reproducible
 and, to float32 rounding, independent of how series are batched.
 
 Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samples, K steps.

@@ -7,7 +7,7 @@ keep forecast paths in their own tensor type between steps. The filter update is
 model/filtering/compact.compact_step (UpdateGraph), which returns the state after the step; forecast
 paths start from the compact state (`start_paths`, PyTorch for both backends) and move by
 model/filtering/filter.forecast_step, a block of steps at a time (`forecast_steps`): on the cpu,
-the torch backend's `start_paths` returns the rollout of model/runtime/rollout/compiled.py (the
+the torch backend's `start_paths` returns the rollout of model/runtime/kernels/compiled.py (the
 same samples to float32 rounding, a ring buffer of keys and values with the paths as columns),
 whose compiled steps move the whole block in one call; elsewhere the forecast graph runs a step
 at a time.

@@ -31,7 +31,7 @@ from model.runtime.backends.base import (
     season_array,
     step_by_step,
 )
-from model.runtime.rollout import normals
+from model.runtime.kernels import normals
 
 
 class OnnxBackend:

@@ -27,19 +27,19 @@ from model.runtime.backends.base import (
     last_qkv,
     step_by_step,
 )
-from model.runtime.rollout import device as device_rollout
-from model.runtime.rollout import normals
-from model.runtime.rollout.compiled import Rollout
-from model.runtime.rollout.device import DeviceSteps
-from model.runtime.rollout.kernels import warm
-from model.runtime.rollout.weights import RolloutWeights
+from model.runtime.kernels import device as device_rollout
+from model.runtime.kernels import normals
+from model.runtime.kernels.compiled import Rollout
+from model.runtime.kernels.device import DeviceSteps
+from model.runtime.kernels.steps import warm
+from model.runtime.kernels.weights import RolloutWeights
 
 DEVICE_PATHS = 1 << 19  # paths held at once on a GPU (a path's windows: 2 L D floats)
 
 
 class TorchBackend:
     """Eager PyTorch on cpu or cuda. On the cpu, forecast paths move by the rollout kernel
-    (model/runtime/rollout/compiled.py); on cuda, and where `rollout` is None, by forecast_graph."""
+    (model/runtime/kernels/compiled.py); on cuda, and where `rollout` is None, by forecast_graph."""
 
     name = "torch"
 
@@ -57,7 +57,7 @@ class TorchBackend:
             warm(self.rollout.kernel)
         normals.warm()  # the forecast noise's kernel, likewise
         # on a GPU the paths move there, their noise drawn there, each block of steps captured
-        # once as a CUDA graph (model/runtime/rollout/device.py); and more of them at once
+        # once as a CUDA graph (model/runtime/kernels/device.py); and more of them at once
         self.device_steps: DeviceSteps | None = None
         if device != "cpu" and not model.cfg.det_context:
             self.device_steps = DeviceSteps(self.model, self.forecast_graph,
@@ -102,11 +102,11 @@ class TorchBackend:
 
     def forecast_steps(self, paths: Any, block: StepBlock) -> tuple[Any, np.ndarray, Tensor]:
         """Backend.forecast_steps: on a GPU, blocks captured there with their noise drawn
-        there (model/runtime/rollout/device.py); on the cpu, the noise drawn on the host and
+        there (model/runtime/kernels/device.py); on the cpu, the noise drawn on the host and
         the rollout's compiled steps in one call where the paths are one, else the forecast
         graph a step at a time."""
         if self.device_steps is not None:
-            return device_rollout.block(self.device_steps, paths, block)
+            return _on_device(self.device_steps, paths, block)
         cfg, b = self.model.cfg, block
         noise = normals.draw_noise(b.keys, b.steps, b.total, b.n, cfg.d_model, cfg.target_dim)
         ends = b.steps.stop == b.total
@@ -136,3 +136,19 @@ class TorchBackend:
         moved, x_t = device_rollout.step(self.model, self.forecast_graph, paths, eps_z, eps_x,
                                          eps_qkv, cov, coef)
         return moved, x_t.cpu().numpy()
+
+
+def _on_device(
+    steps_on: DeviceSteps, paths: Any, b: StepBlock
+) -> tuple[Any, np.ndarray, torch.Tensor]:
+    """forecast_steps where the paths move on their device with the noise drawn there
+    (model/runtime/kernels/device.py): -> the paths, X (S, B, N, O) and, where `want_eps`, the
+    observation noise eps_x (S, B, N, O) on the host (else an empty tensor)."""
+    device = next(steps_on.model.parameters()).device
+    keys_t = torch.from_numpy(b.keys.astype(np.int64)).to(device)
+    steps_t = torch.arange(b.steps.start, b.steps.stop, dtype=torch.int64, device=device)
+    cov = None if b.covariates is None else b.covariates.to(device)
+    coef = torch.from_numpy(np.ascontiguousarray(b.mean_coef, np.float32)).to(device)
+    paths, xs, eps = steps_on(paths, keys_t, steps_t, b.total, b.n, cov, coef,
+                              b.steps.stop == b.total)
+    return paths, xs.cpu().numpy(), eps.cpu() if b.want_eps else torch.empty(0)

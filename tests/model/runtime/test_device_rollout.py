@@ -1,5 +1,5 @@
-"""Paths moved on the model's device (model/runtime/rollout/device.py) with their noise drawn
-there (model/runtime/rollout/device_normals.py): the host's streams word for word, its normals to
+"""Paths moved on the model's device (model/runtime/kernels/device.py) with their noise drawn
+there (model/runtime/kernels/device_normals.py): the host's streams word for word, its normals to
 float32 rounding, and the forecasts of the torch backend's host path. The CUDA graph capture
 itself is checked where a CUDA device is (tests/test_cuda.py); here the same blocks run eagerly
 on the cpu."""
@@ -14,10 +14,10 @@ import pytest
 import torch
 from scipy.special import ndtri
 
-from model.runtime.rollout import device as device_rollout
-from model.runtime.rollout import device_normals, normals
-from model.runtime.rollout.device import DeviceSteps
-from model.runtime.rollout.normals import draw_noise
+from model.runtime.kernels import device as device_rollout
+from model.runtime.kernels import device_normals, normals
+from model.runtime.kernels.device import DeviceSteps
+from model.runtime.kernels.normals import draw_noise
 from model.runtime.runtime import Runtime
 from tests.model.runtime.test_normals import KAT
 

@@ -1,4 +1,4 @@
-"""The counter-based normals of the forecast paths (model/runtime/rollout/normals.py): Philox4x32-10
+"""The counter-based normals of the forecast paths (model/runtime/kernels/normals.py): Philox4x32-10
 against the reference distribution's known answers, the transform against the inverse normal
 CDF at every uniform it can produce, the streams' law and independence, and the forecast's
 draws as functions of (series, step) alone."""
@@ -11,8 +11,8 @@ import torch
 from scipy import stats
 from scipy.special import ndtri
 
-from model.runtime.rollout import normals
-from model.runtime.rollout.normals import draw_noise
+from model.runtime.kernels import normals
+from model.runtime.kernels.normals import draw_noise
 
 # Random123's known-answer vectors for Philox4x32-10 (its tests/kat_vectors): counter, key, out
 KAT = [

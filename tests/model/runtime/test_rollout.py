@@ -1,4 +1,4 @@
-"""The rollout kernel of the torch backend on the cpu (model/runtime/rollout/compiled.py) against
+"""The rollout kernel of the torch backend on the cpu (model/runtime/kernels/compiled.py) against
 the path it replaces (model/filtering/filter.forecast_step through the backend's forecast graph):
 the same samples under the same noise, for the default model, the test artifact and random networks
 with every option of the model (lag embeddings, skip, lagged targets, a scale per particle,
@@ -156,7 +156,7 @@ def test_the_cpu_backend_serves_the_kernel_and_unsorted_ancestors_are_gathered(
 ) -> None:
     """Runtime.load on the cpu rolls out with the kernel; paths drawn in any order of
     particles (not systematic resampling's sorted draws) take their particles' numbers."""
-    from model.runtime.rollout.compiled import Picks
+    from model.runtime.kernels.compiled import Picks
 
     assert rt_torch.backend.rollout is not None  # type: ignore[attr-defined]
     x = torch.arange(24.0).view(2, 3, 4)  # (B, 3, P)

@@ -1,5 +1,5 @@
-"""The compiled kernels of the rollout (model/runtime/rollout/attention.py, readout.py,
-kernels.py) on cases with a known answer; tests/model/runtime/test_rollout.py checks
+"""The compiled kernels of the rollout (model/runtime/kernels/attention.py, readout.py,
+steps.py) on cases with a known answer; tests/model/runtime/test_rollout.py checks
 them inside the rollout against the forecast graph for every option of the model."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime.rollout import attention, kernels, readout
+from model.runtime.kernels import attention, readout, steps
 
 RNG = np.random.default_rng(0)
 B, HD, R, L, M = 2, 2, 3, 5, 7
@@ -94,7 +94,7 @@ def test_a_linear_readout_is_its_affine_map_plus_the_skip_and_noise() -> None:
     sd eps_x, computed here in float64."""
     o = 2
     w = _weights(4, 2, o, [False, False, True, False, False], first=o)
-    out, want, _ = _readout(w, kernels.no_lags(), np.zeros((B, N_LAG_TERMS + 1, o), np.float32), 2)
+    out, want, _ = _readout(w, steps.no_lags(), np.zeros((B, N_LAG_TERMS + 1, o), np.float32), 2)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
@@ -128,7 +128,7 @@ def test_the_values_drawn_enter_the_query_and_the_ring_slot() -> None:
     query, keys, values = _normal(B, HD, R, M), _normal(B, HD, R, L, M), _normal(B, HD, L, R, M)
     targets = _normal(B, L, o, M)
     before = keys.copy(), values.copy(), targets.copy()
-    kernels.absorb(w, x_in, noise, slot, query, keys, values, targets)
+    steps.absorb(w, x_in, noise, slot, query, keys, values, targets)
     qkv = (np.einsum("kf,bfm->bkm", w.qkv_w, x_in.astype(np.float64)) + w.qkv_b[:, None]
            + w.qkv_sd[:, None] * noise.transpose(0, 2, 1)).reshape(B, 3, HD, R, M)
     np.testing.assert_allclose(query, qkv[:, 0], rtol=1e-5, atol=1e-5)

@@ -1,8 +1,8 @@
-"""The network's weights laid out for the forecast rollout of model/runtime/rollout/compiled.py.
+"""The network's weights laid out for the forecast rollout of model/runtime/kernels/compiled.py.
 
 The rollout keeps its paths as columns (every per-path array has the paths on its last axis),
 so each linear map is W x + b on x (in, M), a loop over the paths innermost in the compiled
-kernels of model/runtime/rollout/kernels.py, which take the weights as float32 numpy arrays
+kernels of model/runtime/kernels/steps.py, which take the weights as float32 numpy arrays
 (readout.KernelWeights). They are those of the SMCTransformer
 (model/network/smc_transformer.py), read once when the backend is built, in this layout:
     qkv       W^q, W^k, W^v stacked (3D, F) with their means' biases and Sigma_qkv^1/2; the
@@ -34,7 +34,7 @@ from model.network.smc_transformer import (
     GaussianObservation,
     SMCTransformer,
 )
-from model.runtime.rollout.readout import KernelWeights
+from model.runtime.kernels.readout import KernelWeights
 
 
 @dataclass(frozen=True)

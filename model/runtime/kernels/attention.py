@@ -1,5 +1,5 @@
-"""The attention of the forecast rollout (model/runtime/rollout/compiled.py), eq. (3) for every path
-at once, compiled (model/runtime/rollout/jit.py): the scores of each path's query against the keys
+"""The attention of the forecast rollout (model/runtime/kernels/compiled.py), eq. (3) for every path
+at once, compiled (model/runtime/kernels/jit.py): the scores of each path's query against the keys
 of its ring buffer (plus the relative-lag embeddings and biases of the ring's rotation), their
 softmax over the window, and the mean mu(t) = pi . (v + E^v). Each key and value is read once, and
 the scores of one head, a window of every path's (L, M), stay in cache between the three phases; the
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from model.runtime.rollout.jit import inline, kernel
+from model.runtime.kernels.jit import inline, kernel
 
 
 @kernel

@@ -1,5 +1,5 @@
 """Standard normals of a forecast's paths from counter-based streams, compiled
-(model/runtime/rollout/jit.py): every number is a function of (key, counter) alone, so the noise of
+(model/runtime/kernels/jit.py): every number is a function of (key, counter) alone, so the noise of
 a series' step does not depend on which steps are drawn with it, on the horizon or on the series it
 is batched with, and drawing it costs a fraction of a sequential generator's.
 
@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from model.runtime.rollout.jit import inline, kernel
+from model.runtime.kernels.jit import inline, kernel
 
 CHUNK = 256  # blocks of four numbers a chunk: the chunk's buffers stay in the first cache
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)  # Philox4x32's multipliers

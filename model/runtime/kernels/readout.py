@@ -1,5 +1,5 @@
-"""The readout of the forecast rollout (model/runtime/rollout/compiled.py), section 3.3 from mu(t)
-to X_t for every path at once, compiled (model/runtime/rollout/jit.py): z(t), r(t) = LN(z(t) + W^e
+"""The readout of the forecast rollout (model/runtime/kernels/compiled.py), section 3.3 from mu(t)
+to X_t for every path at once, compiled (model/runtime/kernels/jit.py): z(t), r(t) = LN(z(t) + W^e
 X_{t-1}), the head G_obs, the skip, the lag terms (read off the ring's targets at the slots of the
 lags) with the series' correction of the mean, the scale of each path and the draw of X_t, in one
 pass with the paths innermost.
@@ -16,12 +16,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from model.runtime.rollout.attention import exp_of
-from model.runtime.rollout.jit import inline, kernel
+from model.runtime.kernels.attention import exp_of
+from model.runtime.kernels.jit import inline, kernel
 
 
 class KernelWeights(NamedTuple):
-    """The network's weights as numpy arrays (model/runtime/rollout/weights.RolloutWeights),
+    """The network's weights as numpy arrays (model/runtime/kernels/weights.RolloutWeights),
     zeros for the parts a model lacks (its flags say which it has)."""
 
     qkv_w: np.ndarray  # (3D, F), the query's rows / sqrt(R)

@@ -1,4 +1,4 @@
-"""The forecast noise of model/runtime/rollout/normals.py drawn by torch, on whatever device the
+"""The forecast noise of model/runtime/kernels/normals.py drawn by torch, on whatever device the
 paths are: the same streams (Philox4x32-10 under each series' key, counter (block, step, part, 0)),
 the same layout and the same float32 transform (Giles' erfinv, Cephes' logarithm), so that a GPU's
 paths read the numbers a CPU's read without copying them from the host.
@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor
 
-from model.runtime.rollout import normals as host
+from model.runtime.kernels import normals as host
 
 _LOW = 0xFFFFFFFF
 _M0, _M1 = int(host._M0), int(host._M1)
@@ -87,7 +87,7 @@ def fill(keys: Tensor, steps: Tensor, part: int, n: int) -> Tensor:
 
 def draw(keys: Tensor, steps: Tensor, total: int | Tensor, n: int, d: int, o: int
          ) -> tuple[Tensor, Tensor, Tensor]:
-    """model/runtime/rollout/normals.draw_noise on the keys' device: keys (B,) int64 (the uint64
+    """model/runtime/kernels/normals.draw_noise on the keys' device: keys (B,) int64 (the uint64
     keys below 2^63), steps (S,) int64, total an int or a tensor of one -> eps_z (S, B, N, D),
     eps_x (S, B, N, O), eps_qkv (S, B, N, 3, D), the q, k, v of the forecast's last step
     zeros."""

@@ -3,7 +3,7 @@ model/filtering/filter.forecast_step moves them (section 3.3), by kernels laid o
 
 The paths hold the numbers of a FilterState of N paths, laid out otherwise:
   - columns are paths: every per-path array has the paths on its last axis, so that each
-    step's three compiled loops (the attention, model/runtime/rollout/attention.py; the
+    step's three compiled loops (the attention, model/runtime/kernels/attention.py; the
     readout, readout.py; the absorption of the values drawn, kernels.py) run
     over all paths along contiguous rows, and the steps after the first run in one compiled
     call (kernels.steps);
@@ -32,10 +32,10 @@ from torch import Tensor
 
 from model.filtering.filter import FilterState
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime.rollout.attention import attend
-from model.runtime.rollout.kernels import no_lags, steps, take
-from model.runtime.rollout.readout import readout
-from model.runtime.rollout.weights import RolloutWeights
+from model.runtime.kernels.attention import attend
+from model.runtime.kernels.readout import readout
+from model.runtime.kernels.steps import no_lags, steps, take
+from model.runtime.kernels.weights import RolloutWeights
 
 
 class Rollout:

@@ -1,7 +1,7 @@
-"""The compiled steps of the forecast rollout (model/runtime/rollout/compiled.py): `absorb`, eq.
+"""The compiled steps of the forecast rollout (model/runtime/kernels/compiled.py): `absorb`, eq.
 (3.1), q(t), k(t), v(t) of every path from X_t written into the query and the ring's slot of lag L
 (which leaves) with X_t's targets; `steps`, the loop of a forecast's steps after its first (absorb,
-attend, read out), in one call (model/runtime/rollout/jit.py); `take`, the paths' columns from their
+attend, read out), in one call (model/runtime/kernels/jit.py); `take`, the paths' columns from their
 particles'.
 
 Shapes: B batch, M paths, L window, Hd heads, R head width, D = Hd R, F inputs, O targets,
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from model.network.smc_transformer import N_LAG_TERMS
-from model.runtime.rollout.attention import attend
-from model.runtime.rollout.jit import inline, kernel
-from model.runtime.rollout.readout import KernelWeights, readout
+from model.runtime.kernels.attention import attend
+from model.runtime.kernels.jit import inline, kernel
+from model.runtime.kernels.readout import KernelWeights, readout
 
 
 @kernel
@@ -73,7 +73,7 @@ def steps(
     (B, Hd, R, M), keys (B, Hd, R, L, M), values (B, Hd, L, R, M), held (B, L), targets
     (B, L, O, M) (a placeholder without lag inputs), and a (L + 3, M) buffer; lag_tables:
     the rotations' lag keys (L, Hd, L, R + 1) and values (L, Hd, R, L), each series' lag
-    indices (B, J + 1) and which lags its window can hold (B, J) (rollout.LagSlots);
+    indices (B, J + 1) and which lags its window can hold (B, J) (compiled.LagSlots);
     `count` the steps absorbed so far; x_in (B, F, M) the values drawn last (in: those the
     first step absorbs; out: the last step's); noise: eps_qkv of the first absorption
     (B, M, 3D), then of the others (S - 1, B, M, 3D), eps_z (S, B, M, D), eps_x (S, B, M, O);
@@ -125,7 +125,7 @@ def _lag_slots(
     keep: np.ndarray,
 ) -> None:
     """The slots of the lags and of lag 1 after `count` steps (B, J + 1) into slots, which of
-    the lags are held (B, J) into keep (rollout.LagSlots.at)."""
+    the lags are held (B, J) into keep (compiled.LagSlots.at)."""
     n_lag = held.shape[1]
     for b in range(lag_index.shape[0]):
         for j in range(lag_index.shape[1]):

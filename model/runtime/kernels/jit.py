@@ -1,4 +1,4 @@
-"""The compiling decorators of the rollout's kernels (model/runtime/rollout/kernels.py,
+"""The compiling decorators of the rollout's kernels (model/runtime/kernels/steps.py,
 attention.py, readout.py, normals.py): float32 loops that vectorize (the fast
 math flags but for reassociation, which would undo the order of operations that keeps
 Cody and Waite's reductions exact and is not needed: no loop reduces across paths), release

@@ -1,5 +1,5 @@
 """Forecast paths moved where the model is (a GPU), a block of steps at a time, their noise
-drawn there (model/runtime/rollout/device_normals.py: the host's streams), and on CUDA the block
+drawn there (model/runtime/kernels/device_normals.py: the host's streams), and on CUDA the block
 captured once as a CUDA graph per shape and replayed: one launch for what would be hundreds
 of kernels launched and waited on from Python.
 
@@ -19,19 +19,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from model.filtering.filter import FilterState
 from model.filtering.paths import LazyPaths
 from model.network.smc_transformer import SMCTransformer
-from model.runtime.rollout import device_normals
-
-if TYPE_CHECKING:
-    from model.runtime.backends.base import StepBlock
+from model.runtime.kernels import device_normals
 
 DEVICE_NOISE_FLOATS = 1 << 27  # a block's noise, drawn on the device at once
 GRAPHS = 16  # captured blocks kept (least recently used dropped): one per shape of a request
@@ -211,18 +207,3 @@ def step(
                         paths.season, paths.mean_coef)
     return after, x_t
 
-
-def block(
-    steps_on: DeviceSteps, paths: Any, b: StepBlock
-) -> tuple[Any, np.ndarray, torch.Tensor]:
-    """Backend.forecast_steps (model/runtime/backends/) where the paths move on their device with
-    the noise drawn there: -> the paths, X (S, B, N, O) and, where `want_eps`, the observation noise
-    eps_x (S, B, N, O) on the host (else an empty tensor)."""
-    device = next(steps_on.model.parameters()).device
-    keys_t = torch.from_numpy(b.keys.astype(np.int64)).to(device)
-    steps_t = torch.arange(b.steps.start, b.steps.stop, dtype=torch.int64, device=device)
-    cov = None if b.covariates is None else b.covariates.to(device)
-    coef = torch.from_numpy(np.ascontiguousarray(b.mean_coef, np.float32)).to(device)
-    paths, xs, eps = steps_on(paths, keys_t, steps_t, b.total, b.n, cov, coef,
-                              b.steps.stop == b.total)
-    return paths, xs.cpu().numpy(), eps.cpu() if b.want_eps else torch.empty(0)
