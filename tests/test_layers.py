@@ -65,23 +65,28 @@ def test_a_layer_imports_nothing_above_it(package: str, above: set[str]) -> None
 MODEL_LAYERS = ("network", "filtering", "series", "artifacts", "baselines", "runtime")
 
 
-def _model_packages(source: str, package: str) -> set[str]:
-    """The packages of model/ that a module of model.`package` imports, wherever the import
-    is (in a function, under TYPE_CHECKING); relative imports resolved."""
-    out: set[str] = set()
+def _import_names(source: str, here: list[str]) -> list[tuple[str, str]]:
+    """Each name `source` imports, wherever the import is (in a function, under
+    TYPE_CHECKING), with the module it is taken from (`from p import x`: p.x and p; `import p`:
+    p and p); relative imports resolved from the package `here`."""
+    out: list[tuple[str, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            out += [(alias.name, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # from . import x, from .x import y, from .. import x
-                parent = ["model", package][: 2 - (node.level - 1)]
+                parent = here[: len(here) - (node.level - 1)]
                 base = ".".join([*parent, base] if base else parent)
-            names = [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        out.update(n.split(".")[1] for n in names if n.startswith("model.") and n.count("."))
+            out += [(f"{base}.{alias.name}", base) for alias in node.names]
     return out
+
+
+def _model_packages(source: str, package: str) -> set[str]:
+    """The packages of model/ that a module of model.`package` imports, wherever the import
+    is (in a function, under TYPE_CHECKING); relative imports resolved."""
+    names = [name for name, _ in _import_names(source, ["model", package])]
+    return {n.split(".")[1] for n in names if n.startswith("model.") and n.count(".")}
 
 
 def _model_modules() -> list[Path]:
@@ -134,27 +139,15 @@ def _imported_modules(source: str, module: str, package: bool, known: set[str]) 
     read as the module p.x where there is one, else as p."""
     here = module.split(".") if package else module.split(".")[:-1]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = here[: len(here) - (node.level - 1)]
-                base = ".".join([*parent, base] if base else parent)
-            names = [f"{base}.{alias.name}" for alias in node.names]
-            names = [n if n in known else base for n in names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            found = next(
-                (".".join(parts[:i]) for i in range(len(parts), 0, -1)
-                 if ".".join(parts[:i]) in known),
-                None,
-            )
-            if found is not None and found != module:
-                out.add(found)
+    for imported, base in _import_names(source, here):
+        parts = (imported if imported in known else base).split(".")
+        found = next(
+            (".".join(parts[:i]) for i in range(len(parts), 0, -1)
+             if ".".join(parts[:i]) in known),
+            None,
+        )
+        if found is not None and found != module:
+            out.add(found)
     return out
 
 

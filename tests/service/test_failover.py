@@ -99,17 +99,22 @@ class Writer(threading.Thread):
         self.last: Any = None  # the body of the answer that stopped it
         self.halt = threading.Event()
 
+    def _append(self) -> Any:
+        """Send the next append (again, after a 503); its answer is kept and returned."""
+        body = {"observations": [{"seq": self.seq, "value": _value(self.seq)}]}
+        sent = time.monotonic()
+        r = self.client.post(f"/v1/series/{self.series_id}/observations", json=body)
+        self.answers.append(Answer(sent, time.monotonic(), self.seq, r.status_code, r.content))
+        if r.status_code == 200:
+            self.seq += 1
+        elif r.status_code == 503:
+            time.sleep(0.05)
+        return r
+
     def run(self) -> None:
         while not self.halt.is_set():
-            body = {"observations": [{"seq": self.seq, "value": _value(self.seq)}]}
-            sent = time.monotonic()
-            r = self.client.post(f"/v1/series/{self.series_id}/observations", json=body)
-            self.answers.append(Answer(sent, time.monotonic(), self.seq, r.status_code, r.content))
-            if r.status_code == 200:
-                self.seq += 1
-            elif r.status_code == 503:
-                time.sleep(0.05)
-            else:
+            r = self._append()
+            if r.status_code not in (200, 503):
                 self.last = r.json() if r.headers.get("content-type") == "application/json" \
                     else r.text
                 return
@@ -135,14 +140,7 @@ class Writer(threading.Thread):
         machine a WAIT can time out just as the writer is told to stop.)"""
         deadline = time.monotonic() + within_s
         while self.answers and self.answers[-1].status == 503 and time.monotonic() < deadline:
-            body = {"observations": [{"seq": self.seq, "value": _value(self.seq)}]}
-            sent = time.monotonic()
-            r = self.client.post(f"/v1/series/{self.series_id}/observations", json=body)
-            self.answers.append(Answer(sent, time.monotonic(), self.seq, r.status_code, r.content))
-            if r.status_code == 200:
-                self.seq += 1
-            else:
-                time.sleep(0.05)
+            self._append()
 
 
 class Promotion(threading.Thread):
