@@ -51,11 +51,10 @@ from model.series.inputs import (
     check_states,
 )
 from model.series.marginal import Marginal
-from model.series.mean import mean_prior, rescale_intercept
+from model.series.mean import rescale_intercept
 from model.series.scaling import check_observed, layer_scaling, reanchor, scale_values
 from model.series.scoring import UpdateResult, issued_law, score
 from model.series.shifts import level_shifted
-from model.series.spread import PRIOR_WEIGHT
 from model.series.state import SeriesState, StateBatch
 from model.series.support import support_names
 
@@ -291,7 +290,6 @@ class Runtime:
             layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
             for p, r in zip(plain, rows, strict=True)
         ]
-        prior = [a.astype(np.float32) for a in mean_prior(b, self.n_mean, self.target_dim)]
         if self.per_series:
             for r in rows:
                 check_observed(r, self.target_dim)
@@ -301,35 +299,14 @@ class Runtime:
         for i, s0 in enumerate(start):
             if s0 > 0:  # every particle its own prior keys and values over the window
                 lineage[i] = np.arange(p)[:, None]
-        batch = StateBatch(
-            seed=np.array(
-                [
-                    seed_key(self.model_id, r.tobytes()) if seeds is None else int(seeds[i])
-                    for i, r in enumerate(rows)
-                ],
-                dtype=np.uint64,
-            ),
-            t=np.array(start, np.int64) + 1,
-            x_hist=np.zeros((b, n_lag, f), np.float32),
-            lineage=lineage,
-            logw=np.zeros((b, p), np.float32),
-            loc=np.stack([s[0] for s in scaling]),
-            scale=np.stack([s[1] for s in scaling]),
-            observed=np.zeros((b, n_lag, f), np.bool_),
-            spread_factor=np.ones((b, self.target_dim), np.float32),
-            spread_weight=np.full(b, PRIOR_WEIGHT, np.float32),
-            cover_levels=np.zeros((b, 0), np.float32),
-            cover_alpha=np.zeros((b, 0), np.float32),
-            season=season,
-            mean_coef=prior[0],
-            mean_cov=prior[1],
-            mean_noise=prior[2],
-            mean_odds=np.zeros((b, self.target_dim), np.float32),
-            profile=profile,
-            pending=np.zeros(b, np.int64),
-            trend=np.zeros_like(trend),
-            marginal=Marginal.zeros((b, self.target_dim)).packed(),
-            **horizons.fills(b, 0, self.target_dim),
+        seed = [seed_key(self.model_id, r.tobytes()) if seeds is None else int(seeds[i])
+                for i, r in enumerate(rows)]
+        sizes = {"P": p, "L": n_lag, "F": f, "O": self.target_dim, "J": self.n_mean, "K": 0,
+                 "M": profile.shape[1]}
+        batch = StateBatch.fresh(
+            b, sizes, seed=np.array(seed, dtype=np.uint64), t=np.array(start, np.int64) + 1,
+            lineage=lineage, loc=np.stack([s[0] for s in scaling]),
+            scale=np.stack([s[1] for s in scaling]), season=season, profile=profile,
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first

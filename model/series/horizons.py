@@ -187,16 +187,3 @@ def score(
                 dict(zip(lv, width[r][keep].tolist(), strict=True)),
             ))
     return out
-
-
-def fills(b: int, k: int, o: int) -> dict[str, np.ndarray]:
-    """The horizon fields of B series that were issued none, K monitored levels, O targets, as
-    a batch holds them."""
-    return {
-        "horizon_target": np.zeros((b, SLOTS), np.uint16),
-        "horizon_law": np.zeros((b, SLOTS, 2, o), np.float32),
-        "horizon_bounds": np.full((b, k, SLOTS, 2, o), np.nan, np.float32),
-        "horizon_spread": np.ones((b, ADAPTED, o), np.float32),
-        "horizon_weight": np.full((b, ADAPTED), PRIOR_WEIGHT, np.float32),
-        "horizon_alpha": np.zeros((b, k, ADAPTED), np.float32),
-    }

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from model.series import state_format
 from model.series.mean import mean_prior
 from model.series.spread import PRIOR_WEIGHT
 from model.series.state_fields import ARRAY_FIELDS as ARRAYS
-from model.series.state_fields import LIMITS, PARTICLES, ArrayField
+from model.series.state_fields import LAYER, LIMITS, PARTICLES, ArrayField, ScalarField
 from model.series.state_fields import SCALAR_FIELDS as SCALARS
 
 LAYER_ARRAYS = tuple(f for f in ARRAYS if f.tag)
@@ -231,38 +231,41 @@ class SeriesState:
         return cls(**state_format.decode(data))
 
 
-@dataclass
 class StateBatch:
-    """The states of B series stacked as numpy arrays (what the runtime steps). The monitored
-    levels of series that monitor fewer than K are padded with NaN."""
+    """The states of B series stacked as numpy arrays (what the runtime steps): the seeds (B,)
+    uint64, the steps (B,) int64, then a column a field of the table (state_fields.py), (B,
+    *its axes) in its dtype, its numbers as int64 where they are integers. The monitored levels
+    of series that monitor fewer than K are padded with NaN, the profiles of series with a
+    shorter season with zeros."""
 
-    seed: np.ndarray  # (B,) uint64
-    t: np.ndarray  # (B,) int64
-    x_hist: np.ndarray  # (B, L, F) float32
-    lineage: np.ndarray  # (B, P, L) int64
-    logw: np.ndarray  # (B, P) float32
-    loc: np.ndarray  # (B, F) float64
-    scale: np.ndarray  # (B, F) float64
-    observed: np.ndarray  # (B, L, F) bool
-    spread_factor: np.ndarray  # (B, O) float32, 1 where a series has none yet
-    spread_weight: np.ndarray  # (B,) float32
-    cover_levels: np.ndarray  # (B, K) float32, NaN: unused
-    cover_alpha: np.ndarray  # (B, K) float32
-    season: np.ndarray  # (B,) int64
-    mean_coef: np.ndarray  # (B, O, J) float32, the prior where a series has none yet
-    mean_cov: np.ndarray  # (B, O, J, J) float32
-    mean_noise: np.ndarray  # (B, O) float32
-    mean_odds: np.ndarray  # (B, O) float32, 0 (even odds) where a series has none yet
-    profile: np.ndarray  # (B, M, O) float32, M the longest season, 0 past each one's
-    pending: np.ndarray  # (B,) int64 missing observations not yet filtered
-    trend: np.ndarray  # (B, O, 4) float64 phi, beta, b, c (0: none)
-    marginal: np.ndarray  # (B, O, 12) float64 as SeriesState's (0: none yet)
-    horizon_target: np.ndarray  # (B, SLOTS) uint16 (model/series/horizons.py; 0: none)
-    horizon_law: np.ndarray  # (B, SLOTS, 2, O) float32
-    horizon_bounds: np.ndarray  # (B, K, SLOTS, 2, O) float32, NaN: none
-    horizon_spread: np.ndarray  # (B, A, O) float32, 1 where a series has none yet
-    horizon_weight: np.ndarray  # (B, A) float32
-    horizon_alpha: np.ndarray  # (B, K, A) float32, 0 where a series has none yet
+    #: its columns, in the table's order
+    COLUMNS: ClassVar[tuple[str, ...]] = ("seed", "t", *(f.name for f in (*PARTICLES, *LAYER)))
+
+    def __init__(self, **columns: np.ndarray) -> None:
+        if columns.keys() != set(self.COLUMNS):
+            missing = sorted(set(self.COLUMNS) - columns.keys())
+            unknown = sorted(columns.keys() - set(self.COLUMNS))
+            raise TypeError(f"StateBatch columns: missing {missing}, unknown {unknown}")
+        self.__dict__.update(columns)
+
+    if TYPE_CHECKING:  # a column a field: each is an attribute (set in __init__)
+
+        def __getattr__(self, name: str) -> np.ndarray: ...
+
+        def __setattr__(self, name: str, value: np.ndarray) -> None: ...
+
+    @classmethod
+    def fresh(cls, b: int, sizes: Mapping[str, int], **given: np.ndarray) -> StateBatch:
+        """B series that have none of the layer's fields yet: the columns `given`, every other
+        one its field's fill at the axes' `sizes` (the letters of state_fields.py), the model's
+        prior for the mean's correction (J terms)."""
+        prior = mean_prior(b, sizes["J"], sizes["O"])
+        columns = {f.name: p.astype(f.dtype) for f, p in zip(PRIORS, prior, strict=True)}
+        for f in (*PARTICLES, *LAYER):
+            if f.name not in columns:
+                columns[f.name] = filled(f, b, sizes)
+        columns.update(given)
+        return cls(**columns)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -294,11 +297,11 @@ class StateBatch:
         return cls(**columns)
 
     def take(self, idx: np.ndarray) -> StateBatch:
-        return StateBatch(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+        return StateBatch(**{name: getattr(self, name)[idx] for name in self.COLUMNS})
 
     def put(self, idx: np.ndarray, other: StateBatch) -> None:
-        for f in self.__dataclass_fields__:
-            getattr(self, f)[idx] = getattr(other, f)
+        for name in self.COLUMNS:
+            getattr(self, name)[idx] = getattr(other, name)
 
     def monitor(self, levels: Sequence[float]) -> None:
         """Start tracking alpha_t at nominal for each of `levels` (fractions) a series does not
@@ -309,11 +312,8 @@ class StateBatch:
                 continue
             rows = np.flatnonzero(~known)
             if not np.isnan(self.cover_levels[rows]).any(axis=1).all():
-                pad = np.full((len(self.t), 1), np.nan, np.float32)
-                self.cover_levels = np.concatenate([self.cover_levels, pad], axis=1)
-                self.cover_alpha = np.concatenate([self.cover_alpha, pad], axis=1)
-                for f in _PADS:  # the other fields of the monitored levels widen too
-                    if f.axes[0] == "K" and f.name not in ("cover_levels", "cover_alpha"):
+                for f in _PADS:  # every field of the monitored levels widens, with its fill
+                    if f.axes[0] == "K":
                         rows_k = getattr(self, f.name)
                         wider = np.full((len(self.t), 1, *rows_k.shape[2:]), f.fill, f.dtype)
                         setattr(self, f.name, np.concatenate([rows_k, wider], axis=1))
@@ -363,11 +363,19 @@ def _batch_nones(n_targets: int, n_mean: int) -> dict[str, np.ndarray]:
     sizes = {"O": n_targets, "J": n_mean}
     for f in LAYER_ARRAYS:
         if f.name not in nones and f.axes[0] not in _PADDED:
-            shape = [a if isinstance(a, int) else sizes[a] for a in f.axes]
-            nones[f.name] = np.full(shape, f.fill, f.dtype)
+            nones[f.name] = filled(f, 1, sizes)[0]
     for value in nones.values():
         value.flags.writeable = False
     return nones
+
+
+def filled(f: ArrayField | ScalarField, b: int, sizes: Mapping[str, int]) -> np.ndarray:
+    """B rows of field f for series that have none of it, as a batch holds them: its fill (a
+    number's default) at its axes' `sizes`, integers as int64."""
+    if isinstance(f, ScalarField):
+        return np.full(b, f.default, np.int64 if f.dtype.kind in "iu" else f.dtype)
+    shape = [a if isinstance(a, int) else sizes[a] for a in f.axes]
+    return np.full((b, *shape), f.fill, f.dtype)
 
 
 def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:

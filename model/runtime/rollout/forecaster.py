@@ -41,7 +41,7 @@ from model.series.inputs import (
 from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
 from model.series.spread import horizon_factors, series_growth
-from model.series.state import SeriesState, StateBatch, cover_arrays, padded
+from model.series.state import SeriesState, StateBatch, cover_arrays, filled, padded
 from model.series.state_fields import ARRAY_FIELDS
 from model.series.support import COUNTS, in_support, summarized, support_codes
 
@@ -216,12 +216,11 @@ class Forecaster:
         o, out = self.target_dim, []
         for i, state in enumerate(states):
             k = len(state.cover_levels)
-            none = horizons.fills(1, k, o)
-            target = state.horizon_target if state.horizon_target.size else none[
-                "horizon_target"][0]
-            law = state.horizon_law if state.horizon_law.size else none["horizon_law"][0]
-            kept = state.horizon_bounds if state.horizon_bounds.size else none[
-                "horizon_bounds"][0]
+            target, law, kept = (
+                getattr(state, name) if getattr(state, name).size
+                else filled(FIELDS[name], 1, {"K": k, "O": o})[0]
+                for name in ("horizon_target", "horizon_law", "horizon_bounds")
+            )
             lo = np.stack([bounds[float(lv)][0][i] for lv in state.cover_levels]) if k else (
                 np.zeros((0, len(at), o)))
             hi = np.stack([bounds[float(lv)][1][i] for lv in state.cover_levels]) if k else lo

@@ -17,14 +17,18 @@ from model.runtime.runtime import Runtime
 from model.series import horizons
 from model.series.horizons import ADAPTED, STEPS
 from model.series.spread import PRIOR_WEIGHT
-from model.series.state import SeriesState
+from model.series.state import SeriesState, filled
+from model.series.state_fields import LAYER
 
 DEFAULT = Path(__file__).resolve().parents[3] / "artifacts" / "default"
 LEVELS = np.array([0.8, 0.95])
+_HORIZON = ("horizon_target", "horizon_law", "horizon_bounds", "horizon_spread",
+            "horizon_weight", "horizon_alpha")
 
 
-def _fields(b: int, o: int = 1) -> dict[str, np.ndarray]:
-    return horizons.fills(b, len(LEVELS), o)
+def _fields(b: int, o: int = 1, k: int = len(LEVELS)) -> dict[str, np.ndarray]:
+    """The horizon fields of B series that were issued none, as a batch holds them."""
+    return {f.name: filled(f, b, {"K": k, "O": o}) for f in LAYER if f.name in _HORIZON}
 
 
 def _kept(b: int, start: int, mean: float, mad: float, lo: float, hi: float) -> dict[str, Any]:
@@ -176,7 +180,7 @@ def test_a_series_issued_no_forecast_keeps_the_bytes_and_forecasts_it_had(
         assert all(getattr(s, f).size == 0 for f in (
             "horizon_target", "horizon_law", "horizon_bounds", "horizon_spread",
             "horizon_weight", "horizon_alpha"))
-    fields = horizons.fills(1, 2, 1)
+    fields = _fields(1, 1, 2)
     started = type(state)(**{**state.__dict__, **{k: v[0] for k, v in fields.items()}})
     a = runtime.forecast([state], 12, [0.8, 0.95], 100, seed=3)[0]
     b = runtime.forecast([started], 12, [0.8, 0.95], 100, seed=3)[0]
