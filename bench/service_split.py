@@ -167,7 +167,7 @@ def _targets() -> list[tuple[Any, str, str]]:
     from model.runtime.rollout.forecaster import Forecaster
     from model.series.adapter import Adapter
     from model.series.state import SeriesState, StateBatch
-    from service import answers, model_calls, redis_store, series
+    from service import answers, engine, redis_store, series
     from service.batching import Coalescer, MicroBatcher
     from service.engine import Engine
     from service.inputs import ModelInputs
@@ -191,7 +191,7 @@ def _targets() -> list[tuple[Any, str, str]]:
         (series.SeriesService, "append", "service handler glue"),
         (Engine, "update", batching), (MicroBatcher, "_run", batching),
         (Coalescer, "submit", batching), (Coalescer, "_go", batching),
-        (model_calls.ModelCalls, "update", "model call glue (batch in, results out)"),
+        (Engine, "_update", "model call glue (batch in, results out)"),
         (SeriesState, "from_bytes", "state decode (from_bytes)"),
         (StateBatch, "of", "state batching (StateBatch.of, .state)"),
         (StateBatch, "state", "state batching (StateBatch.of, .state)"),
@@ -201,11 +201,11 @@ def _targets() -> list[tuple[Any, str, str]]:
         (rt.Runtime, "_score", "scoring (issued law, scores)"),
         *((Adapter, attr, adaptation) for attr in ("learn", "offsets", "alphas", "mean_coef")),
         (rt, "reanchor", adaptation), (rt, "rescale_intercept", adaptation),
-        (model_calls, "adaptation_of", "adaptation report (meta)"),
+        (engine, "adaptation_of", "adaptation report (meta)"),
         (Forecaster, "forecast", "forecast returned with the update"),
         (SeriesState, "to_bytes", "state encode (to_bytes)"),
         (answers, "encode", "answer record encode"),
-        (answers, "written_answer", render),
+        (answers, "decode", render), (answers, "written_answer", render),
         (series.SeriesService, "_write", prep), (SeriesMeta, "next", prep),
         (redis_store.RedisStore, "commit", "commit: redis-py script pipeline"),
         (redis_store.RedisStore, "_commit_group", "commit: redis-py script pipeline"),

@@ -211,13 +211,12 @@ def answer_json(
 
 
 def written_answer(
-    series_id: str, record: bytes, repeated: Sequence[dict[str, Any]]
-) -> tuple[str, list[dict[str, Any]]]:
-    """The answer of the update whose record is `record`, listing the `repeated` results (of
-    earlier writes) first, and the record's own results."""
-    rec = decode(record, series_id)
-    return answer_json(series_id, rec.seq, rec.version, [*repeated, *rec.results],
-                       rec.forecast), rec.results
+    series_id: str, rendered: UpdateRecord, version: int, repeated: Sequence[dict[str, Any]]
+) -> str:
+    """The answer of the update whose record renders as `rendered`, written at `version`,
+    listing the `repeated` results (of earlier writes) first, and the update's own results."""
+    return answer_json(series_id, rendered.seq, version, [*repeated, *rendered.results],
+                       rendered.forecast)
 
 
 def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:

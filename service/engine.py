@@ -2,8 +2,13 @@
 
 It runs the runtime in one worker thread so the event loop stays free, and groups concurrent
 requests into one batched runtime call (service/batching.py gathers them, the calls over a
-batch are service/model_calls.py). Request values reach it as arrays (service/inputs.py) and
-leave it as response schemas (service/outputs.py).
+batch are its batch calls, their payloads service/payloads.py). Request values reach it as
+arrays (service/inputs.py) and leave it as response schemas (service/outputs.py); an update
+leaves it as the record the store keeps and the answer that record renders (service/answers.py).
+
+A batch call takes the payloads of the requests of one batch and returns one result per
+payload, in order: a result, or the exception that fails only that request. A batch the
+runtime refuses is run again item by item, so that only the bad items fail.
 
 Shapes: T history length, K observations, F features, C covariates, H horizon.
 """
@@ -13,32 +18,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Iterator, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
 
-from model.runtime.runtime import InputError
+from model.runtime.runtime import Forecast, InputError, Runtime
 from model.runtime.serving import manifest
 from model.runtime.serving.served import ServedRuntime
+from model.series.state import SeriesState
+from service import answers
 from service.batching import MicroBatcher
-from service.errors import InvalidInput
+from service.errors import InvalidInput, StatelessModel
 from service.inputs import ForecastParams, ModelInputs
-from service.model_calls import (
+from service.outputs import adaptation_of, series_forecast
+from service.payloads import (
     BatchObserver,
     CreateItem,
     ForecastItem,
     HistoryItem,
-    ModelCalls,
     NewState,
     Update,
     UpdateItem,
     invalid,
     no_observer,
 )
-from service.outputs import series_forecast
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,7 +71,7 @@ class Engine:
         self.runtime = runtime
         self.monitor_levels = tuple(sorted(monitor_levels))
         self.inputs = ModelInputs(runtime)
-        self._calls = ModelCalls(runtime, self.monitor_levels, observer)
+        self._observe = observer
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="smct-model")
         self._batcher = MicroBatcher(self._executor, max_size=max_batch, max_wait_s=max_wait_s)
         self.active_streams = 0
@@ -130,7 +137,7 @@ class Engine:
 
     async def create(self, history: np.ndarray, season: int = 0) -> NewState:
         result: NewState = await self._batcher.submit(
-            "create", self._calls.create, CreateItem(history, season)
+            "create", self._create, CreateItem(history, season)
         )
         return result
 
@@ -143,7 +150,7 @@ class Engine:
         else no forecast)."""
         payload = UpdateItem(series_id, state, observations, covariates, support)
         result: Update = await self._batcher.submit(
-            ("update", params), lambda items: self._calls.update(params, items), payload
+            ("update", params), lambda items: self._update(params, items), payload
         )
         return result
 
@@ -154,7 +161,7 @@ class Engine:
         """A forecast from a stored state (outputs.series_forecast's dict)."""
         self.inputs.need_future(covariates, params.horizon, "covariates")
         result: dict[str, Any] = await self._batcher.submit(
-            ("forecast", params), lambda items: self._calls.forecast(params, items),
+            ("forecast", params), lambda items: self._forecast(params, items),
             ForecastItem(series_id, state, covariates, support),
         )
         return result
@@ -164,7 +171,7 @@ class Engine:
         covariates: np.ndarray | None = None, season: int = 0, support: str = "real",
     ) -> dict[str, Any]:
         result: dict[str, Any] = await self._batcher.submit(
-            ("history", params), lambda items: self._calls.history(params, items),
+            ("history", params), lambda items: self._history(params, items),
             HistoryItem(series_id, history, covariates, season, support),
         )
         return result
@@ -223,3 +230,160 @@ class Engine:
             if close is not None:  # after the step in flight, in the model thread
                 with contextlib.suppress(RuntimeError):  # the executor is shut down
                     loop.run_in_executor(self._executor, close)
+
+    # ------------------------------------------------------------------ batch calls (model thread)
+
+    @property
+    def _filter(self) -> Runtime:
+        """The stateful runtime, for the series operations (routes refuse them before)."""
+        series = self.runtime.series_runtime
+        if series is None:
+            raise StatelessModel(self.runtime.model_version)
+        return series
+
+    @property
+    def _covariates(self) -> bool:
+        return bool(self.runtime.n_features - self.runtime.target_dim)
+
+    def _create(self, items: Sequence[CreateItem]) -> list[Any]:
+        """New states from histories."""
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
+        def run(batch: Sequence[CreateItem]) -> list[NewState]:
+            states = self._timed(
+                "update", len(batch), lambda: self._filter.create(
+                    [item.history for item in batch], levels=fractions,
+                    seasons=[item.season for item in batch],
+                ),
+            )
+            return [self._new_state(s) for s in states]
+
+        return self._each(run, items)
+
+    def _update(self, params: ForecastParams, items: Sequence[UpdateItem]) -> list[Any]:
+        """Absorb each item's observations, then forecast from the new states (a model with
+        covariates: only the items that sent their future values)."""
+        fractions = [level / 100.0 for level in self.monitor_levels]
+
+        def run(batch: Sequence[UpdateItem]) -> list[Update]:
+            states = [SeriesState.from_bytes(item.state) for item in batch]
+            observations = [item.observations for item in batch]
+            updated = self._timed(
+                "update", len(batch), lambda: self._filter.update(states, observations, fractions)
+            )
+            forecasts, kept = self._forecast_updated(params, batch, [u.state for u in updated])
+            out = []
+            for item, state, u, forecast in zip(batch, kept, updated, forecasts, strict=True):
+                new = self._new_state(state)
+                record = answers.encode(
+                    state.seq, u.results, forecast, self.monitor_levels, params.levels
+                )
+                out.append(Update(new, record, answers.decode(record, item.series_id)))
+            return out
+
+        return self._each(run, items)
+
+    def _forecast_updated(
+        self, params: ForecastParams, batch: Sequence[UpdateItem], states: list[SeriesState]
+    ) -> tuple[list[Forecast | None], list[SeriesState]]:
+        """The forecasts from the updated states (None for an item of a model with covariates
+        that sent none of their future values), and the states to keep: those that answered
+        one keep it until its values come, to score it then (model/series/horizons.py)."""
+        due = [
+            i for i, item in enumerate(batch) if item.covariates is not None or not self._covariates
+        ]
+        forecasts: list[Forecast | None] = [None] * len(batch)
+        kept = list(states)
+        if not due:
+            return forecasts, kept
+        # a model with covariates: the due items are those that sent them
+        cov = (
+            cast(list[np.ndarray], [batch[i].covariates for i in due]) if self._covariates
+            else None
+        )
+        done, issued = self._timed(
+            "forecast", len(due),
+            lambda: self._filter.forecast_issued(
+                [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
+                return_samples=params.return_samples, covariates=cov,
+                supports=[batch[i].support for i in due],
+            ),
+        )
+        for i, f, state in zip(due, done, issued, strict=True):
+            forecasts[i], kept[i] = f, state
+        return forecasts, kept
+
+    def _forecast(self, params: ForecastParams, items: Sequence[ForecastItem]) -> list[Any]:
+        """Forecasts from stored states."""
+
+        def run(batch: Sequence[ForecastItem]) -> list[dict[str, Any]]:
+            states = [SeriesState.from_bytes(item.state) for item in batch]
+            # a model with covariates: every item sent them (Engine.forecast checks)
+            cov = (
+                cast(list[np.ndarray], [item.covariates for item in batch]) if self._covariates
+                else None
+            )
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self._filter.forecast(
+                    states, params.horizon, params.fractions, params.n_samples,
+                    return_samples=params.return_samples, covariates=cov,
+                    supports=[item.support for item in batch],
+                ),
+            )
+            ids = [item.series_id for item in batch]
+            return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    def _history(self, params: ForecastParams, items: Sequence[HistoryItem]) -> list[Any]:
+        """Forecasts from histories (stateless; a baseline's too)."""
+
+        def run(batch: Sequence[HistoryItem]) -> list[dict[str, Any]]:
+            extra: dict[str, Any] = {}
+            if self._covariates:
+                extra["covariates"] = [item.covariates for item in batch]
+            forecasts = self._timed(
+                "forecast", len(batch),
+                lambda: self.runtime.forecast_history(
+                    [item.history for item in batch], params.horizon, params.fractions,
+                    params.n_samples, return_samples=params.return_samples,
+                    seasons=[item.season for item in batch],
+                    supports=[item.support for item in batch], **extra,
+                ),
+            )
+            ids = [item.series_id for item in batch]
+            return [series_forecast(i, f, params) for i, f in zip(ids, forecasts, strict=True)]
+
+        return self._each(run, items)
+
+    def _each(self, fn: Callable[[Sequence[Any]], list[Any]], items: Sequence[Any]) -> list[Any]:
+        """fn over the batch; if the runtime rejects the input, item by item, so that only
+        the bad items fail (with InvalidInput)."""
+        version = self.runtime.model_version
+        try:
+            return fn(items)
+        except Exception as exc:  # retry one by one: a bad item must not fail the others
+            if len(items) == 1:
+                return [invalid(exc, version) if isinstance(exc, InputError | ValueError) else exc]
+        out: list[Any] = []
+        for item in items:
+            try:
+                out.extend(fn([item]))
+            except (InputError, ValueError) as exc:
+                out.append(invalid(exc, version))
+            except Exception as exc:  # noqa: BLE001 - only this item's request fails
+                out.append(exc)
+        return out
+
+    def _timed(self, kind: str, size: int, call: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = call()
+        self._observe(kind, size, time.perf_counter() - start)
+        return out
+
+    def _new_state(self, state: SeriesState) -> NewState:
+        return NewState(
+            state.to_bytes(), state.seq, float(state.ess), state.n_particles,
+            adaptation_of(state, self._filter.adapt), state.season,
+        )

@@ -35,7 +35,7 @@ from service.errors import (
 )
 from service.inputs import ForecastParams, forecast_params, stamps
 from service.metrics import Metrics
-from service.model_calls import NewState, Update
+from service.payloads import NewState, Update
 from service.schemas.events import MissedEvent, SeriesEvent
 from service.schemas.series import (
     ForecastQuery,
@@ -214,7 +214,8 @@ class SeriesService:
             else:
                 for a in write.applied:
                     self._unmetered.pop((series_id, a.seq), None)
-                body, results = answers.written_answer(series_id, write.event, old)
+                results = upd.rendered.results
+                body = answers.written_answer(series_id, upd.rendered, write.meta.version, old)
                 self.metrics.observe_observations(results, upd.state.particles)
                 self.metrics.observe_write(len(upd.state.state), upd.state.adaptation)
                 return Answer(body, replay=False)
@@ -224,8 +225,7 @@ class SeriesService:
         """Keep the stats of a write that failed in a way that may have applied it: the repeat
         the client is told to send finds it applied (a replay, otherwise not metered), and
         meters it then, if this worker answers it. Bounded: the oldest are dropped."""
-        results = answers.decode(write.event, series_id).results
-        for a, result in zip(write.applied, results, strict=True):
+        for a, result in zip(write.applied, upd.rendered.results, strict=True):
             self._unmetered[(series_id, a.seq)] = (a.writer or "", result, upd.state.particles)
             self._unmetered.move_to_end((series_id, a.seq))
         while len(self._unmetered) > MAX_UNMETERED:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -58,7 +58,15 @@ from model.series.shifts import level_shifted
 from model.series.state import SeriesState, StateBatch
 from model.series.support import support_names
 
-__all__ = ["Forecast", "InputError", "Runtime", "UpdateResult"]
+__all__ = ["Forecast", "InputError", "Runtime", "UpdateResult", "Updated"]
+
+
+class Updated(NamedTuple):
+    """A series after an update: its new state and, per observation absorbed, the intervals
+    that had been issued for it and its scores."""
+
+    state: SeriesState
+    results: list[UpdateResult]
 
 #: a state's fields of its calibration by horizon, in the order horizons.score takes them
 _HORIZON_FIELDS = (
@@ -132,11 +140,7 @@ class Runtime:
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows
         self.sigma_obs = np.asarray(sigma_obs, dtype=np.float64)  # (O,)
-        self.forecaster = Forecaster(
-            artifact, backend, self.adapter, self.layout, self.model_id, particles,
-            self.n_features, self.target_dim, self.n_mean, self.window, table_rows, self.sigma_obs,
-            artifact.horizon_growth, artifact.growth_length,
-        )
+        self.forecaster = Forecaster(self, artifact.horizon_growth, artifact.growth_length)
         scaler = self.manifest["scaling"]
         self.per_series = scaler["mode"] == "per_series"
         if not self.per_series:
@@ -316,9 +320,8 @@ class Runtime:
         return batch, start, (trend, sums, alpha)
 
     def update(self, states: Sequence[SeriesState], observations: Sequence[np.ndarray],
-               levels: Sequence[float]) -> list[tuple[SeriesState, list[UpdateResult]]]:
-        """Absorb observations[i] (K_i, F) into states[i]; returns the new states and, per
-        observation, the intervals that had been issued for it and its scores."""
+               levels: Sequence[float]) -> list[Updated]:
+        """Absorb observations[i] (K_i, F) into states[i]: each series' new state and results."""
         if len(states) != len(observations):
             raise InputError(f"got {len(states)} states and {len(observations)} observation arrays")
         check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
@@ -354,7 +357,7 @@ class Runtime:
              for r in res]
             for res, by_seq in zip(results, scored, strict=True)
         ]
-        return [(new[i], results[i]) for i in range(len(states))]
+        return [Updated(new[i], results[i]) for i in range(len(states))]
 
     def _score_horizons(
         self, batch: StateBatch, states: Sequence[SeriesState], rows: list[np.ndarray]

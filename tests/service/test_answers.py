@@ -158,7 +158,8 @@ def test_the_forecasts_an_observation_scored_come_back_from_its_record() -> None
 def test_an_answer_and_its_update_event_hold_the_same_fields_in_their_order() -> None:
     data = stamped(encode(3, [_one(2)], _one_forecast(), [80.0], [80.0]), 4)
     body = f'"observations":[{RESULT.format(seq=2)}],"forecast":{FORECAST_JSON}}}'
-    answer, results = written_answer("s", data, [])
+    answer = written_answer("s", decode(data, "s"), 4, [])
+    results = decode(data, "s").results
     assert answer == '{"id":"s","seq":3,"version":4,' + body
     assert results == [json.loads(RESULT.format(seq=2))]
     event = sent_event("s", 4, data)
@@ -170,7 +171,7 @@ def test_an_answer_and_its_update_event_hold_the_same_fields_in_their_order() ->
     listed = f"{RESULT.format(seq=1)},{RESULT.format(seq=2)}"
     head = '{"id":"s","seq":3,"version":4,'
     both = f'{head}"observations":[{listed}],"forecast":{FORECAST_JSON}}}'
-    assert written_answer("s", data, [repeated])[0] == both
+    assert written_answer("s", decode(data, "s"), 4, [repeated]) == both
     fresh = SeriesForecast.model_validate_json(FORECAST_JSON)
     assert answer_json("s", 3, 4, [repeated, *results], fresh) == both
 
@@ -214,7 +215,7 @@ def test_the_answer_and_the_event_are_what_their_schemas_write(make: Any) -> Non
     schemas (the OpenAPI document's) write of themselves: each validates and dumps to the very
     bytes."""
     data = make()
-    answer, _ = written_answer("s-1", data, [])
+    answer = written_answer("s-1", decode(data, "s-1"), 9, [])
     assert ObservationsResponse.model_validate_json(answer).model_dump_json() == answer
     event = sent_event("s-1", 9, data).data
     assert UpdateEvent.model_validate_json(event).model_dump_json() == event

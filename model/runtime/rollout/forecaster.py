@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -92,10 +92,8 @@ def seed_key(*parts: Any) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-@dataclass(eq=False)
-class Forecaster:
-    """A Runtime's forecasts (Runtime.forecaster): what they read of the runtime that serves the
-    model (Runtime.__init__), and `forecast`, `forecast_steps`."""
+class Served(Protocol):
+    """What a Forecaster reads of the runtime that serves the model (Runtime.__init__)."""
 
     artifact: Artifact
     backend: Backend
@@ -109,8 +107,17 @@ class Forecaster:
     window: int
     table_rows: int
     sigma_obs: np.ndarray  # (O,)
-    growth: float = 0.0  # the horizon growth of the paths' spread (Artifact.horizon_growth)
-    growth_length: float = np.inf  # the record over which it fades (Artifact.growth_length)
+
+
+@dataclass(eq=False)
+class Forecaster:
+    """The forecasts of the runtime that serves the model (Runtime.forecaster): `forecast`,
+    `forecast_steps`, with the horizon growth of the paths' spread (Artifact.horizon_growth)
+    and the record over which it fades (Artifact.growth_length)."""
+
+    runtime: Served
+    growth: float = 0.0
+    growth_length: float = np.inf
 
     def forecast(
         self,
@@ -159,7 +166,7 @@ class Forecaster:
             raise InputError(
                 f"got future covariates for {len(covariates)} series, not {len(states)}"
             )
-        chunk = max(1, getattr(self.backend, "max_paths", MAX_PATHS) // max(n_samples, 1))
+        chunk = max(1, getattr(self.runtime.backend, "max_paths", MAX_PATHS) // max(n_samples, 1))
         if len(states) > chunk:
             out: list[Forecast] = []
             kept: list[SeriesState] = []
@@ -213,7 +220,7 @@ class Forecaster:
             alphas = self._alphas(states, monitored, horizon)[:, at]  # (B, S', K')
             integer = None if codes is None else codes == COUNTS
             bounds = summarize_samples(paths, monitored, (), alphas, integer).intervals
-        o, out = self.target_dim, []
+        o, out = self.runtime.target_dim, []
         for i, state in enumerate(states):
             k = len(state.cover_levels)
             target, law, kept = (
@@ -276,30 +283,31 @@ class Forecaster:
         first: its step h is the paths' step pending + h."""
         if not states:
             return
-        batch = StateBatch.of(states, self.target_dim, self.n_mean)
+        batch = StateBatch.of(states, self.runtime.target_dim, self.runtime.n_mean)
         gens, keys = _streams(states, seed)
-        cfg = self.artifact.config
-        n, d, o = n_samples, cfg.d_model, self.target_dim
+        cfg = self.runtime.artifact.config
+        n, d, o = n_samples, cfg.d_model, self.runtime.target_dim
         shift = batch.pending  # (B,)
         total = horizon + int(shift.max(initial=0))
 
-        valid = np.arange(self.window)[None, :] < batch.t[:, None]
-        steps = batch.t[:, None] + 1 - np.arange(self.window + 1)[None, :]
-        base = self.layout.base_rows(batch.seed, steps, self.table_rows)
+        valid = np.arange(self.runtime.window)[None, :] < batch.t[:, None]
+        steps = batch.t[:, None] + 1 - np.arange(self.runtime.window + 1)[None, :]
+        base = self.runtime.layout.base_rows(batch.seed, steps, self.runtime.table_rows)
         particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season,
-                              self.adapter.mean_coef(batch))
-        paths = self.backend.start_paths(particles, _uniforms(gens, n))
+                              self.runtime.adapter.mean_coef(batch))
+        paths = self.runtime.backend.start_paths(particles, _uniforms(gens, n))
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
         seqs = batch.t[:, None] + np.arange(total)[None, :]
-        offsets = self.adapter.offsets(batch, seqs, trend=False)
-        carried = self.adapter.paths_trend(batch, n)
-        noise_sd = np.sqrt(self.sigma_obs) * scale  # (B, 1, O) series units
+        offsets = self.runtime.adapter.offsets(batch, seqs, trend=False)
+        carried = self.runtime.adapter.paths_trend(batch, n)
+        noise_sd = np.sqrt(self.runtime.sigma_obs) * scale  # (B, 1, O) series units
         factors, calibrated = self._factors(batch, total, horizon, corrections)  # (B, H', O)
-        coef = self.adapter.mean_coef(batch)
+        coef = self.runtime.adapter.mean_coef(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
-        block = max(1, self.backend.noise_floats // (len(gens) * n * (4 * d + o)))  # steps at once
+        # steps at once
+        block = max(1, self.runtime.backend.noise_floats // (len(gens) * n * (4 * d + o)))
         first = None  # the spread of the first step's paths (Adapter.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
@@ -307,12 +315,12 @@ class Forecaster:
                 np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
             )
             means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            paths, xs, eps = self.backend.forecast_steps(paths, StepBlock(
+            paths, xs, eps = self.runtime.backend.forecast_steps(paths, StepBlock(
                 keys, range(start, stop), total, n, cov_k, means, carried is not None
             ))
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
-            xs, first = self.adapter.spread_paths(  # steps ahead: start + 1 .. stop
+            xs, first = self.runtime.adapter.spread_paths(  # steps ahead: start + 1 .. stop
                 batch, xs.astype(np.float64), _steps_of(factors, at), np.r_[at] + 1, first
             )
             xs = xs * scale + loc + _steps_of(offsets, at)
@@ -346,7 +354,7 @@ class Forecaster:
         factors = horizon_factors(batch.spread_factor, total, growth)
         ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
         calibrated = None
-        adapt = self.adapter.adapt
+        adapt = self.runtime.adapter.adapt
         if adapt.horizons and adapt.spread and (batch.horizon_spread != 1.0).any():
             calibrated = horizons.spread_factors(
                 batch.horizon_spread, ahead, batch.horizon_weight
@@ -363,12 +371,12 @@ class Forecaster:
         """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its
         pending steps counted among the steps ahead."""
         shift = np.array([s.pending for s in states], np.int64)
-        one = self.adapter.alphas(states, levels)
+        one = self.runtime.adapter.alphas(states, levels)
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
         out = np.take_along_axis(every, ahead[:, :, None], axis=1)
         offsets = [s.horizon_alpha for s in states]
-        adapt = self.adapter.adapt
+        adapt = self.runtime.adapter.adapt
         if not (adapt.horizons and adapt.coverage) or not any(a.any() for a in offsets):
             return out
         # each step's offset from the forecasts the series was issued before (horizons.py)
@@ -389,19 +397,20 @@ class Forecaster:
     ) -> np.ndarray | None:
         """Check the inputs of a forecast; returns its scaled future covariates (or None)."""
         check_horizon(horizon, n_samples)
-        check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
+        rt = self.runtime
+        check_states(states, rt.model_id, rt.n_particles, rt.window, rt.n_features)
         return self._covariates(states, horizon, covariates)
 
     def _covariates(
         self, states: Sequence[SeriesState], horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> np.ndarray | None:
         """Known future covariates, scaled: (B, H, F - O), or None for models without them."""
-        c = self.n_features - self.target_dim
+        c = self.runtime.n_features - self.runtime.target_dim
         out = check_covariates(covariates, len(states), horizon, c)
         if out is None:
             return None
-        locs = np.stack([s.loc[self.target_dim :] for s in states])[:, None]
-        scales = np.stack([s.scale[self.target_dim :] for s in states])[:, None]
+        locs = np.stack([s.loc[self.runtime.target_dim :] for s in states])[:, None]
+        scales = np.stack([s.scale[self.runtime.target_dim :] for s in states])[:, None]
         scaled = (out - locs) / scales
         check_future_scale(scaled, out, locs, scales)
         return scaled.astype(np.float32)
