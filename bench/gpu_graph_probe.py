@@ -47,7 +47,7 @@ def started(rt: Runtime, b: int, n: int) -> tuple[tuple[torch.Tensor, ...], int,
     valid = np.arange(fc.window)[None, :] < batch.t[:, None]
     steps = batch.t[:, None] + 1 - np.arange(fc.window + 1)[None, :]
     base = fc.layout.base_rows(batch.seed, steps, fc.table_rows)
-    coef = fc.adapter.mean_coef(batch)
+    coef = fc.layer.model_mean(batch)
     particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season, coef)
     paths = engine.start_paths(particles, _uniforms(gens, n))
     z, eps, qkv = draw_noise(keys, range(2), 2, n, d, o)

@@ -165,7 +165,7 @@ def _targets() -> list[tuple[Any, str, str]]:
 
     from model.runtime import runtime as rt
     from model.runtime.rollout.forecaster import Forecaster
-    from model.series.adapter import Adapter
+    from model.series.layer.layer import Layer
     from model.series.state import SeriesState, StateBatch
     from service import answers, engine, redis_store, series
     from service.batching import Coalescer, MicroBatcher
@@ -199,7 +199,7 @@ def _targets() -> list[tuple[Any, str, str]]:
         (rt.Runtime, "_step", "filter step: backend"),
         (rt.Runtime, "_law", "scoring (issued law, scores)"),
         (rt.Runtime, "_score", "scoring (issued law, scores)"),
-        *((Adapter, attr, adaptation) for attr in ("learn", "offsets", "alphas", "mean_coef")),
+        *((Layer, attr, adaptation) for attr in ("learn", "offsets", "alphas", "model_mean")),
         (rt, "reanchor", adaptation), (rt, "rescale_intercept", adaptation),
         (engine, "adaptation_of", "adaptation report (meta)"),
         (Forecaster, "forecast", "forecast returned with the update"),

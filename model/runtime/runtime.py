@@ -9,7 +9,8 @@ deviation of the series' own history (kept in its state), then of its last input
 step (model/series/scaling.reanchor), and answers are scaled back. NaN marks a missing value:
 the filter advances without reweighting and feeds its predictive mean (filter.impute); missing
 values after a series' last value stay pending until the next value comes (model/series/gaps.py).
-Each series adapts online to its errors (adapter.py). Bad input is an InputError (inputs.py).
+Each series adapts online to its errors (its per-series layer: model/series/layer/). Bad input
+is an InputError (inputs.py).
 
 Randomness: the filter's noise comes from the artifact's noise table, keyed by each series'
 seed and step (model/filtering/noise.py), a forecast's from counter-based streams keyed by the
@@ -40,7 +41,6 @@ from model.runtime.backends.torch_backend import TorchBackend
 from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
 from model.series import gaps, horizons, scaling
 from model.series.adaptation import AdaptConfig
-from model.series.adapter import Adapter
 from model.series.inputs import (
     MAX_SEASON,
     MIN_HISTORY,
@@ -50,9 +50,10 @@ from model.series.inputs import (
     check_seasons,
     check_states,
 )
+from model.series.layer.layer import Layer
+from model.series.layer.scaling import Scaling
 from model.series.marginal import Marginal
-from model.series.mean import rescale_intercept
-from model.series.scaling import check_observed, layer_scaling, reanchor, scale_values
+from model.series.scaling import check_observed, layer_scaling, scale_values
 from model.series.scoring import UpdateResult, issued_law, score
 from model.series.shifts import level_shifted
 from model.series.state import SeriesState, StateBatch
@@ -135,14 +136,16 @@ class Runtime:
         # terms of each series' own correction of the mean (model/series/mean.py): a model
         # with lag inputs whose backend takes them; 0: none
         self.n_mean: int = N_MEAN_TERMS if cfg.lag_inputs and backend.corrects_mean else 0
-        self.adapter = Adapter(self.adapt, self.target_dim, self.n_mean, self.min_observed)
+        scaler = self.manifest["scaling"]
+        self.per_series = scaler["mode"] == "per_series"
+        units = Scaling(self.target_dim, self.per_series, window, self.scaling_span)
+        self.layer = Layer(self.adapt, self.target_dim, self.n_mean, self.min_observed,
+                           units=units)
         self.layout = NoiseLayout(particles, cfg.d_model, cfg.n_heads)
         self.chunk = max(1, CHUNK_BYTES // (particles * cfg.window * 2 * cfg.d_model * 4))
         self.table_rows = table_rows
         self.sigma_obs = np.asarray(sigma_obs, dtype=np.float64)  # (O,)
         self.forecaster = Forecaster(self, artifact.horizon_growth, artifact.growth_length)
-        scaler = self.manifest["scaling"]
-        self.per_series = scaler["mode"] == "per_series"
         if not self.per_series:
             self.loc = np.asarray(scaler["loc"], dtype=np.float64)
             self.scale = np.asarray(scaler["scale"], dtype=np.float64)
@@ -288,8 +291,8 @@ class Runtime:
         the seasonal profile, scaling and seed of the whole history, that window, the prior of
         every correction (trend and alpha are set once the history is filtered)."""
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
-        # each series' seasonal profile and trend (Adapter.decompose), its history without them
-        profile, trend, plain, sums, alpha = self.adapter.decompose(rows, season)
+        # each series' seasonal profile and trend (Layer.decompose), its history without them
+        profile, trend, plain, sums, alpha = self.layer.decompose(rows, season)
         scaling = [
             layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
             for p, r in zip(plain, rows, strict=True)
@@ -399,7 +402,7 @@ class Runtime:
     ) -> None:
         """Absorb rows[i] (K_i, F) (series units) into series i; one backend call per step
         index, on the series that have an observation there. Each step's one-step law is
-        scored by `on_step`, then adapts the series (Adapter.learn; its coverage at `levels`).
+        scored by `on_step`, then adapts the series (Layer.learn; its coverage at `levels`).
         Updates `batch` in place (a refusal leaves it part-way: callers discard it). A refused
         value is an InputError of `field`, at its row k, when `field` is given. `gap_sd`: each
         series' first value after a gap, issued the law of the forecast for it
@@ -411,43 +414,42 @@ class Runtime:
             idx = np.flatnonzero(counts > k)
             sub = batch if len(idx) == len(rows) else batch.take(idx)
             x = np.stack([rows[i][k] for i in idx])  # (B_k, F) series units
-            plain = x.astype(np.float64)  # without the series' seasonal index
-            plain[:, : self.target_dim] -= self.adapter.offsets(sub)
-            try:
-                xs = scale_values(plain, sub).astype(np.float32)
+            try:  # without the layer's offsets, in the model's units
+                xs = self.layer.enter(sub, x).astype(np.float32)
             except InputError as exc:
                 if field is None:
                     raise
                 raise InputError(str(exc), field=field, index=k) from exc
             observed = np.asarray(np.isfinite(xs[:, : self.target_dim]).all(axis=1))
             xs[:, self.target_dim :] = np.nan_to_num(xs[:, self.target_dim :])  # 0: the mean
-            valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
-            steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
-            base = self.layout.base_rows(sub.seed, steps, self.table_rows)
             # after a gap the mean is corrected as a forecast is, and not adapted (gaps.py)
             ahead = gaps.steps_ahead(sub, self.window, self.target_dim)
-            particles = Particles(base, sub.x_hist, valid, sub.lineage, sub.logw, sub.season,
-                                  gaps.carried_mean(self.adapter.mean_coef(sub), ahead))
+            particles = self._particles(sub, ahead)
             out = self._step(particles, xs, observed)
-            raw = self._law(sub, out)
-            law = self.adapter.reverted(sub, raw, ahead + 1)  # what the series is issued
+            # the law the series is issued, and the model's before the move to its level
+            raw, law = self.layer.issue(sub, issued_law(out, self.sigma_obs), ahead + 1)
             law = gaps.widened(law, idx, k, sub.scale[:, : self.target_dim], gap_sd or {})
             if on_step is not None:
                 on_step(idx, sub, x, out, law)
             learnt = observed & (ahead == 0)
-            self.adapter.learn(sub, xs[:, : self.target_dim], learnt, law, valid, raw, observed)
+            self.layer.learn(sub, xs[:, : self.target_dim], learnt, law, particles.valid, raw,
+                             observed)
             sub.x_hist = out.x_hist  # the step absorbed X_t (or its imputed mean) at lag 1
             sub.observed = np.concatenate([np.isfinite(x)[:, None], sub.observed[:, :-1]], axis=1)
             sub.lineage, sub.logw, sub.t = out.lineage, out.logw, sub.t + 1
-            if self.per_series:
-                before = sub.scale[:, : self.target_dim].copy()
-                reanchor(sub, self.window, self.scaling_span)
-                if self.n_mean:  # its constant is in scaled units
-                    rescale_intercept(
-                        sub.mean_coef, sub.mean_cov, before / sub.scale[:, : self.target_dim]
-                    )
+            self.layer.absorbed(sub)
             if sub is not batch:
                 batch.put(idx, sub)
+
+    def _particles(self, sub: StateBatch, ahead: np.ndarray) -> Particles:
+        """The particles of B_k series for the backend's step: their noise rows, window, the
+        lags it holds, lineage, weights, seasons and the shift of their mean the layer gives
+        (carried through a gap, `ahead` (B_k,) steps after each one's last value)."""
+        valid = np.arange(self.window)[None, :] < sub.t[:, None]  # (B_k, L)
+        steps = sub.t[:, None] + 1 - np.arange(self.window + 1)[None, :]  # (B_k, L + 1)
+        base = self.layout.base_rows(sub.seed, steps, self.table_rows)
+        return Particles(base, sub.x_hist, valid, sub.lineage, sub.logw, sub.season,
+                         gaps.carried_mean(self.layer.model_mean(sub), ahead))
 
     def _step(self, particles: Particles, x: np.ndarray, observed: np.ndarray) -> StepOut:
         """The backend's update in chunks of `chunk` series: large enough to share the per-call
@@ -462,12 +464,6 @@ class Runtime:
         ]
         return StepOut(*(np.concatenate(field) for field in zip(*parts, strict=True)))
 
-    def _law(self, sub: StateBatch, out: StepOut) -> Mixture:
-        """The one-step law a step issued (scaled units; model/series/scoring.issued_law), scaled
-        about its mean by each series' adapted spread where that correction is on."""
-        spread = sub.spread_factor if self.adapt.spread else None
-        return issued_law(out, self.sigma_obs, spread)
-
     def _score(
         self, sub: StateBatch, x: np.ndarray, out: StepOut, mix: Mixture, levels: list[float]
     ) -> list[UpdateResult]:
@@ -475,7 +471,7 @@ class Runtime:
         series units, `mix` the law issued for it (scaled units)."""
         o = self.target_dim
         # the law is of the series without its seasonal index: put it back
-        loc, scale = sub.loc[:, :o] + self.adapter.offsets(sub), sub.scale[:, :o]  # (B_k, O)
-        alpha = self.adapter.alphas(sub, levels)  # (B_k, Q)
+        loc, scale = sub.loc[:, :o] + self.layer.offsets(sub), sub.scale[:, :o]  # (B_k, O)
+        alpha = self.layer.alphas(sub, levels)  # (B_k, Q)
         return score(x[:, :o], mix, loc, scale, alpha, levels, sub.t, out)
 

@@ -38,17 +38,15 @@ class UpdateResult:
     horizons: tuple[HorizonScore, ...] = ()
 
 
-def issued_law(out: StepOut, sigma_obs: np.ndarray, spread: np.ndarray | None) -> Mixture:
+def issued_law(out: StepOut, sigma_obs: np.ndarray) -> Mixture:
     """The one-step law a step issued (scaled units): the filter's mixture over its particles
     (pred (B, P, O) means, variances sigma_obs (O,), each particle's own where the model
-    predicts an observation scale), scaled about its mean by each series' adapted spread
-    factor `spread` (B, O) (None: as the model gives it)."""
+    predicts an observation scale)."""
     o = len(sigma_obs)
     variance = sigma_obs  # (O,); each particle's own with obs_scale (SMCTransformer)
     if out.pred.shape[-1] > o:
         variance = sigma_obs * np.exp(2.0 * out.pred[..., o:].astype(np.float64))
-    law = Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
-    return law if spread is None else law.scaled(spread)
+    return Mixture.from_filter(out.logw_pred, out.pred[..., :o], variance)
 
 
 def score(

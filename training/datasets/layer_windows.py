@@ -1,6 +1,6 @@
 """Training windows as the served network sees them: normalised by the per-series layer.
 
-When the runtime serves a series, the per-series layer (model/series/adapter.Adapter.decompose)
+When the runtime serves a series, the per-series layer (model/series/layer/layer.Layer.decompose)
 takes its seasonal profile and its damped trend out of the history, scales what is left by its
 own location and scale (model/series/scaling.layer_scaling), and only then hands it to the
 network; over a forecast it puts the season back and carries the trend on. A network trained on
@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from model.series.adaptation import AdaptConfig
-from model.series.adapter import Adapter
+from model.series.layer.layer import Layer
 from model.series.scaling import layer_scaling
 from model.series.season import season_offsets
 from model.series.trend import Trend
@@ -41,16 +41,16 @@ from training.datasets.windows import scale_windows
 
 CONTEXT = 240  # values of a series before the origin that the layer reads (a served history's)
 VERSION = 2  # of the normalisation (2: seasons may be multiplicative); a change: windows anew
-MIN_OBSERVED = 8  # the adapter's (unused here: decompose does not adapt)
+MIN_OBSERVED = 8  # the layer's (unused here: decompose does not adapt)
 
 
 def normalise(context: np.ndarray, ahead: np.ndarray, season: int,
-              adapter: Adapter) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              layer: Layer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The layer's view of a series: its history `context` (T_c, 1) without season and trend,
     the values `ahead` (K, 1) after it less the season's index and the trend's sum there, both
     over the layer's scale about its location -> (plain (T_c, 1), ahead (K, 1), (loc, scale))."""
     m = np.array([season], np.int64)
-    profile, trend, plain, _, _ = adapter.decompose([context], m)
+    profile, trend, plain, _, _ = layer.decompose([context], m)
     seqs = len(context) + np.arange(len(ahead))[None, :]  # (1, K)
     out = ahead - season_offsets(profile, m, seqs)[0]
     if trend.any():
@@ -85,7 +85,7 @@ def layer_normalised(
         with np.load(path) as saved:
             return ({s: saved[f"x_{s}"] for s in SPLITS},
                     {s: (saved[f"loc_{s}"], saved[f"scale_{s}"]) for s in SPLITS})
-    adapter = Adapter(AdaptConfig(), 1, 0, MIN_OBSERVED)
+    layer = Layer(AdaptConfig(), 1, 0, MIN_OBSERVED)
     out, stats = {}, {}
     for split in SPLITS:
         x = np.empty(parts[split].shape, np.float32)  # (S, T, 1)
@@ -94,7 +94,7 @@ def layer_normalised(
             origin = s + history
             context = series[i][max(0, origin - CONTEXT) : origin]
             plain, ahead, (loc[w], scale[w]) = normalise(
-                context, parts[split][w, history:], int(seasons[i]), adapter)
+                context, parts[split][w, history:], int(seasons[i]), layer)
             x[w, :history], x[w, history:] = plain[-history:], ahead
         if progress is not None:
             progress(f"{split}: {len(x)} windows normalised by the layer")

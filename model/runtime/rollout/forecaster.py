@@ -4,7 +4,7 @@ Runtime (model/runtime/runtime.py) holds a Forecaster for its forecasts: `foreca
 n_samples paths over a horizon from each state and summarises them, `forecast_steps`
 yields the same step by step (the service's streams). Paths start from the state's particles,
 drawn by weight (model/runtime/backends/), and move by the model's forecast step; each series'
-adaptation (model/series/adapter.py) adds its seasonal index, scales the spread of the paths about
+per-series layer (model/series/layer/) adds its seasonal index, scales the spread of the paths about
 their mean, and issues the intervals at its own miscoverage. Noise comes from a
 torch.Generator per series seeded by (seed, series seed, t), so a series' draws do not depend
 on the batch. Intervals, quantiles and their standard errors come from the samples
@@ -29,7 +29,6 @@ from model.filtering.noise import NoiseLayout
 from model.filtering.predictive import Forecast, ForecastStep, summarize_samples
 from model.runtime.backends.base import Backend, Particles, StepBlock
 from model.series import horizons
-from model.series.adapter import Adapter
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN, horizon_alphas
 from model.series.inputs import (
     InputError,
@@ -38,6 +37,7 @@ from model.series.inputs import (
     check_levels,
     check_states,
 )
+from model.series.layer.layer import Layer
 from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
 from model.series.spread import horizon_factors, series_growth
@@ -97,7 +97,7 @@ class Served(Protocol):
 
     artifact: Artifact
     backend: Backend
-    adapter: Adapter
+    layer: Layer
     layout: NoiseLayout
     model_id: str
     n_particles: int
@@ -294,21 +294,21 @@ class Forecaster:
         steps = batch.t[:, None] + 1 - np.arange(self.runtime.window + 1)[None, :]
         base = self.runtime.layout.base_rows(batch.seed, steps, self.runtime.table_rows)
         particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season,
-                              self.runtime.adapter.mean_coef(batch))
+                              self.runtime.layer.model_mean(batch))
         paths = self.runtime.backend.start_paths(particles, _uniforms(gens, n))
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
         seqs = batch.t[:, None] + np.arange(total)[None, :]
-        offsets = self.runtime.adapter.offsets(batch, seqs, trend=False)
-        carried = self.runtime.adapter.paths_trend(batch, n)
+        offsets = self.runtime.layer.offsets(batch, seqs, carried=False)
+        carried = self.runtime.layer.paths_trend(batch, n)
         noise_sd = np.sqrt(self.runtime.sigma_obs) * scale  # (B, 1, O) series units
         factors, calibrated = self._factors(batch, total, horizon, corrections)  # (B, H', O)
-        coef = self.runtime.adapter.mean_coef(batch)
+        coef = self.runtime.layer.model_mean(batch)
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         # steps at once
         block = max(1, self.runtime.backend.noise_floats // (len(gens) * n * (4 * d + o)))
-        first = None  # the spread of the first step's paths (Adapter.spread_paths)
+        first = None  # the spread of the first step's paths (Layer.spread_paths)
         for start in range(0, total, block):
             stop = min(total, start + block)
             cov_k = None if cov is None else torch.from_numpy(
@@ -320,7 +320,7 @@ class Forecaster:
             ))
             # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
             at = slice(start, stop)
-            xs, first = self.runtime.adapter.spread_paths(  # steps ahead: start + 1 .. stop
+            xs, first = self.runtime.layer.spread_paths(  # steps ahead: start + 1 .. stop
                 batch, xs.astype(np.float64), _steps_of(factors, at), np.r_[at] + 1, first
             )
             xs = xs * scale + loc + _steps_of(offsets, at)
@@ -354,7 +354,7 @@ class Forecaster:
         factors = horizon_factors(batch.spread_factor, total, growth)
         ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
         calibrated = None
-        adapt = self.runtime.adapter.adapt
+        adapt = self.runtime.layer.adapt
         if adapt.horizons and adapt.spread and (batch.horizon_spread != 1.0).any():
             calibrated = horizons.spread_factors(
                 batch.horizon_spread, ahead, batch.horizon_weight
@@ -371,12 +371,12 @@ class Forecaster:
         """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its
         pending steps counted among the steps ahead."""
         shift = np.array([s.pending for s in states], np.int64)
-        one = self.runtime.adapter.alphas(states, levels)
+        one = self.runtime.layer.alphas(states, levels)
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
         out = np.take_along_axis(every, ahead[:, :, None], axis=1)
         offsets = [s.horizon_alpha for s in states]
-        adapt = self.runtime.adapter.adapt
+        adapt = self.runtime.layer.adapt
         if not (adapt.horizons and adapt.coverage) or not any(a.any() for a in offsets):
             return out
         # each step's offset from the forecasts the series was issued before (horizons.py)

@@ -199,7 +199,7 @@ CALLERS = (
     "filtering/compact.py", "runtime/backends/base.py", "runtime/backends/torch_backend.py",
     "runtime/backends/onnx_backend.py", "filtering/paths.py", "artifacts/graphs.py",
     "artifacts/export.py", "runtime/runtime.py", "runtime/rollout/forecaster.py",
-    "series/scoring.py", "series/scaling.py", "series/adapter.py", "filtering/inference.py",
+    "series/scoring.py", "series/scaling.py", "series/layer/layer.py", "filtering/inference.py",
 )
 
 

@@ -337,12 +337,12 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     # r = expit(1); the anchor: the level
     _set(batch, odds=1.0, mean_odds=-np.inf, sxy=0.0)
     law = Mixture(np.array([[0.5, 0.5]]), np.array([[[0.2], [0.6]]]), np.array([[1.0]]))
-    moved = rt.adapter.reverted(batch, law).moments()[0][0, 0]
+    moved = rt.layer.issue(batch, law)[1].moments()[0][0, 0]
     level = (Marginal.of(batch.marginal).level[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     r = 1.0 / (1.0 + np.exp(-1.0))
     assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
     _set(batch, weight=marginal.MIN_WEIGHT - 1.0)
-    assert rt.adapter.reverted(batch, law).moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
+    assert rt.layer.issue(batch, law)[1].moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
 
 
 def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: Path) -> None:
@@ -383,7 +383,7 @@ def test_a_value_after_a_gap_joins_the_law_but_not_the_persistence(walk_model: P
     batch = StateBatch.of([state], 1, rt.n_mean)
     _set(batch, odds=50.0, sxy=0.5, sxx=1.0)  # r = 1, phi = 0.5
     law = Mixture(np.array([[1.0]]), np.array([[[0.0]]]), np.array([1.0]))
-    moved = rt.adapter.reverted(batch, law, np.array([3])).moments()[0][0, 0]
+    moved = rt.layer.issue(batch, law, np.array([3]))[1].moments()[0][0, 0]
     own = Marginal.of(batch.marginal)
     want = (marginal.anchor(own, 3)[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     assert moved == pytest.approx(want, rel=1e-9)

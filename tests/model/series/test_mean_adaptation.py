@@ -254,7 +254,7 @@ def test_the_regression_learns_the_same_whatever_the_weight(
     got = []
     for held in (-3.0, 0.0, 3.0):
         monkeypatch.setattr(
-            "model.series.adapter.update_odds",
+            "model.series.layer.mean.update_odds",
             lambda odds, evidence, forget, c=held: np.full_like(odds, c),
         )
         rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
@@ -292,7 +292,7 @@ def test_a_state_written_before_the_odds_reads_at_even_odds(random_walk: Path) -
     assert old_states.encode(read) == written(5, 1 + 4 + 1 + 2)  # nor the trend, pending
     rt = Runtime.load(random_walk, backend="torch", adapt=MEAN)
     # even odds: the model takes half of each coefficient
-    issued = rt.adapter.mean_coef(StateBatch.of([read], 1, rt.n_mean))
+    issued = rt.layer.model_mean(StateBatch.of([read], 1, rt.n_mean))
     np.testing.assert_allclose(issued[0, :, 0], 0.5 * state.mean_coef[0], rtol=1e-6)
     ((new, _),) = rt.update([read], [np.array([[40.0]])], [0.8])
     assert len(new.mean_odds) == 1 and new.t == 81

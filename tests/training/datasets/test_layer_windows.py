@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from model.series.adaptation import AdaptConfig
-from model.series.adapter import Adapter
+from model.series.layer.layer import Layer
 from training.datasets.layer_windows import normalise
 from training.datasets.synthetic import load_corpus
 
-ADAPTER = Adapter(AdaptConfig(), 1, 0, 8)
+ADAPTER = Layer(AdaptConfig(), 1, 0, 8)
 
 
 def _trend_and_season(n: int, noise: float, seed: int = 0) -> np.ndarray:
