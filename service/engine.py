@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import torch
 
-from model.runtime.runtime import Forecast, InputError, Runtime
+from model.runtime.runtime import InputError, Runtime, UpdateAnswer
 from model.runtime.serving import manifest
 from model.runtime.serving.served import ServedRuntime
 from model.series.state import SeriesState
@@ -261,57 +261,37 @@ class Engine:
         return self._each(run, items)
 
     def _update(self, params: ForecastParams, items: Sequence[UpdateItem]) -> list[Any]:
-        """Absorb each item's observations, then forecast from the new states (a model with
-        covariates: only the items that sent their future values)."""
+        """Absorb each item's observations and answer with the forecast from the new state
+        (a model with covariates: only the items that sent their future values), kept in it
+        until its values come (model/series/horizons.py)."""
         fractions = [level / 100.0 for level in self.monitor_levels]
 
         def run(batch: Sequence[UpdateItem]) -> list[Update]:
             states = [SeriesState.from_bytes(item.state) for item in batch]
             observations = [item.observations for item in batch]
-            updated = self._timed(
-                "update", len(batch), lambda: self._filter.update(states, observations, fractions)
+            due = [item.covariates is not None or not self._covariates for item in batch]
+            answer = UpdateAnswer(
+                params.horizon, params.fractions, params.n_samples, due,
+                supports=[item.support for item, d in zip(batch, due, strict=True) if d],
+                covariates=cast(list[np.ndarray], [
+                    item.covariates for item, d in zip(batch, due, strict=True) if d
+                ]) if self._covariates else None,
+                return_samples=params.return_samples,
             )
-            forecasts, kept = self._forecast_updated(params, batch, [u.state for u in updated])
+            updated = self._timed(
+                "update", len(batch),
+                lambda: self._filter.update_answered(states, observations, fractions, answer),
+            )
             out = []
-            for item, state, u, forecast in zip(batch, kept, updated, forecasts, strict=True):
-                new = self._new_state(state)
+            for item, u in zip(batch, updated, strict=True):
+                new = self._new_state(u.state)
                 record = answers.encode(
-                    state.seq, u.results, forecast, self.monitor_levels, params.levels
+                    u.state.seq, u.results, u.forecast, self.monitor_levels, params.levels
                 )
                 out.append(Update(new, record, answers.decode(record, item.series_id)))
             return out
 
         return self._each(run, items)
-
-    def _forecast_updated(
-        self, params: ForecastParams, batch: Sequence[UpdateItem], states: list[SeriesState]
-    ) -> tuple[list[Forecast | None], list[SeriesState]]:
-        """The forecasts from the updated states (None for an item of a model with covariates
-        that sent none of their future values), and the states to keep: those that answered
-        one keep it until its values come, to score it then (model/series/horizons.py)."""
-        due = [
-            i for i, item in enumerate(batch) if item.covariates is not None or not self._covariates
-        ]
-        forecasts: list[Forecast | None] = [None] * len(batch)
-        kept = list(states)
-        if not due:
-            return forecasts, kept
-        # a model with covariates: the due items are those that sent them
-        cov = (
-            cast(list[np.ndarray], [batch[i].covariates for i in due]) if self._covariates
-            else None
-        )
-        done, issued = self._timed(
-            "forecast", len(due),
-            lambda: self._filter.forecast_issued(
-                [states[i] for i in due], params.horizon, params.fractions, params.n_samples,
-                return_samples=params.return_samples, covariates=cov,
-                supports=[batch[i].support for i in due],
-            ),
-        )
-        for i, f, state in zip(due, done, issued, strict=True):
-            forecasts[i], kept[i] = f, state
-        return forecasts, kept
 
     def _forecast(self, params: ForecastParams, items: Sequence[ForecastItem]) -> list[Any]:
         """Forecasts from stored states."""

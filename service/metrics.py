@@ -125,11 +125,13 @@ class Metrics:
     def _declare_model(self, r: CollectorRegistry) -> None:
         """The model's batched calls and their filters."""
         self.update_duration = Histogram(
-            "smct_filter_update_duration_seconds", "Duration of one batched filter update call",
+            "smct_filter_update_duration_seconds",
+            "Duration of one batched filter update call, the forecast it answers with included",
             buckets=LATENCY_BUCKETS, registry=r,
         )
         self.forecast_duration = Histogram(
-            "smct_forecast_duration_seconds", "Duration of one batched forecast call",
+            "smct_forecast_duration_seconds",
+            "Duration of one batched forecast call (from stored states or histories)",
             buckets=LATENCY_BUCKETS, registry=r,
         )
         self.batch_size = Histogram(

@@ -23,7 +23,7 @@ Shapes: B batch, P particles, L window, F features, O targets, H horizon, N samp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,9 +57,11 @@ from model.series.scaling import check_observed, layer_scaling, scale_values
 from model.series.scoring import UpdateResult, issued_law, score
 from model.series.shifts import level_shifted
 from model.series.state import SeriesState, StateBatch
-from model.series.support import support_names
+from model.series.support import support_codes, support_names
 
-__all__ = ["Forecast", "InputError", "Runtime", "UpdateResult", "Updated"]
+__all__ = [
+    "Answered", "Forecast", "InputError", "Runtime", "UpdateAnswer", "UpdateResult", "Updated",
+]
 
 
 class Updated(NamedTuple):
@@ -68,6 +70,32 @@ class Updated(NamedTuple):
 
     state: SeriesState
     results: list[UpdateResult]
+
+
+class Answered(NamedTuple):
+    """A series after an update that answers with a forecast (`Runtime.update_answered`): as
+    `Updated`, and the forecast (None where the series was not due)."""
+
+    state: SeriesState
+    results: list[UpdateResult]
+    forecast: Forecast | None
+
+
+@dataclass(frozen=True)
+class UpdateAnswer:
+    """The forecast an update answers with, from the new states, kept in them until its
+    values come (model/series/horizons.py): over `horizon` steps at `levels` from `n_samples`
+    paths, for the series `due` (None: all), in the supports `supports` and with the future
+    `covariates` of the due series, their paths too with `return_samples`
+    (Forecaster.forecast_batch)."""
+
+    horizon: int
+    levels: Sequence[float]
+    n_samples: int
+    due: Sequence[bool] | None = None
+    supports: Sequence[str | None] | None = None
+    covariates: Sequence[np.ndarray] | None = None
+    return_samples: bool = False
 
 #: a state's fields of its calibration by horizon, in the order horizons.score takes them
 _HORIZON_FIELDS = (
@@ -325,6 +353,15 @@ class Runtime:
     def update(self, states: Sequence[SeriesState], observations: Sequence[np.ndarray],
                levels: Sequence[float]) -> list[Updated]:
         """Absorb observations[i] (K_i, F) into states[i]: each series' new state and results."""
+        return [Updated(a.state, a.results) for a in self.update_answered(
+            states, observations, levels, None)]
+
+    def update_answered(
+        self, states: Sequence[SeriesState], observations: Sequence[np.ndarray],
+        levels: Sequence[float], answer: UpdateAnswer | None,
+    ) -> list[Answered]:
+        """As `update`, and the forecast of `answer` from each new state, kept in it until its
+        values come (an update's answer in one pass: the states stacked once)."""
         if len(states) != len(observations):
             raise InputError(f"got {len(states)} states and {len(observations)} observation arrays")
         check_states(states, self.model_id, self.n_particles, self.window, self.n_features)
@@ -349,18 +386,42 @@ class Runtime:
         self._advance(batch, steps, record, field="observations", levels=levels, gap_sd=gap_sd)
         batch.pending[:] = pending
         scored = self._score_horizons(batch, states, rows)
-        new = [batch.state(i, self.model_id) for i in range(len(states))]
         # the steps filtered again after a gap were answered when they came
         results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
         deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
-        for i, res in enumerate(gaps.pending_results(self.forecast, new, deferred, levels)):
-            results[i] += res
+        if any(deferred):
+            now = [batch.state(i, self.model_id) for i in range(len(states))]
+            for i, res in enumerate(gaps.pending_results(self.forecast, now, deferred, levels)):
+                results[i] += res
         results = [
             [replace(r, horizons=tuple(by_seq.get(r.seq, ()))) if r.seq in by_seq else r
              for r in res]
             for res, by_seq in zip(results, scored, strict=True)
         ]
-        return [Updated(new[i], results[i]) for i in range(len(states))]
+        answered = [None] * len(states) if answer is None else self._answer(batch, answer)
+        return [
+            Answered(batch.state(i, self.model_id), results[i], answered[i])
+            for i in range(len(states))
+        ]
+
+    def _answer(self, batch: StateBatch, answer: UpdateAnswer) -> list[Forecast | None]:
+        """The forecasts of `answer` from the updated batch, kept in it (None where a series is
+        not due)."""
+        due = np.arange(len(batch)) if answer.due is None else np.flatnonzero(answer.due)
+        out: list[Forecast | None] = [None] * len(batch)
+        if not len(due):
+            return out
+        sub = batch if len(due) == len(batch) else batch.take(due)
+        done = self.forecaster.forecast_batch(
+            sub, answer.horizon, answer.levels, answer.n_samples, True,
+            codes=support_codes(answer.supports, None, len(due)),
+            return_samples=answer.return_samples, covariates=answer.covariates,
+        )
+        if sub is not batch:
+            batch.put(due, sub)
+        for i, forecast in zip(due, done, strict=True):
+            out[int(i)] = forecast
+        return out
 
     def _score_horizons(
         self, batch: StateBatch, states: Sequence[SeriesState], rows: list[np.ndarray]

@@ -41,7 +41,7 @@ from model.series.layer.layer import Layer
 from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
 from model.series.spread import horizon_factors, series_growth
-from model.series.state import SeriesState, StateBatch, cover_arrays, filled, padded
+from model.series.state import SeriesState, StateBatch
 from model.series.state_fields import ARRAY_FIELDS
 from model.series.support import COUNTS, in_support, summarized, support_codes
 
@@ -75,14 +75,12 @@ def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
     return out
 
 
-def _streams(
-    states: Sequence[SeriesState], seed: int | None
-) -> tuple[list[torch.Generator], np.ndarray]:
+def _streams(batch: StateBatch, seed: int | None) -> tuple[list[torch.Generator], np.ndarray]:
     """Each series' generator of its paths' particles and the key (B,) of its paths' noise,
-    from the series' seed, the step it is at and the request's seed."""
-    gens = [torch.Generator().manual_seed(seed_key("forecast", seed, s.seed, s.seq))
-            for s in states]
-    keys = np.array([seed_key("forecast noise", seed, s.seed, s.seq) for s in states], np.uint64)
+    from the series' seed, the step it is at (its seq) and the request's seed."""
+    series = [(int(s), int(q)) for s, q in zip(batch.seed, batch.t + batch.pending, strict=True)]
+    gens = [torch.Generator().manual_seed(seed_key("forecast", seed, s, q)) for s, q in series]
+    keys = np.array([seed_key("forecast noise", seed, s, q) for s, q in series], np.uint64)
     return gens, keys
 
 
@@ -155,58 +153,87 @@ class Forecaster:
         n_samples: int,
         issue: bool,
         *,
-        return_samples: bool = False,
-        seed: int | None = None,
-        quantiles: Sequence[float] = (),
-        covariates: Sequence[np.ndarray] | None = None,
         supports: Sequence[str | None] | None = None,
+        covariates: Sequence[np.ndarray] | None = None,
+        **options: Any,
     ) -> tuple[list[Forecast], list[SeriesState]]:
         codes = support_codes(supports, None, len(states))
+        rt = self.runtime
         if covariates is not None and len(covariates) != len(states):
             raise InputError(
                 f"got future covariates for {len(covariates)} series, not {len(states)}"
             )
+        check_horizon(horizon, n_samples)
+        check_states(states, rt.model_id, rt.n_particles, rt.window, rt.n_features)
+        if not states:
+            check_covariates(covariates, 0, horizon, rt.n_features - rt.target_dim)
+            return [], []
+        batch = StateBatch.of(states, rt.target_dim, rt.n_mean)
+        out = self.forecast_batch(batch, horizon, levels, n_samples, issue, codes=codes,
+                                  covariates=covariates, **options)
+        kept = [batch.state(i, rt.model_id) for i in range(len(batch))] if issue else []
+        return out, kept
+
+    def forecast_batch(
+        self,
+        batch: StateBatch,
+        horizon: int,
+        levels: Sequence[float],
+        n_samples: int,
+        issue: bool = False,
+        *,
+        codes: np.ndarray | None = None,
+        return_samples: bool = False,
+        seed: int | None = None,
+        quantiles: Sequence[float] = (),
+        covariates: Sequence[np.ndarray] | None = None,
+    ) -> list[Forecast]:
+        """`forecast` from a batch of checked states, in the supports of `codes`
+        (model/series/support.support_codes; None: real); with `issue`, the forecast is kept
+        in the batch at the steps a series scores when their values come
+        (model/series/horizons.py): an update's answer."""
+        check_horizon(horizon, n_samples)
         chunk = max(1, getattr(self.runtime.backend, "max_paths", MAX_PATHS) // max(n_samples, 1))
-        if len(states) > chunk:
+        if len(batch) > chunk:
             out: list[Forecast] = []
-            kept: list[SeriesState] = []
-            for i in range(0, len(states), chunk):
-                part, part_kept = self._forecast(
-                    states[i : i + chunk], horizon, levels, n_samples, issue,
+            for i in range(0, len(batch), chunk):
+                idx = np.arange(i, min(i + chunk, len(batch)))
+                sub = batch.take(idx)
+                out += self.forecast_batch(
+                    sub, horizon, levels, n_samples, issue,
+                    codes=None if codes is None else codes[i : i + chunk],
                     return_samples=return_samples, seed=seed, quantiles=quantiles,
                     covariates=None if covariates is None else covariates[i : i + chunk],
-                    supports=None if supports is None else list(supports)[i : i + chunk],
                 )
-                out += part
-                kept += part_kept
-            return out, kept
-        cov = self._path_inputs(states, horizon, n_samples, covariates)
+                if issue:
+                    batch.put(idx, sub)
+            return out
+        cov = self._covariates(batch, horizon, covariates)
         corrections: list[np.ndarray] = []  # the factors of the steps' calibration applied
-        steps = [x for _, x in self._paths(states, horizon, n_samples, seed, cov, corrections)]
-        if not steps:
-            return [], []
+        steps = [x for _, x in self._paths(batch, horizon, n_samples, seed, cov, corrections)]
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
-        alphas = self._alphas(states, levels, horizon)  # (B, H, Q)
+        alphas = self._alphas(batch, levels, horizon)  # (B, H, Q)
         out = summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
-        if not issue:
-            return out, []
-        return out, self._kept(states, samples, codes, corrections[0], horizon, out)
+        if issue:
+            self._kept(batch, samples, codes, corrections[0], horizon, out)
+        return out
 
     def _kept(
-        self, states: Sequence[SeriesState], samples: np.ndarray, codes: np.ndarray | None,
+        self, batch: StateBatch, samples: np.ndarray, codes: np.ndarray | None,
         factors: np.ndarray, horizon: int, issued: list[Forecast],
-    ) -> list[SeriesState]:
-        """The states with the forecast of paths `samples` (B, N, H, O) kept at the steps a
-        series scores (model/series/horizons.py): each step's mean, its spread before the
-        step's calibration `factors` (B, H, O) and its bounds at the series' monitored levels,
-        those of the forecast `issued` where it was asked at them, else as its intervals would
-        be issued there."""
+    ) -> None:
+        """Keep the forecast of paths `samples` (B, N, H, O) in the batch at the steps a series
+        scores (model/series/horizons.py): each step's mean, its spread before the step's
+        calibration `factors` (B, H, O) and its bounds at the series' monitored levels, those of
+        the forecast `issued` where it was asked at them, else as its intervals would be issued
+        there. In place."""
         at = [s - 1 for s in horizons.STEPS if s <= horizon]
         paths = in_support(samples[:, :, at], codes)  # (B, N, S', O)
         mean = paths.mean(axis=1)
         base = np.abs(paths - mean[:, None]).mean(axis=1) / factors[:, at]
-        monitored = sorted({float(lv) for s in states for lv in s.cover_levels})
+        levels = batch.cover_levels
+        monitored = sorted({float(lv) for lv in levels[np.isfinite(levels)]})
         asked = list(issued[0].intervals) if issued else []
         # each monitored level's key among the levels answered (kept as float32 in a state)
         keys = {lv: next((k for k in asked if abs(k - lv) <= 1e-6), None) for lv in monitored}
@@ -217,27 +244,23 @@ class Forecaster:
                 lo = np.stack([f.intervals[key][0][at] for f in issued])
                 bounds[lv] = (lo, np.stack([f.intervals[key][1][at] for f in issued]))
         else:
-            alphas = self._alphas(states, monitored, horizon)[:, at]  # (B, S', K')
+            alphas = self._alphas(batch, monitored, horizon)[:, at]  # (B, S', K')
             integer = None if codes is None else codes == COUNTS
             bounds = summarize_samples(paths, monitored, (), alphas, integer).intervals
-        o, out = self.runtime.target_dim, []
-        for i, state in enumerate(states):
-            k = len(state.cover_levels)
-            target, law, kept = (
-                getattr(state, name) if getattr(state, name).size
-                else filled(FIELDS[name], 1, {"K": k, "O": o})[0]
-                for name in ("horizon_target", "horizon_law", "horizon_bounds")
-            )
-            lo = np.stack([bounds[float(lv)][0][i] for lv in state.cover_levels]) if k else (
+        o = self.runtime.target_dim
+        seqs = batch.t + batch.pending
+        for i in range(len(batch)):
+            keep = np.isfinite(levels[i])
+            own = levels[i][keep]
+            lo = np.stack([bounds[float(lv)][0][i] for lv in own]) if len(own) else (
                 np.zeros((0, len(at), o)))
-            hi = np.stack([bounds[float(lv)][1][i] for lv in state.cover_levels]) if k else lo
+            hi = np.stack([bounds[float(lv)][1][i] for lv in own]) if len(own) else lo
             target, law, kept = horizons.issued(
-                target, law, kept, state.seq, mean[i], base[i], lo, hi
+                batch.horizon_target[i], batch.horizon_law[i], batch.horizon_bounds[i][keep],
+                int(seqs[i]), mean[i], base[i], lo, hi,
             )
-            out.append(state.replaced(
-                horizon_target=target, horizon_law=law, horizon_bounds=kept
-            ))
-        return out
+            batch.horizon_target[i], batch.horizon_law[i] = target, law
+            batch.horizon_bounds[i, keep] = kept
 
     def forecast_steps(
         self,
@@ -258,19 +281,25 @@ class Forecaster:
         request before it starts)."""
         levels, quantiles = check_levels(levels), check_levels(quantiles)
         codes = support_codes(supports, None, len(states))
-        cov = self._path_inputs(states, horizon, n_samples, covariates)
-        alphas = self._alphas(states, levels, horizon) if states else None  # (B, H, Q)
+        check_horizon(horizon, n_samples)
+        rt = self.runtime
+        check_states(states, rt.model_id, rt.n_particles, rt.window, rt.n_features)
+        if not states:
+            check_covariates(covariates, 0, horizon, rt.n_features - rt.target_dim)
+            return iter(())
+        batch = StateBatch.of(states, rt.target_dim, rt.n_mean)
+        cov = self._covariates(batch, horizon, covariates)
+        alphas = self._alphas(batch, levels, horizon)  # (B, H, Q)
         return (
             ForecastStep(h, summarized(
-                x[:, :, None], levels, quantiles,
-                None if alphas is None else alphas[:, h : h + 1], codes, return_samples,
+                x[:, :, None], levels, quantiles, alphas[:, h : h + 1], codes, return_samples,
             ))
-            for h, x in self._paths(states, horizon, n_samples, seed, cov)
+            for h, x in self._paths(batch, horizon, n_samples, seed, cov)
         )
 
     def _paths(
         self,
-        states: Sequence[SeriesState],
+        batch: StateBatch,
         horizon: int,
         n_samples: int,
         seed: int | None,
@@ -281,10 +310,7 @@ class Forecaster:
         covariates from `_path_inputs`. The paths of a series with pending steps (missing
         observations not yet filtered, model/series/gaps.defer) move through those
         first: its step h is the paths' step pending + h."""
-        if not states:
-            return
-        batch = StateBatch.of(states, self.runtime.target_dim, self.runtime.n_mean)
-        gens, keys = _streams(states, seed)
+        gens, keys = _streams(batch, seed)
         cfg = self.runtime.artifact.config
         n, d, o = n_samples, cfg.d_model, self.runtime.target_dim
         shift = batch.pending  # (B,)
@@ -365,52 +391,33 @@ class Forecaster:
             corrections.append(np.take_along_axis(every, own[:, :, None], axis=1))
         return factors, calibrated
 
-    def _alphas(
-        self, states: Sequence[SeriesState], levels: list[float], horizon: int
-    ) -> np.ndarray:
+    def _alphas(self, batch: StateBatch, levels: list[float], horizon: int) -> np.ndarray:
         """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its
         pending steps counted among the steps ahead."""
-        shift = np.array([s.pending for s in states], np.int64)
-        one = self.runtime.layer.alphas(states, levels)
+        shift = batch.pending
+        one = self.runtime.layer.alphas(batch, levels)
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
         out = np.take_along_axis(every, ahead[:, :, None], axis=1)
-        offsets = [s.horizon_alpha for s in states]
         adapt = self.runtime.layer.adapt
-        if not (adapt.horizons and adapt.coverage) or not any(a.any() for a in offsets):
+        if not (adapt.horizons and adapt.coverage) or not batch.horizon_alpha.any():
             return out
         # each step's offset from the forecasts the series was issued before (horizons.py)
-        monitored, _ = cover_arrays(states)
-        kept = padded(offsets, [horizons.ADAPTED], FIELDS["horizon_alpha"], monitored.shape[1])
-        weight = padded([s.horizon_weight for s in states], [], FIELDS["horizon_weight"],
-                        horizons.ADAPTED)
-        steps = np.broadcast_to(np.arange(1, horizon + 1)[None, :], (len(states), horizon))
-        moved = out + horizons.alpha_offsets(monitored, kept, weight, levels, steps)
+        steps = np.broadcast_to(np.arange(1, horizon + 1)[None, :], (len(batch), horizon))
+        moved = out + horizons.alpha_offsets(
+            batch.cover_levels, batch.horizon_alpha, batch.horizon_weight, levels, steps
+        )
         return np.clip(moved, ALPHA_MIN, ALPHA_MAX)
 
-    def _path_inputs(
-        self,
-        states: Sequence[SeriesState],
-        horizon: int,
-        n_samples: int,
-        covariates: Sequence[np.ndarray] | None,
-    ) -> np.ndarray | None:
-        """Check the inputs of a forecast; returns its scaled future covariates (or None)."""
-        check_horizon(horizon, n_samples)
-        rt = self.runtime
-        check_states(states, rt.model_id, rt.n_particles, rt.window, rt.n_features)
-        return self._covariates(states, horizon, covariates)
-
     def _covariates(
-        self, states: Sequence[SeriesState], horizon: int, covariates: Sequence[np.ndarray] | None
+        self, batch: StateBatch, horizon: int, covariates: Sequence[np.ndarray] | None
     ) -> np.ndarray | None:
         """Known future covariates, scaled: (B, H, F - O), or None for models without them."""
-        c = self.runtime.n_features - self.runtime.target_dim
-        out = check_covariates(covariates, len(states), horizon, c)
+        o = self.runtime.target_dim
+        out = check_covariates(covariates, len(batch), horizon, self.runtime.n_features - o)
         if out is None:
             return None
-        locs = np.stack([s.loc[self.runtime.target_dim :] for s in states])[:, None]
-        scales = np.stack([s.scale[self.runtime.target_dim :] for s in states])[:, None]
+        locs, scales = batch.loc[:, None, o:], batch.scale[:, None, o:]
         scaled = (out - locs) / scales
         check_future_scale(scaled, out, locs, scales)
         return scaled.astype(np.float32)
