@@ -2,8 +2,12 @@
 
 Each correction is a module of this package (base.py says what a correction is); the Layer
 calls each of them in its phase, in the order of `corrections`. The runtime steps the layer
-and the backend in a fixed loop (model/runtime/runtime.py): a value's offsets out, the
-model's step, the law issued, its score, then `learn`.
+and the backend in a fixed loop (model/runtime/runtime.py `_advance`): the value in
+(`enter`: every correction's offsets out, in the model's units), the model's step, the law
+issued (`issue`), its score, `learn`, then the units after the step (`absorbed`). A series
+starts from its history by `decompose` (its season, then its trend); forecast paths take the
+offsets the paths do not carry themselves, the trend each path carries (`paths_trend`) and
+the spread and the own law's move and bound (`spread_paths`).
 
 Shapes: B_k series at a step, L window, O targets.
 """
