@@ -39,7 +39,7 @@ from model.runtime.backends.base import Backend, Particles, backend_device
 from model.runtime.backends.onnx_backend import OnnxBackend
 from model.runtime.backends.torch_backend import TorchBackend
 from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
-from model.series import gaps, horizons, scaling
+from model.series import gaps, scaling
 from model.series.adaptation import AdaptConfig
 from model.series.inputs import (
     MAX_SEASON,
@@ -96,12 +96,6 @@ class UpdateAnswer:
     supports: Sequence[str | None] | None = None
     covariates: Sequence[np.ndarray] | None = None
     return_samples: bool = False
-
-#: a state's fields of its calibration by horizon, in the order horizons.score takes them
-_HORIZON_FIELDS = (
-    "horizon_target", "horizon_law", "horizon_bounds", "horizon_spread", "horizon_weight",
-    "horizon_alpha",
-)
 
 BACKENDS = ("torch", "onnx")
 DEVICES = ("auto", "cpu", "cuda")
@@ -385,7 +379,8 @@ class Runtime:
         steps, pending = gaps.defer(batch.pending, rows, self.n_features)
         self._advance(batch, steps, record, field="observations", levels=levels, gap_sd=gap_sd)
         batch.pending[:] = pending
-        scored = self._score_horizons(batch, states, rows)
+        first = np.array([s.seq for s in states], np.int64)
+        scored = self.layer.score_values(batch, first, rows)
         # the steps filtered again after a gap were answered when they came
         results = [r[int(k) :] for r, k in zip(results, before, strict=True)]
         deferred = [min(int(k), len(r)) for k, r in zip(pending, rows, strict=True)]
@@ -421,36 +416,6 @@ class Runtime:
             batch.put(due, sub)
         for i, forecast in zip(due, done, strict=True):
             out[int(i)] = forecast
-        return out
-
-    def _score_horizons(
-        self, batch: StateBatch, states: Sequence[SeriesState], rows: list[np.ndarray]
-    ) -> list[dict[int, list[horizons.HorizonScore]]]:
-        """Score the forecasts each series was issued for its new values (rows[i] (K_i, F),
-        from seq states[i].seq on) and adapt its calibration by horizon from them, in place
-        (model/series/horizons.py): each series' scores by seq."""
-        out: list[dict[int, list[horizons.HorizonScore]]] = [{} for _ in states]
-        if not batch.horizon_target.any():
-            return out
-        o = self.target_dim
-        counts = np.array([len(r) for r in rows])
-        first = np.array([s.seq for s in states], np.int64)
-        for k in range(int(counts.max(initial=0))):
-            idx = np.flatnonzero((counts > k) & batch.horizon_target.any(axis=1))
-            if not len(idx):
-                continue
-            y = np.stack([rows[i][k][:o] for i in idx]).astype(np.float64)
-            parts = [getattr(batch, name)[idx] for name in _HORIZON_FIELDS]
-            target, law, bounds, spread, weight, offsets = parts
-            found = horizons.score(
-                target, law, bounds, spread, weight, offsets, batch.cover_levels[idx],
-                first[idx] + k, y, self.adapt.gamma,
-            )
-            for name, part in zip(_HORIZON_FIELDS, parts, strict=True):
-                getattr(batch, name)[idx] = part
-            for i, res in zip(idx, found, strict=True):
-                if res:
-                    out[i][int(first[i] + k)] = res
         return out
 
     def _advance(

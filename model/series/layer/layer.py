@@ -4,7 +4,8 @@ Each correction is a module of this package (base.py says what a correction is);
 calls each of them in its phase, in the order of `corrections`. The runtime steps the layer
 and the backend in a fixed loop (model/runtime/runtime.py `_advance`): the value in
 (`enter`: every correction's offsets out, in the model's units), the model's step, the law
-issued (`issue`), its score, `learn`, then the units after the step (`absorbed`). A series
+issued (`issue`), its score, `learn`, then the units after the step (`absorbed`); after
+the update's steps, the forecasts kept for its values are scored (`score_values`). A series
 starts from its history by `decompose` (its season, then its trend); forecast paths take the
 offsets the paths do not carry themselves, the trend each path carries (`paths_trend`) and
 the spread and the own law's move and bound (`spread_paths`).
@@ -22,8 +23,10 @@ import numpy as np
 from model.filtering.predictive import Mixture
 from model.series import trend as trend_model
 from model.series.adaptation import AdaptConfig
+from model.series.horizons import HorizonScore
 from model.series.layer.base import Correction, Step
 from model.series.layer.coverage import Coverage
+from model.series.layer.horizons import Horizons
 from model.series.layer.marginal import OwnLaw
 from model.series.layer.mean import MeanShift
 from model.series.layer.scaling import Scaling
@@ -54,6 +57,7 @@ class Layer:
     own: OwnLaw | None = field(init=False)
     mean: MeanShift = field(init=False)
     coverage: Coverage = field(init=False)
+    horizons: Horizons = field(init=False)
     #: the corrections in their order
     corrections: tuple[Correction, ...] = field(init=False)
 
@@ -66,6 +70,7 @@ class Layer:
             "own": OwnLaw(o, a.revert, a.bound) if a.revert or a.bound else None,
             "mean": MeanShift(o, self.n_mean, a.mean),
             "coverage": Coverage(a.gamma, a.coverage),
+            "horizons": Horizons(o, a.gamma),
         }
         for name, part in parts.items():
             object.__setattr__(self, name, part)
@@ -176,6 +181,14 @@ class Layer:
         if self.own is None:
             return x, first
         return self.own.paths(batch, x, centre, ahead, first)
+
+    def score_values(
+        self, batch: StateBatch, first: np.ndarray, rows: list[np.ndarray]
+    ) -> list[dict[int, list[HorizonScore]]]:
+        """After an update's steps: the forecasts each series was issued for its new values
+        (rows[i] (K_i, F), from seq first[i] on) scored, and its calibration by horizon adapted
+        from them (Horizons.score_values): each series' scores by seq."""
+        return self.horizons.score_values(batch, first, rows)
 
     def learn(
         self,

@@ -16,6 +16,7 @@ from model.runtime.runtime import Runtime
 from model.series.adaptation import OFF, AdaptConfig
 from model.series.layer.base import Correction
 from model.series.layer.coverage import Coverage
+from model.series.layer.horizons import Horizons
 from model.series.layer.layer import Layer
 from model.series.layer.marginal import OwnLaw
 from model.series.layer.mean import MeanShift
@@ -56,13 +57,13 @@ class Pull(Shift):
 
 
 def test_the_corrections_hold_one_order_and_every_phase_follows_it() -> None:
-    """Season, trend, spread, the series' own law, the mean's correction, coverage, then any
-    added: `issue` passes the law through each in turn and keeps the law before the first that
-    moves its mean (the one the mean's correction learns from); `offsets` sums each one's,
-    without those the paths carry themselves where asked."""
+    """Season, trend, spread, the series' own law, the mean's correction, coverage, the
+    calibration by horizon, then any added: `issue` passes the law through each in turn and
+    keeps the law before the first that moves its mean (the one the mean's correction learns
+    from); `offsets` sums each one's, without those the paths carry themselves where asked."""
     layer = Layer(AdaptConfig(), 1, 2, 2)
     kinds = [type(c) for c in layer.corrections]
-    assert kinds == [Season, Trend, Spread, OwnLaw, MeanShift, Coverage]
+    assert kinds == [Season, Trend, Spread, OwnLaw, MeanShift, Coverage, Horizons]
     toys = (Shift(1.0), Pull(10.0), Shift(100.0))
     layer = Layer(OFF, 1, 0, 2, extra=toys)
     assert layer.corrections[-3:] == toys
