@@ -29,7 +29,7 @@ from model.filtering.noise import NoiseLayout
 from model.filtering.predictive import Forecast, ForecastStep, summarize_samples
 from model.runtime.backends.base import Backend, Particles, StepBlock
 from model.series import horizons
-from model.series.coverage import ALPHA_MAX, ALPHA_MIN, horizon_alphas
+from model.series.coverage import horizon_alphas
 from model.series.inputs import (
     InputError,
     check_covariates,
@@ -224,43 +224,29 @@ class Forecaster:
         factors: np.ndarray, horizon: int, issued: list[Forecast],
     ) -> None:
         """Keep the forecast of paths `samples` (B, N, H, O) in the batch at the steps a series
-        scores (model/series/horizons.py): each step's mean, its spread before the step's
-        calibration `factors` (B, H, O) and its bounds at the series' monitored levels, those of
-        the forecast `issued` where it was asked at them, else as its intervals would be issued
-        there. In place."""
+        scores (Horizons.keep): its paths there in the series' support, their spread before the
+        steps' calibration `factors` (B, H, O), and its bounds at the series' monitored levels,
+        those of the forecast `issued` where it was asked at them, else as its intervals would
+        be issued there. In place."""
         at = [s - 1 for s in horizons.STEPS if s <= horizon]
         paths = in_support(samples[:, :, at], codes)  # (B, N, S', O)
-        mean = paths.mean(axis=1)
-        base = np.abs(paths - mean[:, None]).mean(axis=1) / factors[:, at]
-        levels = batch.cover_levels
-        monitored = sorted({float(lv) for lv in levels[np.isfinite(levels)]})
-        asked = list(issued[0].intervals) if issued else []
-        # each monitored level's key among the levels answered (kept as float32 in a state)
-        keys = {lv: next((k for k in asked if abs(k - lv) <= 1e-6), None) for lv in monitored}
-        bounds: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-        found = {lv: key for lv, key in keys.items() if key is not None}
-        if len(found) == len(keys):  # all were answered (the service's case)
-            for lv, key in found.items():
-                lo = np.stack([f.intervals[key][0][at] for f in issued])
-                bounds[lv] = (lo, np.stack([f.intervals[key][1][at] for f in issued]))
-        else:
-            alphas = self._alphas(batch, monitored, horizon)[:, at]  # (B, S', K')
-            integer = None if codes is None else codes == COUNTS
-            bounds = summarize_samples(paths, monitored, (), alphas, integer).intervals
-        o = self.runtime.target_dim
-        seqs = batch.t + batch.pending
-        for i in range(len(batch)):
-            keep = np.isfinite(levels[i])
-            own = levels[i][keep]
-            lo = np.stack([bounds[float(lv)][0][i] for lv in own]) if len(own) else (
-                np.zeros((0, len(at), o)))
-            hi = np.stack([bounds[float(lv)][1][i] for lv in own]) if len(own) else lo
-            target, law, kept = horizons.issued(
-                batch.horizon_target[i], batch.horizon_law[i], batch.horizon_bounds[i][keep],
-                int(seqs[i]), mean[i], base[i], lo, hi,
-            )
-            batch.horizon_target[i], batch.horizon_law[i] = target, law
-            batch.horizon_bounds[i, keep] = kept
+
+        def bounds(monitored: list[float]) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+            asked = list(issued[0].intervals) if issued else []
+            # each monitored level's key among the levels answered (kept as float32)
+            keys = {lv: next((k for k in asked if abs(k - lv) <= 1e-6), None) for lv in monitored}
+            found = {lv: key for lv, key in keys.items() if key is not None}
+            if len(found) < len(keys):  # as its intervals would be issued at them
+                alphas = self._alphas(batch, monitored, horizon)[:, at]  # (B, S', K')
+                integer = None if codes is None else codes == COUNTS
+                return summarize_samples(paths, monitored, (), alphas, integer).intervals
+            return {
+                lv: (np.stack([f.intervals[key][0][at] for f in issued]),
+                     np.stack([f.intervals[key][1][at] for f in issued]))
+                for lv, key in found.items()
+            }
+
+        self.runtime.layer.horizons.keep(batch, paths, factors[:, at], horizon, bounds)
 
     def forecast_steps(
         self,
@@ -379,12 +365,7 @@ class Forecaster:
         growth = series_growth(self.growth, self.growth_length, batch.t)
         factors = horizon_factors(batch.spread_factor, total, growth)
         ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
-        calibrated = None
-        adapt = self.runtime.layer.adapt
-        if adapt.horizons and adapt.spread and (batch.horizon_spread != 1.0).any():
-            calibrated = horizons.spread_factors(
-                batch.horizon_spread, ahead, batch.horizon_weight
-            )
+        calibrated = self.runtime.layer.horizons.spread_factors(batch, ahead)
         if corrections is not None:
             own = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
             every = np.ones_like(factors) if calibrated is None else calibrated
@@ -399,15 +380,8 @@ class Forecaster:
         every = horizon_alphas(one, levels, horizon + int(shift.max(initial=0)))
         ahead = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
         out = np.take_along_axis(every, ahead[:, :, None], axis=1)
-        adapt = self.runtime.layer.adapt
-        if not (adapt.horizons and adapt.coverage) or not batch.horizon_alpha.any():
-            return out
-        # each step's offset from the forecasts the series was issued before (horizons.py)
-        steps = np.broadcast_to(np.arange(1, horizon + 1)[None, :], (len(batch), horizon))
-        moved = out + horizons.alpha_offsets(
-            batch.cover_levels, batch.horizon_alpha, batch.horizon_weight, levels, steps
-        )
-        return np.clip(moved, ALPHA_MIN, ALPHA_MAX)
+        # each step's offset from the forecasts the series was issued before
+        return self.runtime.layer.horizons.alphas(batch, out, levels, horizon)
 
     def _covariates(
         self, batch: StateBatch, horizon: int, covariates: Sequence[np.ndarray] | None

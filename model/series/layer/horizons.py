@@ -8,11 +8,13 @@ F features, O targets.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from model.series import horizons
+from model.series.coverage import ALPHA_MAX, ALPHA_MIN
 from model.series.layer.base import Correction
 from model.series.state import StateBatch
 
@@ -26,10 +28,63 @@ FIELDS = (
 @dataclass(frozen=True)
 class Horizons(Correction):
     """Each series' calibration by horizon, of a model of `target_dim` targets, its
-    miscoverage moved by ACI steps of `gamma`."""
+    miscoverage moved by ACI steps of `gamma`; `spread` and `coverage` where each step's spread
+    and miscoverage are issued as calibrated."""
 
     target_dim: int
     gamma: float
+    spread: bool = True
+    coverage: bool = True
+
+    def spread_factors(self, batch: StateBatch, ahead: np.ndarray) -> np.ndarray | None:
+        """Each step's factor (B, H', O) on the spread of the paths `ahead` (B, H') steps
+        after each series' last value, from the forecasts the series was issued before (None
+        where no series has one, or the correction is off)."""
+        if not (self.spread and (batch.horizon_spread != 1.0).any()):
+            return None
+        return horizons.spread_factors(batch.horizon_spread, ahead, batch.horizon_weight)
+
+    def alphas(
+        self, batch: StateBatch, alphas: np.ndarray, levels: list[float], horizon: int
+    ) -> np.ndarray:
+        """The miscoverage `alphas` (B, H, Q) each series issues at `levels` over a horizon,
+        moved by each step's offset from the forecasts the series was issued before."""
+        if not (self.coverage and batch.horizon_alpha.any()):
+            return alphas
+        steps = np.broadcast_to(np.arange(1, horizon + 1)[None, :], (len(batch), horizon))
+        moved = alphas + horizons.alpha_offsets(
+            batch.cover_levels, batch.horizon_alpha, batch.horizon_weight, levels, steps
+        )
+        return np.clip(moved, ALPHA_MIN, ALPHA_MAX)
+
+    def keep(
+        self, batch: StateBatch, paths: np.ndarray, factors: np.ndarray, horizon: int,
+        bounds: Callable[[list[float]], dict[float, tuple[np.ndarray, np.ndarray]]],
+    ) -> None:
+        """Keep a forecast issued in the batch at the steps a series scores (the first of
+        horizons.STEPS within `horizon`): the paths there `paths` (B, N, S', O) in the series'
+        support, each step's spread before its calibration `factors` (B, S', O), and the bounds
+        (B, S', O) at each monitored level of the forecast's intervals, `bounds(levels)`. In
+        place."""
+        at = [s - 1 for s in horizons.STEPS if s <= horizon]
+        mean = paths.mean(axis=1)
+        base = np.abs(paths - mean[:, None]).mean(axis=1) / factors
+        levels = batch.cover_levels
+        found = bounds(sorted({float(lv) for lv in levels[np.isfinite(levels)]}))
+        o = self.target_dim
+        seqs = batch.t + batch.pending
+        for i in range(len(batch)):
+            keep = np.isfinite(levels[i])
+            own = levels[i][keep]
+            lo = np.stack([found[float(lv)][0][i] for lv in own]) if len(own) else (
+                np.zeros((0, len(at), o)))
+            hi = np.stack([found[float(lv)][1][i] for lv in own]) if len(own) else lo
+            target, law, kept = horizons.issued(
+                batch.horizon_target[i], batch.horizon_law[i], batch.horizon_bounds[i][keep],
+                int(seqs[i]), mean[i], base[i], lo, hi,
+            )
+            batch.horizon_target[i], batch.horizon_law[i] = target, law
+            batch.horizon_bounds[i, keep] = kept
 
     def score_values(
         self, batch: StateBatch, first: np.ndarray, rows: list[np.ndarray]

@@ -70,7 +70,7 @@ class Layer:
             "own": OwnLaw(o, a.revert, a.bound) if a.revert or a.bound else None,
             "mean": MeanShift(o, self.n_mean, a.mean),
             "coverage": Coverage(a.gamma, a.coverage),
-            "horizons": Horizons(o, a.gamma),
+            "horizons": Horizons(o, a.gamma, a.horizons and a.spread, a.horizons and a.coverage),
         }
         for name, part in parts.items():
             object.__setattr__(self, name, part)
