@@ -2,11 +2,12 @@
 nothing until a correction overrides them, and the Step a correction learns from.
 
 A correction keeps its numbers in the series' state (its rows of model/series/state_fields.py)
-and acts in up to five phases, which the Layer (layer.py) calls in its order: `start` from a
-history, `offsets` (what it takes out of a value before the model sees it and puts back into
-every law and path), `issue` (what it does to a step's law), `learn` (what it learns from an
-observed step, after the step was scored), `rescaled` (what follows a change of the series'
-units) and the forecast paths' phases.
+and acts in the phases the Layer (layer.py) runs over every correction in its order: `offsets`
+(what it takes out of a value before the model sees it and puts back into every law and
+path), `issue` (what it does to a step's law), `learn` (what it learns from an observed step,
+after the step was scored) and `rescaled` (what follows a change of the series' units). What a
+correction does when a series starts and to forecast paths are its own methods, which the
+Layer calls by name (`Layer.decompose`, `spread_paths`, `paths_trend`).
 
 Shapes: B_k series at a step, R of them adapting, L window, O targets.
 """
