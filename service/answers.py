@@ -11,12 +11,13 @@ in bits, and the level labels once. The standard errors of the forecast's bounds
 significant digits, take two bytes each. An update with its 12-step forecast at two levels
 takes about 0.5 KB, against 3.5 KB of JSON.
 
-The model thread encodes the runtime's numpy results (`encode`); the write stamps its version
-on the record (`stamped`); the answer, its repeats and the event are written from the record's
-plain dicts (`answer_json`, `sent_event`), so that they are the same bytes: a repeated request
-gets exactly the answer of the first, and a follower resuming from an event id gets exactly the
-events it missed. The schemas describe these answers in the OpenAPI document; no schema object
-is built on the way.
+The model thread encodes the runtime's numpy results (`encode`) and renders the record into the
+JSON of its parts (`render`); the write stamps its version on the record (`stamped`); the
+answer, its repeats and the event are put together from those parts (`written_answer`,
+`answer_json`, `sent_event`), so that they are the same bytes: a repeated request gets
+exactly the answer of the first, and a follower resuming from an event id gets exactly the
+events it missed. An answer takes two forms on the way: the record, then its JSON. The schemas
+describe these answers in the OpenAPI document; no schema object is built on the way.
 
 Events that are not updates (`created`, `replaced`, `deleted`) are small and kept as their
 JSON (told apart by their first byte), and sent as kept.
@@ -37,6 +38,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from model.runtime.runtime import Forecast, UpdateResult
+from model.series.horizons import HorizonScore
 from service.outputs import answer_bytes, by_level, significant
 from service.schemas.series import SeriesAdaptation, SeriesInfo
 from service.settings import level_label
@@ -75,18 +77,85 @@ class SentEvent:
 
 
 @dataclass(frozen=True)
-class UpdateRecord:
-    """An update's results and forecast as read from its record: the dicts of their schemas'
-    JSON (schemas.series.ObservationResult, schemas.forecasts.SeriesForecast)."""
+class Rendered:
+    """An update's answer as its record renders it, in JSON: the version of the write that
+    kept it (0 before the write stamps it), the series' next seq after the update, the seq of
+    the first observation it absorbed, the JSON of each observation's result
+    (schemas.series.ObservationResult) and of the forecast (schemas.forecasts.SeriesForecast;
+    "null": none)."""
 
     version: int
-    seq: int  # the series' next seq after the update
-    first: int  # seq of the first observation it absorbed
-    results: list[dict[str, Any]]
-    forecast: dict[str, Any] | None
+    seq: int
+    first: int
+    results: list[str]
+    forecast: str
 
-    def result(self, seq: int) -> dict[str, Any]:
+    def result(self, seq: int) -> str:
         return self.results[seq - self.first]
+
+
+@dataclass(frozen=True)
+class ScoredStep:
+    """A forecast issued `step` steps before an observed value, as it fared at the monitored
+    levels (labels): inside each interval, and its width."""
+
+    step: int
+    covered: dict[str, bool]
+    width: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the metrics take of an observation an update absorbed (service/metrics.py), from
+    the runtime's result: the ESS, whether it resampled, its coverage at the monitored levels
+    (labels; None: a missing value), the widths of its intervals (finite, one a target), its
+    PIT, log score and CRPS (finite), whether it was an anomaly, the forecasts it scored."""
+
+    ess: float
+    resampled: bool
+    covered: dict[str, bool] | None
+    widths: dict[str, list[float]]
+    pit: list[float]
+    log_score: float | None
+    crps: float | None
+    anomaly: bool
+    horizons: list[ScoredStep]
+
+
+def observed(results: Sequence[UpdateResult], levels: Sequence[float]) -> list[Observed]:
+    """What the metrics take of each of `results` (their intervals at the monitored `levels`,
+    percent, ascending)."""
+    fractions = [lv / 100.0 for lv in levels]
+    labels = [level_label(lv) for lv in levels]
+    out = []
+    for r in results:
+        covered = None  # a missing value's
+        if r.value is not None:
+            hits = [False] * len(levels) if r.covered is None else by_level(r.covered, fractions)
+            covered = dict(zip(labels, map(bool, hits), strict=True))
+        widths = {
+            label: [h - lo for lo, h in zip(_floats(low), _floats(high), strict=True)
+                    if math.isfinite(lo) and math.isfinite(h)]
+            for label, (low, high) in zip(labels, by_level(r.intervals, fractions), strict=True)
+        }
+        out.append(Observed(
+            ess=float(r.ess), resampled=bool(r.resampled), covered=covered, widths=widths,
+            pit=[] if r.pit is None else [p for p in _floats(r.pit) if math.isfinite(p)],
+            log_score=_finite(_num(r.log_score)), crps=_finite(_num(r.crps)),
+            anomaly=covered is not None and not list(covered.values())[-1],
+            horizons=[_scored_step(h, fractions, labels) for h in r.horizons],
+        ))
+    return out
+
+
+def _scored_step(h: HorizonScore, fractions: list[float], labels: list[str]) -> ScoredStep:
+    """A forecast's score at the monitored levels it was scored at."""
+    covered, width = {}, {}
+    for frac, label in zip(fractions, labels, strict=True):
+        key = next((k for k in h.covered if abs(k - frac) <= 1e-6), None)
+        if key is not None:
+            covered[label], width[label] = bool(h.covered[key]), float(h.width[key])
+    return ScoredStep(h.step, covered, width)
 
 
 class _Kind(BaseModel):
@@ -189,29 +258,29 @@ def stamped(record: bytes, version: int) -> bytes:
     return record[:at] + _VERSION.pack(version) + record[at + _VERSION.size :]
 
 
-def decode(data: bytes, series_id: str) -> UpdateRecord:
-    """The update of a record, its numbers as they were rounded."""
-    return UpdateRecord(*_parse(data, series_id))
+def render(data: bytes, series_id: str) -> Rendered:
+    """The answer a record keeps, in JSON, its numbers as they were rounded."""
+    version, seq, first, results, forecast = _parse(data, series_id)
+    return Rendered(version, seq, first, [json_of(r) for r in results], json_of(forecast))
 
 
 # ---------------------------------------------------------------------- the JSON
 
 
 def answer_json(
-    series_id: str, seq: int, version: int, results: Sequence[dict[str, Any]],
-    forecast: dict[str, Any] | None,
+    series_id: str, seq: int, version: int, results: Sequence[str], forecast: str
 ) -> str:
     """The JSON of an ObservationsResponse: `seq` the series' next seq, `version` that of the
-    write that answered, `forecast` a record's or one made afresh."""
-    answer = {
-        "id": series_id, "seq": seq, "version": version, "observations": list(results),
-        "forecast": forecast,
-    }
-    return answer_bytes(answer).decode()
+    write that answered, the JSON of the `results` and the `forecast` (a record's or one made
+    afresh; "null": none), as FastAPI writes the schema (compact, its fields in order)."""
+    return (
+        f'{{"id":{json_of(series_id)},"seq":{int(seq)},"version":{int(version)},'
+        f'"observations":[{",".join(results)}],"forecast":{forecast}}}'
+    )
 
 
 def written_answer(
-    series_id: str, rendered: UpdateRecord, version: int, repeated: Sequence[dict[str, Any]]
+    series_id: str, rendered: Rendered, version: int, repeated: Sequence[str]
 ) -> str:
     """The answer of the update whose record renders as `rendered`, written at `version`,
     listing the `repeated` results (of earlier writes) first, and the update's own results."""
@@ -223,12 +292,17 @@ def sent_event(series_id: str, version: int, data: bytes) -> SentEvent:
     """A stored event (service/store.py StoredEvent) as its followers get it."""
     if not data.startswith(MAGIC):
         return SentEvent(version, _Kind.model_validate_json(data).type, data.decode())
-    rec = decode(data, series_id)
-    event = {
-        "type": "update", "id": series_id, "seq": rec.seq, "version": rec.version,
-        "observations": rec.results, "forecast": rec.forecast,
-    }
-    return SentEvent(version, "update", answer_bytes(event).decode())
+    rec = render(data, series_id)
+    event = (
+        f'{{"type":"update","id":{json_of(series_id)},"seq":{rec.seq},"version":{rec.version},'
+        f'"observations":[{",".join(rec.results)}],"forecast":{rec.forecast}}}'
+    )
+    return SentEvent(version, "update", event)
+
+
+def json_of(value: Any) -> str:
+    """The JSON of a value of an answer (service/outputs.answer_bytes)."""
+    return answer_bytes(value).decode()
 
 
 def series_info(series_id: str, meta: SeriesMeta) -> SeriesInfo:

@@ -288,7 +288,8 @@ class Engine:
                 record = answers.encode(
                     u.state.seq, u.results, u.forecast, self.monitor_levels, params.levels
                 )
-                out.append(Update(new, record, answers.decode(record, item.series_id)))
+                out.append(Update(new, record, answers.render(record, item.series_id),
+                                  answers.observed(u.results, self.monitor_levels)))
             return out
 
         return self._each(run, items)

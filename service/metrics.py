@@ -20,7 +20,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -36,6 +36,9 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 
 from service.settings import level_label
+
+if TYPE_CHECKING:
+    from service.answers import Observed, ScoredStep
 
 disable_created_metrics()  # no `_created` samples: one series per histogram/counter
 
@@ -286,49 +289,47 @@ class Metrics:
         for label, issued in adaptation["issued_levels"].items():
             self._child(self.issued_level, "level", label).observe(issued)
 
-    def observe_observations(self, results: Sequence[dict[str, Any]], particles: int) -> None:
-        """The stats of newly absorbed observations (never of idempotent repeats): their
-        results as answered (schemas.series.ObservationResult's fields, service/answers.py)."""
+    def observe_observations(self, results: Sequence[Observed], particles: int) -> None:
+        """The stats of newly absorbed observations (never of idempotent repeats)."""
         for res in results:
-            self.ess_ratio.observe(min(1.0, res["ess"] / max(particles, 1)))
-            if res["resampled"]:
+            self.ess_ratio.observe(min(1.0, res.ess / max(particles, 1)))
+            if res.resampled:
                 self.resampling.inc()
-            if res["covered"] is not None:  # else a missing value: no score
-                self._observe_scored(res, res["covered"])
+            if res.covered is not None:  # else a missing value: no score
+                self._observe_scored(res, res.covered)
 
-    def _observe_scored(self, res: dict[str, Any], covered: dict[str, bool]) -> None:
+    def _observe_scored(self, res: Observed, covered: dict[str, bool]) -> None:
         """The scores of an observed value: coverage, interval widths, PIT, log score, CRPS."""
         self.observations.inc()
         for label, hit in covered.items():
             if hit:
                 self._child(self.covered, "level", label).inc()
             self._roll(label, hit)
-        for label, interval in res["intervals"].items():
+        for label, widths in res.widths.items():
             width_child = self._child(self.interval_width, "level", label)
-            for width in _widths(interval["lo"], interval["hi"]):
+            for width in widths:
                 width_child.observe(width)
-        for p in _flat(res["pit"]):
+        for p in res.pit:
             self.pit.observe(p)
-        log_score, crps = res["log_score"], res["crps"]
-        if log_score is not None:  # the answer's log density, as a loss
-            self.log_score.observe(-log_score)
-            self._log_scores.append(-log_score)
-        if crps is not None:
-            self.crps.observe(crps)
-        if res["anomaly"]:
+        if res.log_score is not None:  # the answer's log density, as a loss
+            self.log_score.observe(-res.log_score)
+            self._log_scores.append(-res.log_score)
+        if res.crps is not None:
+            self.crps.observe(res.crps)
+        if res.anomaly:
             self.anomalies.inc()
-        for scored in res.get("horizons", ()):
+        for scored in res.horizons:
             self._observe_horizon(scored)
 
-    def _observe_horizon(self, scored: dict[str, Any]) -> None:
-        """A forecast issued steps before an observed value, scored by it
-        (schemas.series.ScoredForecast's fields): its coverage and widths by step."""
-        step = str(scored["step"])
-        for label, hit in scored["covered"].items():
+    def _observe_horizon(self, scored: ScoredStep) -> None:
+        """A forecast issued steps before an observed value, scored by it: its coverage and
+        widths by step."""
+        step = str(scored.step)
+        for label, hit in scored.covered.items():
             self._child(self.horizon_scored, "step", step, "level", label).inc()
             if hit:
                 self._child(self.horizon_covered, "step", step, "level", label).inc()
-            width = scored["width"][label]
+            width = scored.width[label]
             if math.isfinite(width) and width >= 0:
                 self._child(self.horizon_width, "step", step, "level", label).inc(width)
 
@@ -369,14 +370,6 @@ class Metrics:
         return generate_latest(shared) + generate_latest(self._local)
 
 
-def _flat(value: object) -> list[float]:
-    if value is None:
-        return []
-    if isinstance(value, list):
-        return [float(v) for v in value if v is not None]
-    return [float(value)]  # type: ignore[arg-type]
-
-
 class _RollingMean(Collector):
     """A gauge of the mean of a window of values, exported only once the window has one (an
     unlabelled Gauge would read 0 before, a perfect-looking score)."""
@@ -407,7 +400,3 @@ class _Callback(Collector):
 
     def collect(self) -> list[GaugeMetricFamily]:
         return [GaugeMetricFamily(self.name, self.documentation, value=self.fn())]
-
-
-def _widths(lo: object, hi: object) -> list[float]:
-    return [h - low for low, h in zip(_flat(lo), _flat(hi), strict=False)]

@@ -15,7 +15,7 @@ import numpy as np
 
 from model.runtime.runtime import InputError
 from model.series.state_bytes import StateFormatError
-from service.answers import UpdateRecord
+from service.answers import Observed, Rendered
 from service.errors import IncompatibleState, InvalidInput
 
 #: observer(kind, series in the call, seconds); kind = update | forecast (service/metrics.py)
@@ -90,7 +90,8 @@ class Update:
 
     state: NewState
     record: bytes
-    rendered: UpdateRecord
+    rendered: Rendered
+    observed: list[Observed]  # what the metrics take of its observations
 
 
 def invalid(exc: Exception, model_version: str) -> Exception:

@@ -78,7 +78,7 @@ class SeriesService:
         self.metrics = metrics
         self.settings = settings
         # (series, seq) -> (writer, result, particles) of writes that may have been applied
-        self._unmetered: OrderedDict[tuple[str, int], tuple[str, dict[str, Any], int]] = (
+        self._unmetered: OrderedDict[tuple[str, int], tuple[str, answers.Observed, int]] = (
             OrderedDict()
         )
 
@@ -214,9 +214,8 @@ class SeriesService:
             else:
                 for a in write.applied:
                     self._unmetered.pop((series_id, a.seq), None)
-                results = upd.rendered.results
                 body = answers.written_answer(series_id, upd.rendered, write.meta.version, old)
-                self.metrics.observe_observations(results, upd.state.particles)
+                self.metrics.observe_observations(upd.observed, upd.state.particles)
                 self.metrics.observe_write(len(upd.state.state), upd.state.adaptation)
                 return Answer(body, replay=False)
         raise self._busy(series_id)
@@ -225,7 +224,7 @@ class SeriesService:
         """Keep the stats of a write that failed in a way that may have applied it: the repeat
         the client is told to send finds it applied (a replay, otherwise not metered), and
         meters it then, if this worker answers it. Bounded: the oldest are dropped."""
-        for a, result in zip(write.applied, upd.rendered.results, strict=True):
+        for a, result in zip(write.applied, upd.observed, strict=True):
             self._unmetered[(series_id, a.seq)] = (a.writer or "", result, upd.state.particles)
             self._unmetered.move_to_end((series_id, a.seq))
         while len(self._unmetered) > MAX_UNMETERED:
@@ -287,10 +286,10 @@ class SeriesService:
             event=answers.stamped(upd.record, meta.version),
         )
 
-    def _answered(self, series_id: str, rec: Loaded, seqs: list[int]) -> list[dict[str, Any]]:
-        """The results given for applied seqs, from the events of the writes that applied
-        them, each read once."""
-        read: dict[int, answers.UpdateRecord] = {}
+    def _answered(self, series_id: str, rec: Loaded, seqs: list[int]) -> list[str]:
+        """The results given for applied seqs (their JSON), from the events of the writes that
+        applied them, each read once."""
+        read: dict[int, answers.Rendered] = {}
         results = []
         for seq in seqs:
             applied = rec.applied[seq]
@@ -299,14 +298,14 @@ class SeriesService:
             results.append(read[applied.version].result(seq))
         return results
 
-    def _record(self, series_id: str, rec: Loaded, applied: Applied) -> answers.UpdateRecord:
+    def _record(self, series_id: str, rec: Loaded, applied: Applied) -> answers.Rendered:
         data = rec.events.get(applied.version)
         if data is None:  # the events outlive the applied records: a store that lost them
             raise SeqConflict(
                 f"seq {applied.seq} was absorbed, but the answer given for it is no longer "
                 "kept, and it cannot be repeated", next_seq=rec.meta.seq,
             )
-        return answers.decode(data, series_id)
+        return answers.render(data, series_id)
 
     async def _replay(
         self, series_id: str, rec: Loaded, seqs: list[int], params: ForecastParams,
@@ -325,7 +324,8 @@ class SeriesService:
         if covariates is not None or not self.engine.inputs.n_covariates:
             forecast = await self.engine.forecast(
                 series_id, rec.state, params, covariates, rec.meta.support)
-        return answers.answer_json(series_id, seqs[-1] + 1, rec.meta.version, results, forecast)
+        return answers.answer_json(series_id, seqs[-1] + 1, rec.meta.version, results,
+                                   answers.json_of(forecast))
 
     async def _load(self, series_id: str, seqs: Sequence[int] = ()) -> Loaded:
         rec = await self.store.load(series_id, seqs)

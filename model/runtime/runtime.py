@@ -38,7 +38,7 @@ from model.network.smc_transformer import N_MEAN_TERMS, GaussianObservation
 from model.runtime.backends.base import Backend, Particles, backend_device
 from model.runtime.backends.onnx_backend import OnnxBackend
 from model.runtime.backends.torch_backend import TorchBackend
-from model.runtime.rollout.forecaster import Forecast, Forecaster, seed_key
+from model.runtime.rollout.forecaster import Forecast, Forecaster, Issued, seed_key
 from model.series import gaps, scaling
 from model.series.adaptation import AdaptConfig
 from model.series.inputs import (
@@ -50,9 +50,9 @@ from model.series.inputs import (
     check_seasons,
     check_states,
 )
+from model.series.layer.base import Start
 from model.series.layer.layer import Layer
 from model.series.layer.scaling import Scaling
-from model.series.marginal import Marginal
 from model.series.scaling import check_observed, layer_scaling, scale_values
 from model.series.scoring import UpdateResult, issued_law, score
 from model.series.shifts import level_shifted
@@ -233,7 +233,7 @@ class Runtime:
     def forecast_issued(
         self, states: Sequence[SeriesState], horizon: int, levels: Sequence[float],
         n_samples: int, **options: Any,
-    ) -> tuple[list[Forecast], list[SeriesState]]:
+    ) -> Issued:
         """As `forecast`, and the states that keep it until its values come, to score it then
         (model/series/horizons.py): the forecast an update answers with."""
         return self.forecaster.forecast_issued(states, horizon, levels, n_samples, **options)
@@ -293,28 +293,28 @@ class Runtime:
         pending = [min(gaps.trailing_missing(r), gaps.MAX_PENDING, len(r) - 1) for r in rows]
         rows = [r[: len(r) - k] for r, k in zip(rows, pending, strict=True)]
         rows = [level_shifted(r, self.target_dim) for r in rows]  # model/series/shifts.py
-        batch, start, (trend, sums, alpha) = self._start(rows, seeds, season)
-        # the history's trend is the fit's (model/series/trend.py), taken out of each step
+        # each correction's part of the histories (Layer.start: the season, the trend)
+        started = self.layer.start(rows, season)
+        batch, start = self._start(started, seeds)
+        # what the layer's offsets do not take out of each step (the trend's sums)
         steps = [r[s0 + 1 :].copy() for r, s0 in zip(rows, start, strict=True)]
-        for step, c, s0 in zip(steps, sums, start, strict=True):
+        for step, c, s0 in zip(steps, started.taken, start, strict=True):
             step[:, : self.target_dim] -= c[s0 + 1 :]
         self._advance(batch, steps, levels=check_levels(levels))
-        batch.pending[:], batch.trend[:] = pending, trend
-        # the level's alpha bounds the growth of its paths' spread
-        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=alpha).packed()
+        self.layer.started(batch, started)
+        batch.pending[:] = pending
         return [batch.state(i, self.model_id) for i in range(len(rows))]
 
     def _start(
-        self, rows: list[np.ndarray], seeds: Sequence[int] | None, season: np.ndarray
-    ) -> tuple[StateBatch, list[int], tuple[np.ndarray, list[np.ndarray], np.ndarray]]:
-        """The states of the series of histories `rows` (T_i, F) before they are filtered, the
-        row index of the last input each window holds then (0: the first; see `create`), their
-        trends (B, O, 4), the trend's sum at each row (T_i, O) and their levels' alphas (B, O):
-        the seasonal profile, scaling and seed of the whole history, that window, the prior of
-        every correction (trend and alpha are set once the history is filtered)."""
+        self, started: Start, seeds: Sequence[int] | None
+    ) -> tuple[StateBatch, list[int]]:
+        """The states of the series `started` (Layer.start) before their histories are
+        filtered, and the row index of the last input each window holds then (0: the first;
+        see `create`): the layer's fields set at the start (the seasonal profile), the
+        scaling of each history without the layer's parts, the seed of the whole history,
+        that window, the prior of every other field."""
+        rows, plain, season = started.rows, started.plain, started.season
         b, p, n_lag, f = len(rows), self.n_particles, self.window, self.n_features
-        # each series' seasonal profile and trend (Layer.decompose), its history without them
-        profile, trend, plain, sums, alpha = self.layer.decompose(rows, season)
         scaling = [
             layer_scaling(p, r) if self.per_series else (self.loc, self.scale)
             for p, r in zip(plain, rows, strict=True)
@@ -331,18 +331,18 @@ class Runtime:
         seed = [seed_key(self.model_id, r.tobytes()) if seeds is None else int(seeds[i])
                 for i, r in enumerate(rows)]
         sizes = {"P": p, "L": n_lag, "F": f, "O": self.target_dim, "J": self.n_mean, "K": 0,
-                 "M": profile.shape[1]}
+                 "M": int(season.max(initial=0))}
         batch = StateBatch.fresh(
             b, sizes, seed=np.array(seed, dtype=np.uint64), t=np.array(start, np.int64) + 1,
             lineage=lineage, loc=np.stack([s[0] for s in scaling]),
-            scale=np.stack([s[1] for s in scaling]), season=season, profile=profile,
+            scale=np.stack([s[1] for s in scaling]), season=season, **started.fields,
         )
         for i, (r, s0) in enumerate(zip(plain, start, strict=True)):
             window = r[max(0, s0 - n_lag + 1) : s0 + 1][::-1]  # (<= L, F), lag 1 first
             scaled = scale_values(window, batch.take(np.array([i])))
             batch.x_hist[i, : len(window)] = np.nan_to_num(scaled)  # missing: the mean
             batch.observed[i, : len(window)] = np.isfinite(window)
-        return batch, start, (trend, sums, alpha)
+        return batch, start
 
     def update(self, states: Sequence[SeriesState], observations: Sequence[np.ndarray],
                levels: Sequence[float]) -> list[Updated]:

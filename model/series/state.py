@@ -20,25 +20,26 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from model.series import state_format
 from model.series.mean import mean_prior
-from model.series.spread import PRIOR_WEIGHT
 from model.series.state_fields import ARRAY_FIELDS as ARRAYS
-from model.series.state_fields import LAYER, LIMITS, PARTICLES, ArrayField, ScalarField
+from model.series.state_fields import (
+    LAYER,
+    LIMITS,
+    PARTICLES,
+    ArrayField,
+    ScalarField,
+    StateFields,
+)
 from model.series.state_fields import SCALAR_FIELDS as SCALARS
 
 LAYER_ARRAYS = tuple(f for f in ARRAYS if f.tag)
 PRIORS = tuple(f for f in LAYER_ARRAYS if f.fill is None)  # the mean's correction: mean_prior
-
-
-def _none() -> np.ndarray:
-    """A field's value where a series has none (SeriesState gives it the field's own shape)."""
-    return np.zeros(0)
 
 
 def _frozen(a: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
@@ -64,61 +65,13 @@ def _immutable(a: np.ndarray) -> bool:
 
 
 @dataclass(frozen=True, eq=False)
-class SeriesState:
+class SeriesState(StateFields):
     """Particles of one series after `t` filtered steps and `pending` missing observations
-    after them (see the module docstring)."""
+    after them, and its per-series layer: the fields of the table (state_fields.StateFields),
+    the arrays read-only in their field's dtype, their shapes checked (see the module
+    docstring)."""
 
     FORMAT_VERSION: ClassVar[int] = state_format.VERSION
-
-    model_id: str  # sha256 (hex) of the artifact weights and noise table
-    seed: int  # 64-bit key of the series' noise blocks
-    t: int  # steps filtered so far (with `pending`, the next observation's seq number)
-    x_hist: np.ndarray  # (L, F) float32 scaled inputs, lag s at s-1, 0 beyond t
-    lineage: np.ndarray  # (P, L) int64 ancestor index at each lag, lineage[:, 0] = arange(P)
-    logw: np.ndarray  # (P,) float32 log-weights
-    loc: np.ndarray  # (F,) float64 scaling: scaled = (x - loc) / scale
-    scale: np.ndarray  # (F,) float64
-    # (L, F) bool: x_hist holds a value there, not an imputed mean (None: every valid lag)
-    observed: np.ndarray | None = None
-    # online adaptation (model/series/adaptation.py): (O,) float32 variance multipliers (empty:
-    # none yet), their EM weight, and (K,) float32 monitored levels with their alpha_t
-    spread_factor: np.ndarray = field(default_factory=_none)
-    spread_weight: float = PRIOR_WEIGHT
-    cover_levels: np.ndarray = field(default_factory=_none)
-    cover_alpha: np.ndarray = field(default_factory=_none)
-    season: int = 0  # the series' season length in steps, 0: none
-    # the correction of the mean (model/series/adaptation.py): (O, J) float32 coefficients, their
-    # (O, J, J) covariances and (O,) innovation variances (O = 0: none yet)
-    mean_coef: np.ndarray = field(default_factory=_none)
-    mean_cov: np.ndarray = field(default_factory=_none)
-    mean_noise: np.ndarray = field(default_factory=_none)
-    # (O,) float32 log odds that the series' values follow the model with its correction of the
-    # mean rather than without it (model/series/adaptation.py; empty: even odds)
-    mean_odds: np.ndarray = field(default_factory=_none)
-    # the seasonal profile (model/series/adaptation.py): (M, O) float32 indices, phase p at p
-    # (M = 0: none)
-    profile: np.ndarray = field(default_factory=_none)
-    # the damped trend (model/series/trend.py): (O, 4) float64 phi, beta, slope b and sum c per
-    # target (O = 0: none)
-    trend: np.ndarray = field(default_factory=_none)
-    # the series' own law (model/series/marginal.py): (O, 12) float64, the fields of its
-    # record `Marginal` per target, in its order (O = 0: none yet)
-    marginal: np.ndarray = field(default_factory=_none)
-    # missing observations after the last filtered step, not yet filtered: a forecast moves
-    # the paths through them (model/runtime/rollout/forecaster.py), the next observation
-    # filters them first
-    pending: int = 0
-    # the forecasts kept until their values come and each step's calibration
-    # (model/series/horizons.py): (SLOTS,) uint16 target seq per slot (horizons.mark), (SLOTS, 2,
-    # O) float32 mean and spread, (K, SLOTS, 2, O) float32 bounds at the monitored levels,
-    # (A, O) float32 spread factors, (A,) float32 their weights, (K, A) float32 miscoverage
-    # offsets (empty: none yet)
-    horizon_target: np.ndarray = field(default_factory=_none)
-    horizon_law: np.ndarray = field(default_factory=_none)
-    horizon_bounds: np.ndarray = field(default_factory=_none)
-    horizon_spread: np.ndarray = field(default_factory=_none)
-    horizon_weight: np.ndarray = field(default_factory=_none)
-    horizon_alpha: np.ndarray = field(default_factory=_none)
 
     def __post_init__(self) -> None:
         if self.observed is None:

@@ -5,7 +5,7 @@ format that stored records and earlier answers pin down)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,8 +16,10 @@ from model.series.horizons import HorizonScore
 from service.answers import (
     SentEvent,
     answer_json,
-    decode,
     encode,
+    json_of,
+    observed,
+    render,
     sent_event,
     stamped,
     written_answer,
@@ -56,6 +58,26 @@ def forecast(h: int, point: Any, errors: tuple[Any, Any] = (0.0134, 2.1e-7)) -> 
 
 def record(version: int, seq: int, results: list[UpdateResult], f: Forecast | None) -> bytes:
     return stamped(encode(seq, results, f, LEVELS, LEVELS), version)
+
+
+@dataclass(frozen=True)
+class Read:
+    """A record's answer as a client reads it: the JSON of its parts parsed."""
+
+    version: int
+    seq: int
+    first: int
+    results: list[dict[str, Any]]
+    forecast: dict[str, Any] | None
+
+    def result(self, seq: int) -> dict[str, Any]:
+        return self.results[seq - self.first]
+
+
+def decode(data: bytes, series_id: str) -> Read:
+    rec = render(data, series_id)
+    return Read(rec.version, rec.seq, rec.first, [json.loads(r) for r in rec.results],
+                json.loads(rec.forecast))
 
 
 def test_a_record_keeps_values_exactly_and_numbers_to_six_digits() -> None:
@@ -158,22 +180,28 @@ def test_the_forecasts_an_observation_scored_come_back_from_its_record() -> None
 def test_an_answer_and_its_update_event_hold_the_same_fields_in_their_order() -> None:
     data = stamped(encode(3, [_one(2)], _one_forecast(), [80.0], [80.0]), 4)
     body = f'"observations":[{RESULT.format(seq=2)}],"forecast":{FORECAST_JSON}}}'
-    answer = written_answer("s", decode(data, "s"), 4, [])
-    results = decode(data, "s").results
+    answer = written_answer("s", render(data, "s"), 4, [])
+    results = render(data, "s").results
     assert answer == '{"id":"s","seq":3,"version":4,' + body
-    assert results == [json.loads(RESULT.format(seq=2))]
+    assert results == [RESULT.format(seq=2)]
     event = sent_event("s", 4, data)
     assert event == SentEvent(4, "update", '{"type":"update","id":"s","seq":3,"version":4,' + body)
     no_forecast = sent_event("s", 4, stamped(encode(3, [_one(2)], None, [80.0], [80.0]), 4))
     assert no_forecast.data.endswith('"forecast":null}')
     # repeated results first; a forecast made afresh (a schema object) renders as the record's
-    repeated = json.loads(RESULT.format(seq=1))
+    repeated = RESULT.format(seq=1)
     listed = f"{RESULT.format(seq=1)},{RESULT.format(seq=2)}"
     head = '{"id":"s","seq":3,"version":4,'
     both = f'{head}"observations":[{listed}],"forecast":{FORECAST_JSON}}}'
-    assert written_answer("s", decode(data, "s"), 4, [repeated]) == both
+    assert written_answer("s", render(data, "s"), 4, [repeated]) == both
     fresh = SeriesForecast.model_validate_json(FORECAST_JSON)
-    assert answer_json("s", 3, 4, [repeated, *results], fresh) == both
+    assert answer_json("s", 3, 4, [repeated, *results], json_of(fresh)) == both
+    # as FastAPI would write the dict of the answer's schema
+    parsed = {"id": "s", "seq": 3, "version": 4, "observations": [json.loads(r) for r in (
+        repeated, *results)], "forecast": json.loads(FORECAST_JSON)}
+    assert json_of(parsed) == both
+    quoted = written_answer('a "b"\\', render(data, 'a "b"\\'), 4, [])
+    assert json.loads(quoted)["id"] == json.loads(quoted)["forecast"]["id"] == 'a "b"\\'
 
 
 def test_an_update_without_forecast_and_the_events_render_as_json() -> None:
@@ -211,11 +239,11 @@ RECORDS = {
 
 @pytest.mark.parametrize("make", RECORDS.values(), ids=RECORDS.keys())
 def test_the_answer_and_the_event_are_what_their_schemas_write(make: Any) -> None:
-    """Written from the record's plain dicts, the answer and the event are the JSON their
+    """Written from the JSON of the record's parts, the answer and the event are the JSON their
     schemas (the OpenAPI document's) write of themselves: each validates and dumps to the very
     bytes."""
     data = make()
-    answer = written_answer("s-1", decode(data, "s-1"), 9, [])
+    answer = written_answer("s-1", render(data, "s-1"), 9, [])
     assert ObservationsResponse.model_validate_json(answer).model_dump_json() == answer
     event = sent_event("s-1", 9, data).data
     assert UpdateEvent.model_validate_json(event).model_dump_json() == event
@@ -237,3 +265,23 @@ def test_the_other_events_are_sent_as_kept_and_a_missed_event_names_the_versions
 def test_a_forecast_interval_schema_holds_what_a_record_gives() -> None:
     band = json.loads(FORECAST_JSON)["intervals"]["80"]
     assert Interval(**band).model_dump() == band
+
+
+def test_the_metrics_take_each_observation_as_answered() -> None:
+    """What the metrics take of an update's results: their coverage by level label (none for a
+    missing value), an anomaly where the highest level missed, the finite widths, PIT and
+    scores, and the forecasts each scored at the monitored levels."""
+    scored = replace(_one(2), horizons=(HorizonScore(6, {0.8: False}, {0.8: 2.5}),))
+    seen, missing, wide = observed(
+        [scored, result(3, None, 0.0, 1.0), result(4, [1.0, 2.0], [0.5, np.nan], [2.0, 3.0])],
+        [80.0],
+    )
+    assert seen.covered == {"80": True} and not seen.anomaly and seen.resampled
+    assert seen.widths == {"80": [2.0 - 1e-7]} and seen.pit == [0.25]
+    assert (seen.log_score, seen.crps, seen.ess) == (-1.5, None, 7.5)
+    assert [(h.step, h.covered, h.width) for h in seen.horizons] == [(6, {"80": False},
+                                                                      {"80": 2.5})]
+    assert missing.covered is None and missing.pit == [] and missing.log_score is None
+    assert wide.widths == {"80": [1.5]} and wide.covered == {"80": True}
+    (anomaly,) = observed([result(5, 1.0, 0.0, 2.0)], LEVELS)
+    assert anomaly.covered == {"80": True, "95": False} and anomaly.anomaly

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
-from service.answers import decode, stamped
+from service.answers import render, stamped
 from service.engine import Engine
 from service.errors import InvalidInput
 from service.inputs import ForecastParams
@@ -66,11 +67,15 @@ async def test_concurrent_updates_share_batched_calls(engine: Engine, runtime: A
     assert counting.sizes("update_answered") == [8, 4]
     for i, (before, upd) in enumerate(zip(states, updates, strict=True)):
         assert upd.state.seq == before.seq + 1
-        rec = decode(stamped(upd.record, 1), f"s{i}")  # the answer's record
-        assert rec.forecast is not None and rec.forecast["id"] == f"s{i}"
-        assert len(rec.forecast["mean"]) == 3
-        (res,) = rec.results
+        rec = upd.rendered  # the answer's record as the model thread rendered it
+        assert rec == render(upd.record, f"s{i}") and rec.version == 0  # before the write
+        assert render(stamped(upd.record, 1), f"s{i}").results == rec.results
+        forecast = json.loads(rec.forecast)
+        assert forecast["id"] == f"s{i}" and len(forecast["mean"]) == 3
+        (res,) = map(json.loads, rec.results)
         assert res["seq"] == before.seq and res["value"] == pytest.approx(0.5)
+        (seen,) = upd.observed  # what the metrics take of it
+        assert seen.covered is not None and seen.ess == pytest.approx(res["ess"], rel=1e-5)
 
 
 async def test_different_parameters_are_separate_calls(engine: Engine, runtime: Any) -> None:

@@ -1,6 +1,6 @@
 """Training windows as the served network sees them: normalised by the per-series layer.
 
-When the runtime serves a series, the per-series layer (model/series/layer/layer.Layer.decompose)
+When the runtime serves a series, the per-series layer (model/series/layer/layer.Layer.start)
 takes its seasonal profile and its damped trend out of the history, scales what is left by its
 own location and scale (model/series/scaling.layer_scaling), and only then hands it to the
 network; over a forecast it puts the season back and carries the trend on. A network trained on
@@ -41,7 +41,7 @@ from training.datasets.windows import scale_windows
 
 CONTEXT = 240  # values of a series before the origin that the layer reads (a served history's)
 VERSION = 2  # of the normalisation (2: seasons may be multiplicative); a change: windows anew
-MIN_OBSERVED = 8  # the layer's (unused here: decompose does not adapt)
+MIN_OBSERVED = 8  # the layer's (unused here: a start does not adapt)
 
 
 def normalise(context: np.ndarray, ahead: np.ndarray, season: int,
@@ -50,13 +50,15 @@ def normalise(context: np.ndarray, ahead: np.ndarray, season: int,
     the values `ahead` (K, 1) after it less the season's index and the trend's sum there, both
     over the layer's scale about its location -> (plain (T_c, 1), ahead (K, 1), (loc, scale))."""
     m = np.array([season], np.int64)
-    profile, trend, plain, _, _ = layer.decompose([context], m)
+    start = layer.start([context], m)  # its season, then its trend, taken out
+    plain = start.plain[0]
     seqs = len(context) + np.arange(len(ahead))[None, :]  # (1, K)
-    out = ahead - season_offsets(profile, m, seqs)[0]
-    if trend.any():
+    out = ahead - season_offsets(start.fields["profile"], m, seqs)[0]
+    trend = start.held.get(layer.trend) if layer.trend is not None else None
+    if trend is not None and trend.any():
         out = out - Trend.of(trend).ahead(np.arange(1, len(ahead) + 1)[None, :])[0]
-    loc, scale = layer_scaling(plain[0], context)
-    return (plain[0] - loc) / scale, (out - loc) / scale, np.stack([loc, scale])
+    loc, scale = layer_scaling(plain, context)
+    return (plain - loc) / scale, (out - loc) / scale, np.stack([loc, scale])
 
 
 def scaled(

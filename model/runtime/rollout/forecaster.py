@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -37,10 +37,10 @@ from model.series.inputs import (
     check_levels,
     check_states,
 )
+from model.series.layer.base import Paths
 from model.series.layer.layer import Layer
-from model.series.mean import horizon_mean
 from model.series.scaling import check_future_scale
-from model.series.spread import horizon_factors, series_growth
+from model.series.spread import series_growth
 from model.series.state import SeriesState, StateBatch
 from model.series.state_fields import ARRAY_FIELDS
 from model.series.support import COUNTS, in_support, summarized, support_codes
@@ -60,11 +60,6 @@ def _shifted(cov: np.ndarray, shift: np.ndarray, total: int) -> np.ndarray:
     for i in range(b):
         out[i, shift[i] : shift[i] + horizon] = cov[i]
     return out
-
-
-def _steps_of(a: np.ndarray, at: slice) -> np.ndarray:
-    """Steps `at` of a per-series array (B, H, O) as (S, B, 1, O), beside paths (S, B, N, O)."""
-    return a[:, at].swapaxes(0, 1)[:, :, None]
 
 
 def _uniforms(gens: list[torch.Generator], n: int) -> torch.Tensor:
@@ -107,6 +102,13 @@ class Served(Protocol):
     sigma_obs: np.ndarray  # (O,)
 
 
+class Issued(NamedTuple):
+    """Forecasts issued, and the states that keep them until their values come."""
+
+    forecasts: list[Forecast]
+    states: list[SeriesState]
+
+
 @dataclass(eq=False)
 class Forecaster:
     """The forecasts of the runtime that serves the model (Runtime.forecaster): `forecast`,
@@ -140,10 +142,10 @@ class Forecaster:
         levels: Sequence[float],
         n_samples: int,
         **options: Any,
-    ) -> tuple[list[Forecast], list[SeriesState]]:
+    ) -> Issued:
         """As `forecast`, and the states with this forecast kept at the steps a series scores
         when their values come (model/series/horizons.py): an update's answer."""
-        return self._forecast(states, horizon, levels, n_samples, True, **options)
+        return Issued(*self._forecast(states, horizon, levels, n_samples, True, **options))
 
     def _forecast(
         self,
@@ -209,14 +211,15 @@ class Forecaster:
                     batch.put(idx, sub)
             return out
         cov = self._covariates(batch, horizon, covariates)
-        corrections: list[np.ndarray] = []  # the factors of the steps' calibration applied
-        steps = [x for _, x in self._paths(batch, horizon, n_samples, seed, cov, corrections)]
+        started: list[Paths] = []  # the paths as the layer started them
+        steps = [x for _, x in self._paths(batch, horizon, n_samples, seed, cov, started)]
         samples = np.stack(steps, axis=2)  # (B, N, H, O)
         levels = check_levels(levels)
         alphas = self._alphas(batch, levels, horizon)  # (B, H, Q)
         out = summarized(samples, levels, check_levels(quantiles), alphas, codes, return_samples)
         if issue:
-            self._kept(batch, samples, codes, corrections[0], horizon, out)
+            calibration = self.runtime.layer.horizons.calibration(started[0], horizon)
+            self._kept(batch, samples, codes, calibration, horizon, out)
         return out
 
     def _kept(
@@ -290,87 +293,53 @@ class Forecaster:
         n_samples: int,
         seed: int | None,
         cov: np.ndarray | None,
-        corrections: list[np.ndarray] | None = None,
+        started: list[Paths] | None = None,
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield (h, samples (B, N, O) in series units) as the paths move; `cov` the future
-        covariates from `_path_inputs`. The paths of a series with pending steps (missing
-        observations not yet filtered, model/series/gaps.defer) move through those
-        first: its step h is the paths' step pending + h."""
+        covariates from `_path_inputs`; `started` gets the paths as the layer started them.
+        The paths of a series with pending steps (missing observations not yet filtered,
+        model/series/gaps.defer) move through those first: its step h is the paths' step
+        pending + h. The model moves them a block of steps at a time, the layer
+        (model/series/layer/) moves each block as the series issue it."""
+        rt = self.runtime
         gens, keys = _streams(batch, seed)
-        cfg = self.runtime.artifact.config
-        n, d, o = n_samples, cfg.d_model, self.runtime.target_dim
+        n, d, o = n_samples, rt.artifact.config.d_model, rt.target_dim
         shift = batch.pending  # (B,)
         total = horizon + int(shift.max(initial=0))
+        layer = rt.layer
+        growth = series_growth(self.growth, self.growth_length, batch.t)
+        noise_sd = np.sqrt(rt.sigma_obs) * batch.scale[:, None, :o]  # (B, 1, O) series units
+        moved = layer.paths(batch, n, total, growth, noise_sd)
+        if started is not None:
+            started.append(moved)
 
-        valid = np.arange(self.runtime.window)[None, :] < batch.t[:, None]
-        steps = batch.t[:, None] + 1 - np.arange(self.runtime.window + 1)[None, :]
-        base = self.runtime.layout.base_rows(batch.seed, steps, self.runtime.table_rows)
+        valid = np.arange(rt.window)[None, :] < batch.t[:, None]
+        steps = batch.t[:, None] + 1 - np.arange(rt.window + 1)[None, :]
+        base = rt.layout.base_rows(batch.seed, steps, rt.table_rows)
         particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season,
-                              self.runtime.layer.model_mean(batch))
-        paths = self.runtime.backend.start_paths(particles, _uniforms(gens, n))
-        loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
-        # the seasonal index of each step's seq (B, H', O), H' = total; the trend each path's
-        seqs = batch.t[:, None] + np.arange(total)[None, :]
-        offsets = self.runtime.layer.offsets(batch, seqs, carried=False)
-        carried = self.runtime.layer.paths_trend(batch, n)
-        noise_sd = np.sqrt(self.runtime.sigma_obs) * scale  # (B, 1, O) series units
-        factors, calibrated = self._factors(batch, total, horizon, corrections)  # (B, H', O)
-        coef = self.runtime.layer.model_mean(batch)
+                              layer.model_mean(batch))
+        paths = rt.backend.start_paths(particles, _uniforms(gens, n))
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it
         # steps at once
-        block = max(1, self.runtime.backend.noise_floats // (len(gens) * n * (4 * d + o)))
-        first = None  # the spread of the first step's paths (Layer.spread_paths)
+        block = max(1, rt.backend.noise_floats // (len(gens) * n * (4 * d + o)))
         for start in range(0, total, block):
-            stop = min(total, start + block)
+            at = range(start, min(total, start + block))
             cov_k = None if cov is None else torch.from_numpy(
-                np.ascontiguousarray(cov[:, start:stop].swapaxes(0, 1))
+                np.ascontiguousarray(cov[:, at.start : at.stop].swapaxes(0, 1))
             )
-            means = np.stack([horizon_mean(coef, k + 1) for k in range(start, stop)])
-            paths, xs, eps = self.runtime.backend.forecast_steps(paths, StepBlock(
-                keys, range(start, stop), total, n, cov_k, means, carried is not None
+            paths, xs, eps = rt.backend.forecast_steps(paths, StepBlock(
+                keys, at, total, n, cov_k, layer.path_means(moved, at), moved.noise
             ))
-            # (S, B, N, O) scaled; after the first step (the one-step law), held to its law
-            at = slice(start, stop)
-            xs, first = self.runtime.layer.spread_paths(  # steps ahead: start + 1 .. stop
-                batch, xs.astype(np.float64), _steps_of(factors, at), np.r_[at] + 1, first
-            )
-            xs = xs * scale + loc + _steps_of(offsets, at)
-            for k in range(start, stop):
+            xs = layer.move(moved, xs, at, None if eps is None else eps.numpy())
+            for k in at:
                 x = xs[k - start]
-                if carried is not None:  # each path's innovation: its draw's noise (units)
-                    innovation = eps[k - start].numpy() * noise_sd * factors[:, k : k + 1]
-                    x = x + carried.step(innovation)
-                if calibrated is not None:  # the law as issued, scaled by its calibration
-                    centre = x.mean(axis=1, keepdims=True)
-                    x = centre + calibrated[:, k : k + 1] * (x - centre)
                 h = k - shift  # (B,) the step of each series' forecast this is
                 for i in np.flatnonzero((h >= 0) & (h < horizon)):
                     ready.setdefault(int(h[i]), np.empty_like(x))[i] = x[i]
                 done = k - int(shift.max(initial=0))  # every series has its step `done`
                 if done >= 0:
                     yield done, ready.pop(done)
-
-    def _factors(
-        self, batch: StateBatch, total: int, horizon: int, corrections: list[np.ndarray] | None
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The factors (B, H', O) on the spread of the paths about their mean at their
-        `total` steps: each series' adapted spread and the model's horizon growth
-        (model/series/spread.py), which the series' own law then bounds; and each step's
-        calibration from the forecasts the series was issued before (model/series/horizons.py;
-        None where no series has one), which scales the paths last, as they are issued, so that
-        no bound undoes what the series' scores asked for. `corrections` gets the calibration
-        (B, H, O) at steps 1 .. horizon of each series (1 for a series issued none)."""
-        shift = batch.pending
-        growth = series_growth(self.growth, self.growth_length, batch.t)
-        factors = horizon_factors(batch.spread_factor, total, growth)
-        ahead = np.arange(total)[None, :] - shift[:, None] + 1  # (B, H')
-        calibrated = self.runtime.layer.horizons.spread_factors(batch, ahead)
-        if corrections is not None:
-            own = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
-            every = np.ones_like(factors) if calibrated is None else calibrated
-            corrections.append(np.take_along_axis(every, own[:, :, None], axis=1))
-        return factors, calibrated
 
     def _alphas(self, batch: StateBatch, levels: list[float], horizon: int) -> np.ndarray:
         """The miscoverage (B, H, Q) each series issues at `levels` over a horizon, its

@@ -15,7 +15,7 @@ import numpy as np
 
 from model.series import horizons
 from model.series.coverage import ALPHA_MAX, ALPHA_MIN
-from model.series.layer.base import Correction
+from model.series.layer.base import Block, Correction, Paths
 from model.series.state import StateBatch
 
 #: a state's fields of its calibration by horizon, in the order horizons.score takes them
@@ -36,13 +36,36 @@ class Horizons(Correction):
     spread: bool = True
     coverage: bool = True
 
-    def spread_factors(self, batch: StateBatch, ahead: np.ndarray) -> np.ndarray | None:
-        """Each step's factor (B, H', O) on the spread of the paths `ahead` (B, H') steps
-        after each series' last value, from the forecasts the series was issued before (None
-        where no series has one, or the correction is off)."""
-        if not (self.spread and (batch.horizon_spread != 1.0).any()):
-            return None
-        return horizons.spread_factors(batch.horizon_spread, ahead, batch.horizon_weight)
+    def start_paths(self, paths: Paths) -> None:
+        """Each step's factor (B, H', O) on the spread of the paths, from the forecasts each
+        series was issued before (none where no series has one, or the correction is off)."""
+        batch = paths.batch
+        if self.spread and (batch.horizon_spread != 1.0).any():
+            paths.held[self] = horizons.spread_factors(
+                batch.horizon_spread, paths.ahead, batch.horizon_weight
+            )
+
+    def series_paths(self, paths: Paths, block: Block) -> None:
+        """The paths as issued: scaled about their mean by each step's calibration, last, so
+        that no bound undoes what the series' scores asked for."""
+        calibrated = paths.held.get(self)
+        if calibrated is None:
+            return
+        moved = []
+        for j, k in enumerate(block.steps):
+            x = block.x[j]
+            centre = x.mean(axis=1, keepdims=True)
+            moved.append(centre + calibrated[:, k : k + 1] * (x - centre))
+        block.x = np.stack(moved)
+
+    def calibration(self, paths: Paths, horizon: int) -> np.ndarray:
+        """The factors (B, H, O) of the calibration the paths took at each series' steps 1 ..
+        `horizon` (1 for a series issued none)."""
+        shift = paths.batch.pending
+        own = shift[:, None] + np.arange(horizon)[None, :]  # (B, H)
+        calibrated = paths.held.get(self)
+        every = np.ones_like(paths.factors) if calibrated is None else calibrated
+        return np.take_along_axis(every, own[:, :, None], axis=1)
 
     def alphas(
         self, batch: StateBatch, alphas: np.ndarray, levels: list[float], horizon: int

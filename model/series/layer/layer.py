@@ -5,10 +5,12 @@ calls each of them in its phase, in the order of `corrections`. The runtime step
 and the backend in a fixed loop (model/runtime/runtime.py `_advance`): the value in
 (`enter`: every correction's offsets out, in the model's units), the model's step, the law
 issued (`issue`), its score, `learn`, then the units after the step (`absorbed`); after
-the update's steps, the forecasts kept for its values are scored (`score_values`). A series
-starts from its history by `decompose` (its season, then its trend); forecast paths take the
-offsets the paths do not carry themselves, the trend each path carries (`paths_trend`) and
-the spread and the own law's move and bound (`spread_paths`).
+the update's steps, the forecasts kept for its values are scored (`score_values`). Series start
+from their histories (`start`: every correction takes its part out before the model filters
+them; `started`: each sets its numbers in the states after). A forecast's paths start
+(`paths`: every correction sets what it needs) and each block of their steps is moved
+(`move`): every correction in the model's units, the series' units and offsets back, every
+correction in the series' units.
 
 Shapes: B_k series at a step, L window, O targets.
 """
@@ -17,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from model.filtering.predictive import Mixture
-from model.series import trend as trend_model
 from model.series.adaptation import AdaptConfig
 from model.series.horizons import HorizonScore
-from model.series.layer.base import Correction, Step
+from model.series.layer.base import Block, Correction, Paths, Start, Step, steps_of
 from model.series.layer.coverage import Coverage
 from model.series.layer.horizons import Horizons
 from model.series.layer.marginal import OwnLaw
@@ -33,8 +35,17 @@ from model.series.layer.scaling import Scaling
 from model.series.layer.season import Season
 from model.series.layer.spread import Spread
 from model.series.layer.trend import Trend
+from model.series.mean import horizon_mean
 from model.series.scaling import scale_values
 from model.series.state import SeriesState, StateBatch
+
+
+class IssuedLaw(NamedTuple):
+    """A step's law as the series issues it (`law`), and the model's before the first
+    correction that moves its mean (`raw`)."""
+
+    raw: Mixture
+    law: Mixture
 
 
 @dataclass(frozen=True)
@@ -80,30 +91,20 @@ class Layer:
         )
         object.__setattr__(self, "corrections", kept + self.extra)
 
-    def decompose(
-        self, rows: Sequence[np.ndarray], season: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray], np.ndarray]:
-        """The start from histories `rows` (T_i, F) of season lengths `season` (B,): each
-        one's seasonal profile (B, M, O) (zeros where the profile is off or the series has no
-        season), its damped trend after its last value (B, O, 4) (model/series/trend.py; zeros
-        where the trend is off or it has none), the histories without either (copies), the
-        trend's sum at each of their values (T_i, O), and the alpha of each series' level (B,
-        O), fitted with its trend, that bounds the growth of its paths' spread (0: none, where
-        the bound is off or the history is too short to fit)."""
-        profile, plain = self.season.start(rows, season)
-        o = self.target_dim
-        trend = np.zeros((len(plain), o, trend_model.N_FIELDS))
-        sums = [np.zeros((len(r), o)) for r in plain]
-        alpha = np.zeros((len(plain), o))
-        if self.adapt.trend or self.adapt.bound:
-            for i, r in enumerate(plain):
-                fitted = trend_model.fit(r[:, :o])
-                if self.adapt.trend:
-                    trend[i], sums[i] = fitted.packed, fitted.sums
-                    r[:, :o] -= sums[i]
-                if self.adapt.bound:  # the level the paths carry: with the trend, if kept
-                    alpha[i] = fitted.alpha if self.adapt.trend else fitted.flat
-        return profile, trend, plain, sums, alpha
+    def start(self, rows: Sequence[np.ndarray], season: np.ndarray) -> Start:
+        """Series starting from their histories `rows` (T_i, F) of season lengths `season`
+        (B,) (Start): every correction takes its part out of the histories, in the layer's
+        order (the season, then the trend)."""
+        start = Start(list(rows), season, self.target_dim)
+        for correction in self.corrections:
+            correction.start(start)
+        return start
+
+    def started(self, batch: StateBatch, start: Start) -> None:
+        """Once the histories of `start` were filtered into `batch`: every correction's numbers
+        set in their states (in place)."""
+        for correction in self.corrections:
+            correction.started(batch, start)
 
     def offsets(
         self, batch: StateBatch, seqs: np.ndarray | None = None, carried: bool = True
@@ -112,8 +113,8 @@ class Layer:
         its next value, (B,)) before the model sees it, and puts back into what the model
         issues, each correction's in the layer's order (its seasonal index, its trend's sum
         there) -> (B, O) or (B, H, O); 0 where it has none. Without `carried`, those that
-        forecast paths carry themselves are left out (the trend: `paths_trend`). `seqs` are at
-        or after the next value."""
+        forecast paths carry themselves are left out (the trend: `Trend.series_paths`). `seqs`
+        are at or after the next value."""
         at = batch.t if seqs is None else np.asarray(seqs)
         out = np.zeros((*np.shape(at), self.target_dim))
         for correction in self.corrections:
@@ -145,7 +146,7 @@ class Layer:
 
     def issue(
         self, batch: StateBatch, law: Mixture, ahead: np.ndarray | int = 1
-    ) -> tuple[Mixture, Mixture]:
+    ) -> IssuedLaw:
         """The model's law (scaled units) of each series' value `ahead` (B,) steps after its
         last observed one as the series issues it, through every correction in the layer's
         order: the law before the first that moves its mean (`Step.raw`), and the law issued."""
@@ -154,33 +155,53 @@ class Layer:
             if correction.moves and raw is None:
                 raw = law
             law = correction.issue(batch, law, ahead)
-        return (law if raw is None else raw), law
+        return IssuedLaw(law if raw is None else raw, law)
 
     def alphas(self, batch: StateBatch | Sequence[SeriesState], levels: list[float]) -> np.ndarray:
         """Miscoverage to issue at each level (fractions) per series (B, Q)."""
         return self.coverage.alphas(batch, levels)
 
-    def paths_trend(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:
-        """The trend the N paths of each series carry (None where none has one or it is off)."""
-        return None if self.trend is None else self.trend.paths(batch, n)
+    def paths(
+        self, batch: StateBatch, n: int, total: int, growth: np.ndarray, noise_sd: np.ndarray
+    ) -> Paths:
+        """The forecast paths of the series of `batch`, N each, over `total` steps, as they
+        start (Paths): each series' horizon `growth` (B,) and the model's noise in series units
+        `noise_sd` (B, 1, O); every correction sets what it needs, in the layer's order."""
+        steps = np.arange(total)[None, :]
+        seqs = batch.t[:, None] + steps  # the seq of each of the paths' steps (B, H')
+        paths = Paths(
+            batch, n, total, ahead=steps - batch.pending[:, None] + 1, growth=growth,
+            noise_sd=noise_sd, offsets=self.offsets(batch, seqs, carried=False),
+            factors=np.ones((len(batch), total, self.target_dim)),
+        )
+        for correction in self.corrections:
+            correction.start_paths(paths)
+        return paths
 
-    def spread_paths(
-        self,
-        batch: StateBatch,
-        x: np.ndarray,
-        factor: np.ndarray,
-        ahead: np.ndarray,
-        first: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Paths x (S, B, N, O) (scaled units) of S steps, `ahead` (S,) steps after each
-        series' last value, scaled about their mean by each series' spread factor `factor`
-        (S, B, 1, O) (Spread.paths), then moved and bounded by its own law (OwnLaw.paths).
-        Returns the paths and the first step's spread `first` (B, O)."""
-        centre = x.mean(axis=-2, keepdims=True)  # kept by the scaling, moved with the paths
-        x = self.spread.paths(x, centre, factor)
-        if self.own is None:
-            return x, first
-        return self.own.paths(batch, x, centre, ahead, first)
+    def path_means(self, paths: Paths, steps: range) -> np.ndarray:
+        """The shift of each series' mean the model takes at the paths' `steps` (S, B, J, O)
+        float32 (MeanShift, over the horizon)."""
+        coef = self.model_mean(paths.batch)
+        return np.stack([horizon_mean(coef, k + 1) for k in steps])
+
+    def move(
+        self, paths: Paths, x: np.ndarray, steps: range, eps: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Paths x (S, B, N, O) at the paths' `steps` as the model drew them (its units), with
+        its noise draws `eps` where `paths.noise` asked for them, as the series issue them
+        (series units, float64): every correction's move in the model's units in the layer's
+        order, the series' units and the offsets the paths do not carry, then every
+        correction's move in the series' units."""
+        x = x.astype(np.float64)
+        block = Block(x, x.mean(axis=-2, keepdims=True), steps, eps)
+        for correction in self.corrections:
+            correction.scaled_paths(paths, block)
+        batch, o = paths.batch, self.target_dim
+        loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
+        block.x = block.x * scale + loc + steps_of(paths.offsets, block.at)
+        for correction in self.corrections:
+            correction.series_paths(paths, block)
+        return block.x
 
     def score_values(
         self, batch: StateBatch, first: np.ndarray, rows: list[np.ndarray]

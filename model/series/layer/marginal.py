@@ -14,7 +14,7 @@ import numpy as np
 
 from model.filtering.predictive import Mixture
 from model.series import marginal
-from model.series.layer.base import Correction, Step
+from model.series.layer.base import Block, Correction, Paths, Start, Step
 from model.series.marginal import Marginal
 from model.series.mean import ODDS_FORGET, odds_evidence, update_odds
 from model.series.state import StateBatch
@@ -49,37 +49,49 @@ class OwnLaw(Correction):
         d, r = self.reversion(batch, law.moments()[0], ahead)
         return law.shifted(r * d)
 
-    def paths(
-        self, batch: StateBatch, x: np.ndarray, centre: np.ndarray, ahead: np.ndarray,
-        first: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Paths x (S, B, N, O) (scaled units) about their mean `centre` (S, B, 1, O), `ahead`
-        (S,) steps after each series' last value, moved towards the series' level as its
-        one-step law is (`issue`), then, after the first step and where the bound is on,
-        their spread held to each series' marginal law and to its level's growth from the
-        first step's spread `first` (B, O). Returns the paths and `first` (taken from these
-        paths where they hold the first step)."""
+    def start(self, start: Start) -> None:
+        """The alpha of each series' level (B, O), fitted with its trend where the trend is
+        kept (Start.fits), which bounds the growth of its paths' spread (0 where the bound is
+        off or the history is too short to fit)."""
+        alpha = np.zeros((len(start.rows), self.target_dim))
+        if self.bound:  # the level the paths carry: with the trend, if kept
+            for i, fitted in enumerate(start.fits):
+                alpha[i] = fitted.alpha if start.trended else fitted.flat
+        start.held[self] = alpha
+
+    def started(self, batch: StateBatch, start: Start) -> None:
+        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=start.held[self]).packed()
+
+    def scaled_paths(self, paths: Paths, block: Block) -> None:
+        """The paths moved towards each series' level as its one-step law is (`issue`), then,
+        after the first step and where the bound is on, their spread held to each series'
+        marginal law and to its level's growth from the first step's spread (kept from the
+        block that holds the first step)."""
+        batch, x, centre = paths.batch, block.x, block.centre
+        ahead = np.r_[block.at] + 1  # (S,) the paths' steps ahead
         if self.revert:  # moved towards the series' level, as its one-step law is
             d, r = self.reversion(batch, centre[..., 0, :], ahead[:, None, None])
             shift = (r * d)[..., None, :]
             x, centre = x + shift, centre + shift
+            block.x, block.centre = x, centre
         if not self.bound:
-            return x, first
+            return
         i = int(ahead[0] == 1)  # the steps from i on are held; the first is the one-step law
         if i:
-            first = marginal.spread(x[0])
+            paths.held[self] = marginal.spread(x[0])
         if i == len(ahead):
-            return x, first
+            return
         o = self.target_dim
         own = Marginal.of(batch.marginal)
         bound_sd = marginal.spread_bound(
             own, batch.loc[:, :o], batch.scale[:, :o], centre[i:, ..., 0, :]
         )
+        first = paths.held.get(self)
         if first is not None:
             growth = marginal.growth_bound(own, first, ahead[i:])
             bound_sd = np.minimum(bound_sd, growth)
         held = marginal.bounded(x[i:], bound_sd, centre[i:])
-        return (np.concatenate([x[:i], held]) if i else held), first
+        block.x = np.concatenate([x[:i], held]) if i else held
 
     def learn(self, batch: StateBatch, step: Step) -> None:
         """One step of the odds of the reverting model, then of the series' own law from its

@@ -7,12 +7,11 @@ Shapes: B series, T_i values of a history, F features, O targets, M longest seas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from model.series.layer.base import Correction
+from model.series.layer.base import Correction, Start
 from model.series.season import season_decomposition, season_offsets
 from model.series.state import StateBatch, profiles
 
@@ -24,21 +23,19 @@ class Season(Correction):
     target_dim: int
     on: bool
 
-    def start(
-        self, rows: Sequence[np.ndarray], season: np.ndarray
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
+    def start(self, start: Start) -> None:
         """Each history's seasonal profile (B, M, O) (zeros where it is off or the series has
-        no season) and the histories (T_i, F) without their seasonal part (copies)."""
+        no season; M its longest season), its seasonal part taken out."""
         o = self.target_dim
         found = [
             season_decomposition(r[:, :o], int(m) if self.on else 0)
-            for r, m in zip(rows, season, strict=True)
+            for r, m in zip(start.plain, start.season, strict=True)
         ]
-        profile = profiles([f[0] for f in found], o, int(season.max(initial=0)))
-        plain = [r.copy() for r in rows]
-        for r, (_, part) in zip(plain, found, strict=True):
+        start.fields["profile"] = profiles(
+            [f[0] for f in found], o, int(start.season.max(initial=0))
+        )
+        for r, (_, part) in zip(start.plain, found, strict=True):
             r[:, :o] -= part
-        return profile, plain
 
     def offsets(self, batch: StateBatch, at: np.ndarray) -> np.ndarray | None:
         """Each series' seasonal index at seqs `at` (B,) or (B, H) -> (..., O)."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.filtering.predictive import Mixture
-from model.series.layer.base import Correction, Step
-from model.series.spread import spread_statistic, update_spread
+from model.series.layer.base import Block, Correction, Paths, Step, steps_of
+from model.series.spread import horizon_factors, spread_statistic, update_spread
 from model.series.state import StateBatch
 
 
@@ -27,10 +27,18 @@ class Spread(Correction):
         """The law scaled about its mean by each series' spread factor, where this runs."""
         return law.scaled(batch.spread_factor) if self.on else law
 
-    def paths(self, x: np.ndarray, centre: np.ndarray, factor: np.ndarray) -> np.ndarray:
-        """Paths x (S, B, N, O) scaled about their mean `centre` by each series' factor
-        `factor` (S, B, 1, O), where the correction runs."""
-        return centre + factor * (x - centre) if self.on else x
+    def start_paths(self, paths: Paths) -> None:
+        """Each step's spread factor (model/series/spread.py horizon_factors): each series'
+        factor and its horizon growth, which the paths' trend's innovations take too and the
+        series' own law then bounds."""
+        paths.factors = horizon_factors(paths.batch.spread_factor, paths.total, paths.growth)
+
+    def scaled_paths(self, paths: Paths, block: Block) -> None:
+        """The paths scaled about their mean by each step's factor, where the correction
+        runs."""
+        if self.on:
+            factor = steps_of(paths.factors, block.at)
+            block.x = block.centre + factor * (block.x - block.centre)
 
     def learn(self, batch: StateBatch, step: Step) -> None:
         """One step of the spread factor s (R, O) of the adapting series from the absolute

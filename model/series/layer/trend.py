@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from model.series import trend as trend_model
-from model.series.layer.base import Correction, Step
+from model.series.layer.base import Block, Correction, Paths, Start, Step
 from model.series.state import StateBatch
 
 
@@ -32,11 +32,37 @@ class Trend(Correction):
         ahead = at - batch.t.reshape((-1,) + (1,) * (np.ndim(at) - 1)) + 1
         return carried.ahead(ahead)
 
-    def paths(self, batch: StateBatch, n: int) -> trend_model.PathTrend | None:
-        """The trend the N paths of each series carry (None where no series has one)."""
-        if not trend_model.Trend.of(batch.trend).phi.any():
-            return None
-        return trend_model.PathTrend(batch.trend, n)
+    def start(self, start: Start) -> None:
+        """Each history's damped trend after its last value (B, O, 4), fitted on it without its
+        season (Start.fits); its sum at each value taken out of the history, and out of each
+        value the model filters (the state holds the trend once the history is filtered)."""
+        trend = np.zeros((len(start.rows), self.target_dim, trend_model.N_FIELDS))
+        for i, (r, fitted) in enumerate(zip(start.plain, start.fits, strict=True)):
+            trend[i], start.taken[i] = fitted.packed, fitted.sums
+            r[:, : self.target_dim] -= fitted.sums
+        start.held[self], start.trended = trend, True
+
+    def started(self, batch: StateBatch, start: Start) -> None:
+        batch.trend[:] = start.held[self]
+
+    def start_paths(self, paths: Paths) -> None:
+        """The trend each of the N paths of each series carries (PathTrend), moved by the
+        model's noise draws (none where no series has a trend)."""
+        if trend_model.Trend.of(paths.batch.trend).phi.any():
+            paths.held[self] = trend_model.PathTrend(paths.batch.trend, paths.n)
+            paths.noise = True
+
+    def series_paths(self, paths: Paths, block: Block) -> None:
+        """Each path's trend's sum added, step by step, its slope moved by the path's
+        innovation: its draw of the model's noise, in series units, at the step's spread."""
+        carried = paths.held.get(self)
+        if carried is None or block.eps is None:
+            return
+        moved = []
+        for j, k in enumerate(block.steps):
+            innovation = block.eps[j] * paths.noise_sd * paths.factors[:, k : k + 1]
+            moved.append(block.x[j] + carried.step(innovation))
+        block.x = np.stack(moved)
 
     def learn(self, batch: StateBatch, step: Step) -> None:
         """Move each series' trend one step (model/series/trend.py): by its one-step error in

@@ -14,7 +14,7 @@ import pytest
 from model.filtering.predictive import Mixture
 from model.runtime.runtime import Runtime
 from model.series.adaptation import OFF, AdaptConfig
-from model.series.layer.base import Correction
+from model.series.layer.base import Block, Correction, Paths
 from model.series.layer.coverage import Coverage
 from model.series.layer.horizons import Horizons
 from model.series.layer.layer import Layer
@@ -137,3 +137,42 @@ def test_a_correction_added_in_one_module_is_served(walk: Path) -> None:
         ]))
     assert gaps[True] == pytest.approx(30.0, abs=3.0) and errors[True] < 3.0
     assert abs(gaps[False]) < 15.0 and errors[False] > 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Widen(Correction):
+    """A toy correction of one module that moves forecast paths: their spread about their
+    mean times `factor` at every step, in the series' units, after the layer's own moves."""
+
+    factor: float
+
+    def series_paths(self, paths: Paths, block: Block) -> None:
+        centre = block.x.mean(axis=2, keepdims=True)
+        block.x = centre + self.factor * (block.x - centre)
+
+
+def test_a_correction_that_moves_paths_is_one_module(walk: Path) -> None:
+    """A toy correction that widens forecast paths, added to the layer and nothing else: the
+    same draws give forecasts of the same mean, their intervals twice as wide at every step
+    (also step by step, as streams give them)."""
+    y = 50.0 + np.random.default_rng(5).normal(0.0, 1.0, 80)
+    forecasts, streamed = {}, {}
+    for factor in (None, 2.0):
+        rt = Runtime.load(walk, backend="torch", adapt=OFF)
+        if factor is not None:
+            rt.layer = dataclasses.replace(rt.layer, extra=(Widen(factor),))
+        (state,) = rt.create([y[:, None]])
+        (forecasts[factor],) = rt.forecast([state], 12, [0.8], 500, seed=3)
+        streamed[factor] = [
+            s.forecasts[0] for s in rt.forecaster.forecast_steps([state], 12, [0.8], 500, seed=3)
+        ]
+    plain, wide = forecasts[None], forecasts[2.0]
+    np.testing.assert_allclose(wide.mean, plain.mean, atol=1e-9)
+    width = {k: f.intervals[0.8][1] - f.intervals[0.8][0] for k, f in forecasts.items()}
+    assert width[None].min() > 0.5
+    np.testing.assert_allclose(width[2.0], 2.0 * width[None], rtol=1e-6)
+    for one, two in zip(streamed[None], streamed[2.0], strict=True):
+        np.testing.assert_allclose(
+            two.intervals[0.8][1] - two.intervals[0.8][0],
+            2.0 * (one.intervals[0.8][1] - one.intervals[0.8][0]), rtol=1e-6,
+        )

@@ -210,6 +210,8 @@ def test_every_field_of_the_layer_is_a_section_and_reads_back(
     assert SeriesState.from_bytes(SeriesState.from_bytes(last).to_bytes()) == state
     declared = {f.name for f in (*state_fields.PARTICLES, *state_fields.LAYER)}
     assert declared | {"model_id", "seed", "t"} == {f.name for f in dataclasses.fields(state)}
+    # the state declares no field of its own: each is one line of the table
+    assert dataclasses.fields(SeriesState) == dataclasses.fields(state_fields.StateFields)
     assert len(state_fields.BY_TAG) == len(state_fields.LAYER)  # a tag a field
 
 
