@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from model.series.state_bytes import as_rows
+
 REPO = Path(__file__).resolve().parents[1]
 LEVELS = (0.5, 0.8, 0.95)
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -56,6 +58,11 @@ def histories() -> dict[str, tuple[np.ndarray, int]]:
     }
 
 
+def _rows(x: np.ndarray) -> np.ndarray:
+    """An array as hashed: records (a state's trend, its own law) as the rows they hold."""
+    return as_rows(x) if x.dtype.names else x
+
+
 def digest(*parts: Any) -> str:
     """sha256 of arrays (dtype, shape and bytes), strings, bytes, numbers, None and nested
     sequences and dicts of them."""
@@ -63,6 +70,7 @@ def digest(*parts: Any) -> str:
 
     def feed(x: Any) -> None:
         if isinstance(x, np.ndarray):
+            x = _rows(x)
             h.update(f"a{x.dtype.str}{x.shape}".encode())
             h.update(np.ascontiguousarray(x).tobytes())
         elif isinstance(x, bytes):

@@ -64,7 +64,7 @@ About = Literal["level", "mean"]  # what a deviation is measured from
 
 class Marginal(NamedTuple):
     """Each series' own law per target, (B, O) each, float64, in series units. A state keeps
-    it packed, (O, 12) in this order (`of`, `packed`); a weight of 0 is a series with none."""
+    it as records (O,) of RECORD (`of`, `record`); a weight of 0 is a series with none."""
 
     weight: np.ndarray  # W, the weight of the values seen
     mean: np.ndarray  # m
@@ -80,25 +80,29 @@ class Marginal(NamedTuple):
     sxx_mean: np.ndarray
 
     @classmethod
-    def of(cls, packed: np.ndarray) -> Marginal:
-        """The record of a packed (..., O, 12) array (views of it)."""
-        return cls(*np.moveaxis(packed, -1, 0))
+    def of(cls, record: np.ndarray) -> Marginal:
+        """The law of a state's records (..., O) of RECORD (views of them)."""
+        return cls(*(record[name] for name in cls._fields))
 
     @classmethod
     def zeros(cls, shape: tuple[int, ...]) -> Marginal:
         """The law of series that have seen no value, each field of `shape` (B, O)."""
-        return cls.of(np.zeros((*shape, len(cls._fields))))
+        return cls.of(np.zeros(shape, RECORD))
 
-    def packed(self) -> np.ndarray:
-        """The (..., O, 12) array a state keeps."""
-        return np.stack(self, axis=-1)
+    def record(self) -> np.ndarray:
+        """The records (..., O) of RECORD a state keeps."""
+        out = np.empty(np.shape(self.weight), RECORD)
+        for name, value in zip(self._fields, self, strict=True):
+            out[name] = value
+        return out
 
     def sums(self, about: About) -> tuple[np.ndarray, np.ndarray]:
         """The persistence's sums S_xy, S_xx about the level or the mean."""
         return (self.sxy, self.sxx) if about == "level" else (self.sxy_mean, self.sxx_mean)
 
 
-N_FIELDS = len(Marginal._fields)
+#: the law of one target as a state keeps it (Marginal's fields, float64 each)
+RECORD = np.dtype([(name, "<f8") for name in Marginal._fields])
 
 
 class Law(Protocol):

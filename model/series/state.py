@@ -335,8 +335,9 @@ def _kept(f: ArrayField, row: np.ndarray, n_mean: int) -> bool:
     """Whether a batch's row of field f is a series' own (state_fields.Kept)."""
     if f.kept == "model":
         return n_mean > 0
-    if f.kept == "first":
-        return bool(row[..., 0].any())
+    if f.kept == "first":  # a record's first field
+        names = row.dtype.names
+        return bool((row[..., 0] if names is None else row[names[0]]).any())
     if f.kept == "moved":
         return not np.array_equal(row, np.full_like(row, f.fill), equal_nan=True)
     return f.kept == "always" or bool(row.any())

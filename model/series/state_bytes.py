@@ -157,3 +157,16 @@ def triu(j: int) -> tuple[np.ndarray, np.ndarray]:
     rows, cols = np.triu_indices(j)
     rows.flags.writeable = cols.flags.writeable = False
     return rows, cols
+
+
+def as_records(rows: np.ndarray, record: np.dtype[Any]) -> np.ndarray:
+    """Rows (..., n) of numbers as the bytes keep a field of records, as records (...) of
+    `record` (n fields of the rows' dtype; a view where the rows are contiguous)."""
+    return np.ascontiguousarray(rows).view(record)[..., 0]
+
+
+def as_rows(records: np.ndarray) -> np.ndarray:
+    """Records (...) of n fields of one dtype as the bytes keep them: rows (..., n)."""
+    names = records.dtype.names or ()
+    base = records.dtype.fields[names[0]][0] if names else records.dtype  # type: ignore[index]
+    return np.ascontiguousarray(records).view(base).reshape(*records.shape, len(names))

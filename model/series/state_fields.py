@@ -22,7 +22,8 @@ from model.series.spread import PRIOR_WEIGHT
 
 # When a batch's row is a series' own, kept in its state (else the series has none):
 # "always"; "model": where the model has the field's terms (J > 0, the mean's correction);
-# "first": where its first number per target is not 0 (a trend's phi, a law's weight);
+# "first": where its first number (a record's first field) per target is not 0 (a trend's phi,
+# a law's weight);
 # "any": where any number is not 0; "moved": where any number is not its fill (NaN equal to
 # NaN). Its axes K and M are cut to the series' own (the finite levels; its season's phases).
 Kept = Literal["always", "model", "first", "any", "moved"]
@@ -87,7 +88,7 @@ def particles(dtype: str, dims: str) -> Any:
 
 
 def array(
-    dtype: str, dims: str, tag: int, fill: float | None = 0.0, kept: Kept = "always"
+    dtype: str | np.dtype[Any], dims: str, tag: int, fill: float | None = 0.0, kept: Kept = "always"
 ) -> Any:
     """An array of the per-series layer (ArrayField), empty where a series has none."""
     return _spec(ArrayField, dtype=np.dtype(dtype), dims=dims, tag=tag, fill=fill, kept=kept)
@@ -137,9 +138,9 @@ class StateFields:
     mean_odds: np.ndarray = array("<f4", "O", 9, 0.0, "model")
     profile: np.ndarray = array("<f4", "M O", 10, 0.0, "any")  # the seasonal profile, phase p at p
     # the damped trend (model/series/trend.py): phi, beta, slope b and sum c per target
-    trend: np.ndarray = array("<f8", f"O {trend.N_FIELDS}", 11, 0.0, "first")
+    trend: np.ndarray = array(trend.RECORD, "O", 11, 0.0, "first")
     # the series' own law (model/series/marginal.py): its record `Marginal` per target
-    marginal: np.ndarray = array("<f8", f"O {marginal.N_FIELDS}", 12, 0.0, "first")
+    marginal: np.ndarray = array(marginal.RECORD, "O", 12, 0.0, "first")
     # missing values after the last filtered step, not yet filtered: a forecast moves the
     # paths through them, the next value filters them first
     pending: int = number("<u2", 0, 13)

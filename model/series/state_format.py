@@ -38,6 +38,8 @@ from model.series.state_bytes import (
     Head,
     Particled,
     StateFormatError,
+    as_records,
+    as_rows,
     check_crc,
     particles,
     read_particles,
@@ -64,11 +66,13 @@ def encode(state: Particled) -> bytes:
             if value.size == 0:
                 continue
             array = np.ascontiguousarray(value, field.dtype)
+            if field.dtype.names:  # records: their fields as a last axis
+                array = as_rows(array)
         elif value == _NONE[field.name]:
             continue
         else:
             array = np.asarray(value, field.dtype)
-        parts.append(_SECTION.pack(field.tag, _CODES[field.dtype], array.ndim))
+        parts.append(_SECTION.pack(field.tag, _CODES[array.dtype], array.ndim))
         parts.append(_SHAPES[array.ndim].pack(*array.shape) + array.tobytes())
     body = b"".join(parts)
     return body + struct.pack("<I", zlib.crc32(body))
@@ -127,9 +131,16 @@ def _read_section(data: bytes, at: int, fields: dict[str, Any]) -> int:
         raise StateFormatError(f"series state has {len(data)} bytes: section {tag} is cut short")
     field = BY_TAG.get(tag)
     if field is not None:
-        if dtype != field.dtype:
-            raise StateFormatError(f"corrupt series state: {field.name} as {dtype}")
+        records = field.dtype.names
+        width = len(records) if records else None
+        if dtype != (as_rows(np.zeros(0, field.dtype)).dtype if records else field.dtype) or (
+            records and (not shape or shape[-1] != width)
+        ):
+            raise StateFormatError(f"corrupt series state: {field.name} as {dtype} {shape}")
         value = np.frombuffer(data, dtype, count, at)
-        scalar = not isinstance(field, ArrayField)
-        fields[field.name] = value[0].item() if scalar else value.reshape(shape)
+        if not isinstance(field, ArrayField):
+            fields[field.name] = value[0].item()
+        else:
+            rows = value.reshape(shape)
+            fields[field.name] = as_records(rows, field.dtype) if records else rows
     return at + count * dtype.itemsize

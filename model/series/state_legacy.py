@@ -46,18 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from model.series import marginal
+from model.series import marginal, trend
 from model.series.state_bytes import (
     HEAD,
     Head,
     StateFormatError,
+    as_records,
     check_crc,
     read_particles,
     triu,
 )
 
 READS = tuple(range(1, 12))  # the versions read here
-_MOMENTS = {8: 5, 9: 9, 10: 10, 11: marginal.N_FIELDS}  # the moments' fields per target, by version
+# the moments' fields per target, by version
+_MOMENTS = {8: 5, 9: 9, 10: 10, 11: len(marginal.Marginal._fields)}
 
 
 def decode(data: bytes, head: Head) -> dict[str, Any]:
@@ -159,7 +161,8 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
     if version >= 6:
         at += 3 + 4 * rows * cols
         (o,) = struct.unpack_from("<B", data, at)
-        out["trend"] = np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4)
+        out["trend"] = as_records(np.frombuffer(data, "<f8", 4 * o, at + 1).reshape(o, 4),
+                                  trend.RECORD)
         (out["pending"],) = struct.unpack_from("<H", data, at + 1 + 32 * o)
         at += 1 + 32 * o + 2
     if version >= 7:
@@ -171,13 +174,13 @@ def _read_mean(data: bytes, at: int, version: int) -> dict[str, Any]:
         k = _MOMENTS[version]
         law = np.frombuffer(data, "<f8", k * o, at + 1).reshape(o, k)
         # the fields each version had come first; those it lacked are 0
-        law = np.concatenate([law, np.zeros((o, marginal.N_FIELDS - k))], 1)
-        read = marginal.Marginal.of(law)
+        law = np.concatenate([law, np.zeros((o, len(marginal.Marginal._fields) - k))], 1)
+        read = marginal.Marginal.of(as_records(law, marginal.RECORD))
         if version == 8:  # the level as the last value (even odds of the mean, no persistence)
             read = read._replace(last=read.level)
         if version <= 10:  # the persistence about the mean: as that about the level
             read = read._replace(sxy_mean=read.sxy, sxx_mean=read.sxx)
-        out["marginal"] = read.packed()
+        out["marginal"] = read.record()
     return out
 
 

@@ -70,7 +70,9 @@ START = 4  # a fit needs 3 START observed values
 CHECK_STEPS = 24  # a trend kept must also forecast better over these many steps ahead
 CLIP = 3.0  # an online step's error counts up to this many standard deviations
 ALPHA_VALUES = 50  # observed values a level's alpha is kept from (Fitted; fewer: 0, none)
-N_FIELDS = 4  # phi, beta, b, c per target
+#: the trend of one target as a state keeps it: phi (0: none), beta, the slope b, the sum c
+FIELDS = ("phi", "beta", "slope", "total")
+RECORD = np.dtype([(name, "<f8") for name in FIELDS])
 RHO_MAX = 0.95  # the one-step errors' AR(1) coefficient a fit allows
 LINE_ALPHA = 0.1  # the largest alpha of a level about a line with a fixed slope
 LINE_VALUES = 4 * CHECK_STEPS  # the observed values a line (kept for good) is fitted from
@@ -88,12 +90,16 @@ class Trend:
     total: np.ndarray
 
     @classmethod
-    def of(cls, packed: np.ndarray) -> Trend:
-        """From the state's (B, O, N_FIELDS) array."""
-        return cls(*(packed[..., i] for i in range(N_FIELDS)))
+    def of(cls, record: np.ndarray) -> Trend:
+        """From the state's records (B, O) of RECORD (views of them)."""
+        return cls(*(record[name] for name in FIELDS))
 
-    def packed(self) -> np.ndarray:
-        return np.stack([self.phi, self.beta, self.slope, self.total], axis=-1)
+    def record(self) -> np.ndarray:
+        """The records (B, O) of RECORD a state keeps."""
+        out = np.empty(np.shape(self.phi), RECORD)
+        for name in FIELDS:
+            out[name] = getattr(self, name)
+        return out
 
     def ahead(self, steps: np.ndarray) -> np.ndarray:
         """The trend's sum c at `steps` (B,) or (B, H) >= 1 steps after the last step: (B, O)
@@ -118,8 +124,8 @@ class PathTrend:
     that path's own innovations, as ETS's paths do (Hyndman et al. 2008, section 6.1), so
     that the spread of the paths grows with the trend's uncertainty."""
 
-    def __init__(self, packed: np.ndarray, n: int) -> None:
-        t = Trend.of(packed)  # (B, O) each
+    def __init__(self, record: np.ndarray, n: int) -> None:
+        t = Trend.of(record)  # (B, O) each
         self.phi, self.beta = t.phi[:, None], t.beta[:, None]  # (B, 1, O)
         self.slope = np.repeat(t.slope[:, None], n, axis=1)  # (B, N, O)
         self.total = np.repeat(t.total[:, None], n, axis=1)
@@ -133,12 +139,12 @@ class PathTrend:
 
 
 class Fitted(NamedTuple):
-    """A history's fit (T, O): its packed trend (O, N_FIELDS) after its last value, the
+    """A history's fit (T, O): its trend (O,) of RECORD after its last value, the
     trend's sum c (T, O) at each value (0 before those fitted, and for a target without a
     trend), the alpha (O,) of the level of the form kept and that of the form without a trend
     (`flat`; both 0 below ALPHA_VALUES observed values)."""
 
-    packed: np.ndarray
+    trend: np.ndarray
     sums: np.ndarray
     alpha: np.ndarray
     flat: np.ndarray
@@ -148,20 +154,20 @@ def fit(history: np.ndarray) -> Fitted:
     """The damped trend of one history (T, O) (NaN: missing), fitted on its last FIT_VALUES,
     and the alpha of the level of the form kept (with its trend, or without one)."""
     y = np.asarray(history, np.float64)
-    packed = np.zeros((y.shape[1], N_FIELDS))
+    trend = np.zeros(y.shape[1], RECORD)
     sums = np.zeros(y.shape)
     alpha, flat = np.zeros(y.shape[1]), np.zeros(y.shape[1])
     head = max(0, len(y) - FIT_VALUES)
     for j in range(y.shape[1]):
         found, alpha[j], flat[j] = _fit_one(y[head:, j])
         if found is not None:
-            packed[j], sums[head:, j] = found
+            trend[j], sums[head:, j] = tuple(found[0]), found[1]
     few = np.isfinite(y[head:]).sum(axis=0) < ALPHA_VALUES
-    return Fitted(packed, sums, np.where(few, 0.0, alpha), np.where(few, 0.0, flat))
+    return Fitted(trend, sums, np.where(few, 0.0, alpha), np.where(few, 0.0, flat))
 
 
 def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float]:
-    """The packed trend (N_FIELDS,) after y (T,) and c at each value (T,), or None where no
+    """The trend (phi, beta, b, c) after y (T,) and c at each value (T,), or None where no
     trended form lowers the BIC and forecasts better over CHECK_STEPS steps than the best form
     without (or fewer than 3 START values are observed); and the alphas
     of the level of the form kept and of the best form without a trend (0 with too few

@@ -55,7 +55,7 @@ def normalise(context: np.ndarray, ahead: np.ndarray, season: int,
     seqs = len(context) + np.arange(len(ahead))[None, :]  # (1, K)
     out = ahead - season_offsets(start.fields["profile"], m, seqs)[0]
     trend = start.held.get(layer.trend) if layer.trend is not None else None
-    if trend is not None and trend.any():
+    if trend is not None and trend["phi"].any():
         out = out - Trend.of(trend).ahead(np.arange(1, len(ahead) + 1)[None, :])[0]
     loc, scale = layer_scaling(plain, context)
     return (plain - loc) / scale, (out - loc) / scale, np.stack([loc, scale])

@@ -60,7 +60,7 @@ class OwnLaw(Correction):
         start.held[self] = alpha
 
     def started(self, batch: StateBatch, start: Start) -> None:
-        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=start.held[self]).packed()
+        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=start.held[self]).record()
 
     def scaled_paths(self, paths: Paths, block: Block) -> None:
         """The paths moved towards each series' level as its one-step law is (`issue`), then,
@@ -102,7 +102,7 @@ class OwnLaw(Correction):
         plain = step.ys * batch.scale[:, :o] + batch.loc[:, :o]
         own = marginal.update(Marginal.of(batch.marginal), plain, step.present,
                               fresh=step.observed)
-        batch.marginal[:] = own.packed()
+        batch.marginal[:] = own.record()
 
     def _learn_reversion(
         self, sub: StateBatch, ys: np.ndarray, observed: np.ndarray, law: Mixture, raw: Mixture
@@ -121,4 +121,4 @@ class OwnLaw(Correction):
         sub.marginal[:] = own._replace(
             odds=update_odds(own.odds, np.where(held, evidence, np.nan), ODDS_FORGET),
             mean_odds=update_odds(own.mean_odds, np.where(held, found, np.nan), ODDS_FORGET),
-        ).packed()
+        ).record()

@@ -33,12 +33,13 @@ class Trend(Correction):
         return carried.ahead(ahead)
 
     def start(self, start: Start) -> None:
-        """Each history's damped trend after its last value (B, O, 4), fitted on it without its
-        season (Start.fits); its sum at each value taken out of the history, and out of each
-        value the model filters (the state holds the trend once the history is filtered)."""
-        trend = np.zeros((len(start.rows), self.target_dim, trend_model.N_FIELDS))
+        """Each history's damped trend after its last value (B, O) (trend.RECORD), fitted on
+        it without its season (Start.fits); its sum at each value taken out of the history,
+        and out of each value the model filters (the state holds the trend once the history
+        is filtered)."""
+        trend = np.zeros((len(start.rows), self.target_dim), trend_model.RECORD)
         for i, (r, fitted) in enumerate(zip(start.plain, start.fits, strict=True)):
-            trend[i], start.taken[i] = fitted.packed, fitted.sums
+            trend[i], start.taken[i] = fitted.trend, fitted.sums
             r[:, : self.target_dim] -= fitted.sums
         start.held[self], start.trended = trend, True
 
@@ -75,4 +76,4 @@ class Trend(Correction):
         bound = trend_model.CLIP * np.sqrt(np.maximum(var, 0.0)) * scale
         error = np.clip(np.nan_to_num((step.ys - mean) * scale), -bound, bound)
         error = np.where(step.observed[:, None], error, 0.0)
-        batch.trend[:] = trend_model.Trend.of(batch.trend).step(error).packed()
+        batch.trend[:] = trend_model.Trend.of(batch.trend).step(error).record()

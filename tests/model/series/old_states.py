@@ -53,7 +53,7 @@ def _version(state: SeriesState) -> int:
 def _tail(state: SeriesState) -> bytes:
     """The trend and the pending steps of version 6."""
     head = struct.pack("<B", len(state.trend))
-    return head + state.trend.astype("<f8").tobytes() + struct.pack("<H", state.pending)
+    return head + np.ascontiguousarray(state.trend).tobytes() + struct.pack("<H", state.pending)
 
 
 def _odds(state: SeriesState) -> bytes:
@@ -63,7 +63,7 @@ def _odds(state: SeriesState) -> bytes:
 
 def _moments(state: SeriesState) -> bytes:
     """The series' own law of version 11."""
-    return struct.pack("<B", len(state.marginal)) + state.marginal.astype("<f8").tobytes()
+    return struct.pack("<B", len(state.marginal)) + np.ascontiguousarray(state.marginal).tobytes()
 
 
 @functools.lru_cache(maxsize=16)

@@ -73,7 +73,7 @@ def test_the_alpha_kept_is_that_of_the_level_the_paths_carry(walk_model: Path) -
     history of fewer than ALPHA_VALUES observed values keeps none (0)."""
     y = _damped(0)[:, None]
     fitted = fit(y)
-    assert fitted.packed[0, 0] > 0 and fitted.alpha[0] != fitted.flat[0]
+    assert fitted.trend["phi"][0] > 0 and fitted.alpha[0] != fitted.flat[0]
     for trend, expected in ((True, fitted.alpha[0]), (False, fitted.flat[0])):
         rt = Runtime.load(walk_model, backend="torch", adapt=AdaptConfig(mean=False, trend=trend))
         (state,) = rt.create([y])
@@ -96,7 +96,7 @@ def test_a_walk_model_on_a_local_level_spreads_as_its_alpha_says(walk_model: Pat
     histories = [_local_level(seed)[:, None] for seed in range(20)]
     states = rt.create(histories, levels=[0.8])
     bare = [
-        dataclasses.replace(s, marginal=law._replace(alpha=np.zeros(1)).packed())
+        dataclasses.replace(s, marginal=law._replace(alpha=np.zeros(1)).record())
         for s, law in ((s, marginal.Marginal.of(s.marginal)) for s in states)
     ]
     held, free = (

@@ -17,6 +17,7 @@ from model.series import marginal
 from model.series.adaptation import AdaptConfig
 from model.series.marginal import Marginal
 from model.series.state import SeriesState
+from model.series.state_bytes import as_rows
 from tests.model.conftest import naive_lag_model
 
 # the bound alone (the move towards the mean, off here, is tested below)
@@ -35,7 +36,7 @@ def _set(batch: Any, **values: float) -> None:
     """Set fields of the law of a batch of one series of one target."""
     batch.marginal[:] = Marginal.of(batch.marginal)._replace(
         **{k: np.full((1, 1), v) for k, v in values.items()}
-    ).packed()
+    ).record()
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +69,10 @@ def test_the_moments_are_the_weighted_mean_and_variance() -> None:
         level = level + alpha * (row - level)
     np.testing.assert_allclose(law.level[0], level, rtol=1e-12)
     kept = marginal.update(law, np.array([[np.nan, 100.0]]), np.array([True]))
-    np.testing.assert_array_equal(kept.packed()[0, 0], law.packed()[0, 0])
+    np.testing.assert_array_equal(kept.record()[0, 0], law.record()[0, 0])
     assert kept.mean[0, 1] > law.mean[0, 1]  # the other target took its value
     np.testing.assert_array_equal(
-        marginal.update(law, np.array([[9.0, 9.0]]), np.array([False])).packed(), law.packed()
+        marginal.update(law, np.array([[9.0, 9.0]]), np.array([False])).record(), law.record()
     )
 
 
@@ -195,28 +196,28 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
     rt = Runtime.load(walk_model, backend="torch", adapt=ON)
     (state,) = rt.create([LEVEL + np.random.default_rng(4).standard_normal((100, 1))])
     blob = old_states.encode(state)
-    k = marginal.N_FIELDS
+    k = len(Marginal._fields)
     assert struct.unpack_from("<H", blob, 4)[0] == 11 and k == 12
     assert SeriesState.from_bytes(blob) == state
-    law, own = state.marginal, Marginal.of(state.marginal)  # the old formats' fields: in order
+    law, own = as_rows(state.marginal), Marginal.of(state.marginal)  # old formats': in order
     assert own.alpha[0] > 0  # fitted on the history
     assert own.sxy_mean[0] != own.sxy[0]  # about the mean, not the level
     ten = older(blob, 10, 1 + 8 * k, struct.pack("<B", 1) + law[:, :10].astype("<f8").tobytes())
     as_level = own._replace(sxy_mean=own.sxy, sxx_mean=own.sxx)
-    assert SeriesState.from_bytes(ten) == dataclasses.replace(state, marginal=as_level.packed())
+    assert SeriesState.from_bytes(ten) == dataclasses.replace(state, marginal=as_level.record())
     nine = older(blob, 9, 1 + 8 * k, struct.pack("<B", 1) + law[:, :9].astype("<f8").tobytes())
-    no_alpha = as_level._replace(alpha=np.zeros(1)).packed()
+    no_alpha = as_level._replace(alpha=np.zeros(1)).record()
     assert SeriesState.from_bytes(nine) == dataclasses.replace(state, marginal=no_alpha)
     five = older(blob, 8, 1 + 8 * k, struct.pack("<B", 1) + law[:, :5].astype("<f8").tobytes())
     none = np.zeros(1)
     eight = own._replace(
         last=own.level, mean_odds=none, sxy=none, sxx=none, alpha=none, sxy_mean=none,
         sxx_mean=none,
-    ).packed()
+    ).record()
     assert SeriesState.from_bytes(five) == dataclasses.replace(state, marginal=eight)
     old = older(blob, 7, 1 + 8 * k)
     read = SeriesState.from_bytes(old)
-    assert read == dataclasses.replace(state, marginal=np.zeros((0, k)))
+    assert read == dataclasses.replace(state, marginal=np.zeros(0))
     assert old_states.encode(read) == old
     ((new, _),) = rt.update([read], [np.full((1, 1), LEVEL)], [0.8])
     own = Marginal.of(new.marginal)

@@ -12,6 +12,7 @@ import pytest
 from model.runtime.runtime import Runtime, UpdateResult
 from model.series.state import SeriesState
 from model.series.state_bytes import StateFormatError
+from model.series.trend import Trend
 
 
 def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
@@ -110,7 +111,7 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
 
 def _bare(state: SeriesState) -> SeriesState:
     """`state` without its weighted moments (written as version 5: no odds, trend or moments)."""
-    return dataclasses.replace(state, marginal=np.zeros((0, 7)))
+    return dataclasses.replace(state, marginal=np.zeros(0))
 
 
 def _older(state: SeriesState, version: int) -> SeriesState:
@@ -182,7 +183,8 @@ def _every_field(rt_torch: Runtime, ar_series: Any) -> SeriesState:
     (state,) = rt_torch.create(ar_series(1, 40), levels=[0.8, 0.95], seasons=[4])
     return dataclasses.replace(
         state, profile=np.linspace(-1.0, 1.0, 4)[:, None], pending=3,
-        trend=np.array([[0.9, 0.1, 0.25, 2.0]]), mean_coef=np.ones((1, 2), np.float32),
+        trend=Trend(*np.array([[0.9], [0.1], [0.25], [2.0]])).record(),
+        mean_coef=np.ones((1, 2), np.float32),
         mean_cov=np.eye(2, dtype=np.float32)[None], mean_noise=np.ones(1, np.float32),
         mean_odds=np.full(1, 0.5, np.float32), spread_weight=3.5,
     )
@@ -201,7 +203,7 @@ def test_every_field_of_the_layer_is_a_section_and_reads_back(
     blob = state.to_bytes()
     assert struct.unpack_from("<H", blob, 4)[0] == SeriesState.FORMAT_VERSION == 12
     assert SeriesState.from_bytes(blob) == state
-    none = dataclasses.replace(state, pending=0, trend=np.zeros((0, 4)))
+    none = dataclasses.replace(state, pending=0, trend=np.zeros(0))
     assert len(none.to_bytes()) == len(blob) - (3 + 2) - (3 + 4 + 32)  # pending, trend
     assert SeriesState.from_bytes(none.to_bytes()) == none
     last = old_states.encode(state)  # version 11
@@ -254,7 +256,7 @@ def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
     batch = StateBatch.of([full, bare], 1, 2)
     assert batch.profile.shape == (2, 4, 1) and not batch.profile[1].any()
     assert np.isnan(batch.cover_levels[1]).all() and batch.spread_factor[1].tolist() == [1.0]
-    assert batch.mean_cov[1].any() and not batch.trend[1].any()  # the prior; none
+    assert batch.mean_cov[1].any() and not batch.trend[1]["phi"].any()  # the prior; none
     assert batch.state(0, full.model_id) == full
     back = batch.state(1, bare.model_id)
     # a series' spread factors and the mean's prior, once stacked, are its own
@@ -267,7 +269,8 @@ def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("trend", np.zeros((1, 3)), r"trend must be \(O 4\)"),
+        ("trend", np.zeros((1, 4)), r"trend must be \(O\)"),  # a packed row: no record
+        ("trend", np.zeros(2, Trend(*np.zeros((4, 1))).record().dtype), r"trend must be \(O\)"),
         ("mean_odds", np.zeros(2, np.float32), r"mean_odds must be \(O\)"),
         ("profile", np.zeros(4), r"profile must be \(M O\)"),
         ("cover_alpha", np.zeros(1), r"cover_alpha must be \(K\)"),

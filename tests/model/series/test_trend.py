@@ -25,9 +25,9 @@ def test_a_line_is_found_and_noise_or_a_walk_is_not() -> None:
     t = np.arange(300.0)
     for seed in range(3):
         y = 0.5 * t + np.random.default_rng(seed).normal(size=300)
-        packed, sums, *_ = fit(y[:, None])
-        phi, _, slope, total = packed[0]
-        assert phi >= 0.95 and abs(slope - 0.5) < 0.1, packed
+        trend, sums, *_ = fit(y[:, None])
+        phi, _, slope, total = trend[0].tolist()
+        assert phi >= 0.95 and abs(slope - 0.5) < 0.1, trend
         assert sums.shape == (300, 1) and sums[0, 0] == 0.0 and total == sums[-1, 0]
         assert abs(total - 0.5 * 299) < 0.5 * 299 * 0.5  # most of the rise is the trend's
     rng = np.random.default_rng(5)
@@ -35,7 +35,7 @@ def test_a_line_is_found_and_noise_or_a_walk_is_not() -> None:
         found = 0
         for _ in range(20):
             x = rng.normal(size=300)
-            found += bool(fit((np.cumsum(x) if walk else x)[:, None])[0][0, 0])
+            found += bool(fit((np.cumsum(x) if walk else x)[:, None]).trend["phi"][0])
         assert found <= 2, (walk, found)
 
 
@@ -77,8 +77,8 @@ def test_a_weak_line_is_found() -> None:
     found = 0
     for seed in range(20):
         y = 50.0 + 0.05 * np.arange(320.0) + np.random.default_rng(seed).normal(size=320)
-        packed = fit(y[:, None])[0][0]
-        found += packed[0] > 0 and abs(packed[2] - 0.05) < 0.02
+        trend = fit(y[:, None]).trend[0]
+        found += trend["phi"] > 0 and abs(trend["slope"] - 0.05) < 0.02
     assert found >= 18, found
 
 
@@ -99,7 +99,7 @@ def test_a_line_under_persistent_noise_is_found() -> None:
         for i in range(1, len(t)):
             noise[i] = 0.5 * noise[i - 1] + rng.normal(0.0, 0.04 * level)
         fitted = fit((level * (1.0 + rise * t) + noise)[:, None])
-        phi, _, slope, _ = fitted.packed[0]
+        phi, _, slope, _ = fitted.trend[0].tolist()
         found += bool(phi > 0 and fitted.alpha[0] <= 0.1 and abs(slope / level - rise) < 5e-4)
     assert found >= 18, found
 
@@ -114,7 +114,7 @@ def test_growth_that_stopped_is_not_carried_on_as_a_line() -> None:
     flat = 0
     for seed in range(20):
         y = np.where(t < 200, 0.05 * t, 10.0) + np.random.default_rng(seed).normal(size=300)
-        phi, beta, slope, _ = fit(y[:, None]).packed[0]
+        phi, beta, slope, _ = fit(y[:, None]).trend[0].tolist()
         line = phi == 1.0 and beta == 0.0
         flat += bool(not line and abs(slope) < 0.01)
     assert flat >= 19, flat
@@ -123,7 +123,9 @@ def test_growth_that_stopped_is_not_carried_on_as_a_line() -> None:
 def test_the_sum_carried_ahead_is_the_damped_series() -> None:
     """c_{t+h} = c_t + b (phi + ... + phi^h); phi = 1 is the straight line c_t + b h; a path's
     slope moves by beta times its innovation."""
-    packed = np.array([[[0.8, 0.1, 2.0, 5.0]], [[1.0, 0.1, 2.0, 5.0]]])  # (B=2, O=1, 4)
+    phi = np.array([[0.8], [1.0]])  # (B=2, O=1)
+    packed = Trend(phi, np.full_like(phi, 0.1), np.full_like(phi, 2.0), np.full_like(phi, 5.0)
+                   ).record()
     ahead = Trend.of(packed).ahead(np.array([[1, 2, 10], [1, 2, 10]]))
     geometric = [sum(0.8**j for j in range(1, h + 1)) for h in (1, 2, 10)]
     np.testing.assert_allclose(ahead[0, :, 0], 5.0 + 2.0 * np.array(geometric))
@@ -149,7 +151,7 @@ def test_a_linear_trend_is_forecast_along_its_line(default: Runtime) -> None:
     for seed in range(2):
         y = 0.5 * t + np.random.default_rng(seed).normal(size=240)
         (state,) = default.create([y[:200, None]], seeds=[1])
-        assert state.trend.shape == (1, 4) and Trend.of(state.trend).phi[0] > 0
+        assert state.trend.shape == (1,) and Trend.of(state.trend).phi[0] > 0
         ((state, _),) = default.update([state], [y[200:, None]], [0.8])
         (f,) = default.forecast([state], 24, [0.8], 1000, seed=1)
         steps = np.array([1, 6, 12, 24])
@@ -165,7 +167,7 @@ def test_a_damped_trend_flattens_as_its_phi_says(default: Runtime) -> None:
     runtime = Runtime.load(DEFAULT, adapt=replace(OFF, trend=True))
     y = np.cumsum(np.random.default_rng(0).normal(size=200))
     (plain,) = runtime.create([y[:, None]], seeds=[1])
-    trended = replace(plain, trend=np.array([[0.9, 0.0, 1.0, 0.0]]))
+    trended = replace(plain, trend=Trend(*np.array([[0.9], [0.0], [1.0], [0.0]])).record())
     (a, b) = runtime.forecast([plain, trended], 24, [0.8], 500, seed=1)
     rise = np.cumsum(0.9 ** np.arange(1, 25))
     np.testing.assert_allclose(b.median[:, 0] - a.median[:, 0], rise, atol=1e-6)
