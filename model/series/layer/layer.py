@@ -39,6 +39,18 @@ from model.series.mean import horizon_mean
 from model.series.scaling import scale_values
 from model.series.state import SeriesState, StateBatch
 
+#: the phases the layer runs over its corrections (base.Correction)
+PHASES = (
+    "offsets", "issue", "learn", "rescaled", "start", "started", "start_paths", "scaled_paths",
+    "series_paths",
+)
+
+
+def _acts(correction: Correction, phase: str) -> bool:
+    """Whether `correction` acts in `phase`: overrides it (or, to issue, moves the mean)."""
+    own = getattr(type(correction), phase) is not getattr(Correction, phase)
+    return own or (phase == "issue" and correction.moves)
+
 
 class IssuedLaw(NamedTuple):
     """A step's law as the series issues it (`law`), and the model's before the first
@@ -71,6 +83,8 @@ class Layer:
     horizons: Horizons = field(init=False)
     #: the corrections in their order
     corrections: tuple[Correction, ...] = field(init=False)
+    #: each phase's corrections, in their order: those that act in it (override it)
+    acting: dict[str, tuple[Correction, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
         a, o = self.adapt, self.target_dim
@@ -90,20 +104,23 @@ class Layer:
             *(p for p in parts.values() if p is not None),
         )
         object.__setattr__(self, "corrections", kept + self.extra)
+        object.__setattr__(self, "acting", {
+            phase: tuple(c for c in self.corrections if _acts(c, phase)) for phase in PHASES
+        })
 
     def start(self, rows: Sequence[np.ndarray], season: np.ndarray) -> Start:
         """Series starting from their histories `rows` (T_i, F) of season lengths `season`
         (B,) (Start): every correction takes its part out of the histories, in the layer's
         order (the season, then the trend)."""
         start = Start(list(rows), season, self.target_dim)
-        for correction in self.corrections:
+        for correction in self.acting["start"]:
             correction.start(start)
         return start
 
     def started(self, batch: StateBatch, start: Start) -> None:
         """Once the histories of `start` were filtered into `batch`: every correction's numbers
         set in their states (in place)."""
-        for correction in self.corrections:
+        for correction in self.acting["started"]:
             correction.started(batch, start)
 
     def offsets(
@@ -117,7 +134,7 @@ class Layer:
         are at or after the next value."""
         at = batch.t if seqs is None else np.asarray(seqs)
         out = np.zeros((*np.shape(at), self.target_dim))
-        for correction in self.corrections:
+        for correction in self.acting["offsets"]:
             if carried or not correction.carried:
                 part = correction.offsets(batch, at)
                 if part is not None:
@@ -137,7 +154,7 @@ class Layer:
         correction that keeps numbers in them told (in place)."""
         ratio = None if self.units is None else self.units.rescale(batch)
         if ratio is not None:
-            for correction in self.corrections:
+            for correction in self.acting["rescaled"]:
                 correction.rescaled(batch, ratio)
 
     def model_mean(self, batch: StateBatch) -> np.ndarray:
@@ -151,7 +168,7 @@ class Layer:
         last observed one as the series issues it, through every correction in the layer's
         order: the law before the first that moves its mean (`Step.raw`), and the law issued."""
         raw = None
-        for correction in self.corrections:
+        for correction in self.acting["issue"]:
             if correction.moves and raw is None:
                 raw = law
             law = correction.issue(batch, law, ahead)
@@ -174,7 +191,7 @@ class Layer:
             noise_sd=noise_sd, offsets=self.offsets(batch, seqs, carried=False),
             factors=np.ones((len(batch), total, self.target_dim)),
         )
-        for correction in self.corrections:
+        for correction in self.acting["start_paths"]:
             correction.start_paths(paths)
         return paths
 
@@ -194,12 +211,12 @@ class Layer:
         correction's move in the series' units."""
         x = x.astype(np.float64)
         block = Block(x, x.mean(axis=-2, keepdims=True), steps, eps)
-        for correction in self.corrections:
+        for correction in self.acting["scaled_paths"]:
             correction.scaled_paths(paths, block)
         batch, o = paths.batch, self.target_dim
         loc, scale = batch.loc[:, None, :o], batch.scale[:, None, :o]  # (B, 1, O)
         block.x = block.x * scale + loc + steps_of(paths.offsets, block.at)
-        for correction in self.corrections:
+        for correction in self.acting["series_paths"]:
             correction.series_paths(paths, block)
         return block.x
 
@@ -232,5 +249,5 @@ class Layer:
         rows = np.flatnonzero(observed & (batch.t >= self.min_observed))
         step = Step(ys, law, law if raw is None else raw, valid, observed,
                     observed if present is None else present, rows)
-        for correction in self.corrections:
+        for correction in self.acting["learn"]:
             correction.learn(batch, step)

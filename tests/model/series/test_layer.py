@@ -161,6 +161,8 @@ def test_a_correction_that_moves_paths_is_one_module(walk: Path) -> None:
         rt = Runtime.load(walk, backend="torch", adapt=OFF)
         if factor is not None:
             rt.layer = dataclasses.replace(rt.layer, extra=(Widen(factor),))
+            assert rt.layer.acting["series_paths"][-1] == Widen(factor)  # it moves paths
+            assert Widen(factor) not in rt.layer.acting["learn"]  # and does nothing else
         (state,) = rt.create([y[:, None]])
         (forecasts[factor],) = rt.forecast([state], 12, [0.8], 500, seed=3)
         streamed[factor] = [
