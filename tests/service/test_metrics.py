@@ -88,7 +88,7 @@ def test_rolling_log_score_is_absent_until_a_value_is_observed(
     assert "smct_rolling_log_score" not in names
     answer = observe(client, t + 1, 0.3).json()["observations"][0]
     samples = scrape(client)
-    # the metrics read the answer's numbers (6 significant digits, service/answers.py)
+    # the metrics read the runtime's numbers, the answer gives them to 6 significant digits
     assert value(samples, "smct_rolling_log_score") == pytest.approx(-answer["log_score"], rel=1e-5)
 
 
@@ -103,7 +103,7 @@ def test_observation_metrics_match_the_answers(client: TestClient, runtime: Any)
         return value(after, name, **labels) - value(before, name, **labels)
 
     observed = [r for r in results if r["covered"] is not None]
-    # the metrics read the answers' numbers (service/answers.py): sums agree to rounding
+    # the metrics read the runtime's numbers (service/answers.py observed): sums agree to rounding
     assert delta("smct_observations_total") == len(observed) == len(results) - 1
     for level in ("80", "95"):
         hits = sum(r["covered"][level] for r in observed)
