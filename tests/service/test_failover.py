@@ -35,7 +35,11 @@ from tests.service.test_api import history
 N_WRITERS = 5
 LAG_S = 2.0  # how far behind the lagging replica is when the primary dies
 FAILOVER_S = 60.0  # the longest a failover may take on a loaded machine before a test fails
-BACK_S = 5.0  # writes acknowledged again within this of the promotion, with two replicas
+FAILOVER_TIMEOUT_MS = 10_000  # the Sentinels' failover-timeout (the fixture's)
+# writes acknowledged again within this of the promotion, with two replicas: the Sentinels'
+# failover timeout, the longest they may leave the lagging replica (which names the proxy as its
+# primary) before they repoint it to the new primary, whose WAIT it then confirms
+BACK_S = FAILOVER_TIMEOUT_MS / 1000
 
 
 @functools.cache
@@ -67,7 +71,8 @@ def sentinel(tmp_path: Path) -> Iterator[Callable[[int], LocalSentinel]]:
     started: list[LocalSentinel] = []
 
     def start(replicas: int) -> LocalSentinel:
-        servers = LocalSentinel(tmp_path, replicas=replicas, failover_timeout_ms=10_000)
+        servers = LocalSentinel(tmp_path, replicas=replicas,
+                                failover_timeout_ms=FAILOVER_TIMEOUT_MS)
         started.append(servers)
         return servers.start()
 
