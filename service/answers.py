@@ -151,11 +151,19 @@ def observed(results: Sequence[UpdateResult], levels: Sequence[float]) -> list[O
 def _scored_step(h: HorizonScore, fractions: list[float], labels: list[str]) -> ScoredStep:
     """A forecast's score at the monitored levels it was scored at."""
     covered, width = {}, {}
-    for frac, label in zip(fractions, labels, strict=True):
+    for j, key in _scored_levels(h, fractions):
+        covered[labels[j]], width[labels[j]] = bool(h.covered[key]), float(h.width[key])
+    return ScoredStep(h.step, covered, width)
+
+
+def _scored_levels(h: HorizonScore, fractions: list[float]) -> list[tuple[int, float]]:
+    """(j, the forecast's key) for each monitored level fractions[j] it was scored at."""
+    out = []
+    for j, frac in enumerate(fractions):
         key = next((k for k in h.covered if abs(k - frac) <= 1e-6), None)
         if key is not None:
-            covered[label], width[label] = bool(h.covered[key]), float(h.width[key])
-    return ScoredStep(h.step, covered, width)
+            out.append((j, key))
+    return out
 
 
 class _Kind(BaseModel):
@@ -240,10 +248,7 @@ def _scored(results: Sequence[UpdateResult], fractions: list[float]) -> bytes:
         parts.append(bytes([len(r.horizons)]))
         for h in r.horizons:
             at, hit, widths = 0, 0, []
-            for j, frac in enumerate(fractions):
-                key = next((k for k in h.covered if abs(k - frac) <= 1e-6), None)
-                if key is None:
-                    continue
+            for j, key in _scored_levels(h, fractions):
                 at |= 1 << j
                 hit |= int(h.covered[key]) << j
                 widths.append(h.width[key])

@@ -317,7 +317,7 @@ class Forecaster:
         steps = batch.t[:, None] + 1 - np.arange(rt.window + 1)[None, :]
         base = rt.layout.base_rows(batch.seed, steps, rt.table_rows)
         particles = Particles(base, batch.x_hist, valid, batch.lineage, batch.logw, batch.season,
-                              layer.model_mean(batch))
+                              moved.mean)
         paths = rt.backend.start_paths(particles, _uniforms(gens, n))
         cov = None if cov is None else _shifted(cov, shift, total)
         ready: dict[int, np.ndarray] = {}  # step h -> (B, N, O), filled as each series gets it

@@ -109,6 +109,8 @@ class Paths:
     factors: np.ndarray
     noise: bool = False
     held: dict[Correction, Any] = field(default_factory=dict)
+    #: the one-step shift of each series' mean the model takes (B, J, O) (Layer.model_mean)
+    mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
 
 
 @dataclass(eq=False)

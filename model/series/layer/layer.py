@@ -191,6 +191,7 @@ class Layer:
             noise_sd=noise_sd, offsets=self.offsets(batch, seqs, carried=False),
             factors=np.ones((len(batch), total, self.target_dim)),
         )
+        paths.mean = self.model_mean(batch)  # the one-step shift, once a forecast
         for correction in self.acting["start_paths"]:
             correction.start_paths(paths)
         return paths
@@ -198,8 +199,7 @@ class Layer:
     def path_means(self, paths: Paths, steps: range) -> np.ndarray:
         """The shift of each series' mean the model takes at the paths' `steps` (S, B, J, O)
         float32 (MeanShift, over the horizon)."""
-        coef = self.model_mean(paths.batch)
-        return np.stack([horizon_mean(coef, k + 1) for k in steps])
+        return np.stack([horizon_mean(paths.mean, k + 1) for k in steps])
 
     def move(
         self, paths: Paths, x: np.ndarray, steps: range, eps: np.ndarray | None = None
