@@ -1,6 +1,7 @@
 """The report of `smct competitions`: the tables of docs/competitions.md (WQL, MASE, coverage
-over the horizon and by step, sMAPE) and the acceptance checks, each table headed by one line
-naming the command, the date and the machine (training.quality.report.Setting)."""
+over the horizon and by step, the side the misses fall on, sMAPE) and the acceptance checks,
+each table headed by one line naming the command, the date and the machine
+(training.quality.report.Setting)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,23 @@ def by_step_table(results: Sequence[TaskResult]) -> str:
     return _table(_header(results, "80 %: step 1 / middle / last"), rows)
 
 
+def sides_table(results: Sequence[TaskResult]) -> str:
+    """Where the outcomes outside the 80 % intervals fall, ours: the share below the interval /
+    above it, and the share above the median (0.5 for a median without bias)."""
+    rows = []
+    for name in _ours(results):
+        cells = []
+        for r in results:
+            s = r.scores[name]
+            if math.isnan(s.above_median):
+                cells.append("-")
+                continue
+            below = 1.0 - s.coverage[0.8] - s.above[0.8]
+            cells.append(f"{_f(below, 3)} / {_f(s.above[0.8], 3)} / {_f(s.above_median, 3)}")
+        rows.append([name] + cells)
+    return _table(_header(results, "80 %: below / above; above the median"), rows)
+
+
 def smape_table(results: Sequence[TaskResult]) -> str:
     rows = [[name] + [_f(r.scores[name].smape, 2) for r in results] for name in _ours(results)]
     return _table(_header(results, "sMAPE (%)"), rows)
@@ -132,6 +150,10 @@ def markdown(results: Sequence[TaskResult], checks: Sequence[Check], setting: Se
         "## MASE of the point forecast", head, "", score_table(results, "mase"), "",
         "## Coverage of the intervals over the horizon", head, "", coverage_table(results), "",
         "## Coverage by step", head, "", by_step_table(results), "",
+        "## Which side the misses fall on", head, "",
+        "The share of outcomes below and above the 80 % intervals, over the horizon (each 0.10 "
+        "for intervals that hold at both ends), and above the median (0.5 for a median without "
+        "bias).", "", sides_table(results), "",
         "## sMAPE of the point forecast", head, "", smape_table(results), "",
     ]
     return "\n".join(parts)

@@ -5,7 +5,8 @@
 - MASE: the mean |y - point| of each series over its in-sample seasonal error (the mean
   |x_t - x_{t-m}| of its history, m the task's season), averaged over the series (a series whose
   seasonal error is 0 or undefined is left out, as fev leaves it);
-- the coverage of the 80 % and 95 % intervals, by step and over the horizon;
+- the coverage of the 80 % and 95 % intervals, by step and over the horizon, and the share of
+  outcomes above each interval and above the point forecast (which side the misses fall on);
 - sMAPE, the M3 competition's: 200 |y - point| / (|y| + |point|), averaged.
 
 Shapes: N series, H horizon, Q quantile levels.
@@ -13,7 +14,8 @@ Shapes: N series, H horizon, Q quantile levels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,13 +36,18 @@ class Forecasts:
 
 @dataclass(frozen=True)
 class Scores:
-    """A forecaster's scores on a task; `coverage_by_step` level -> (H,)."""
+    """A forecaster's scores on a task; `coverage_by_step` level -> (H,); `above` level -> the
+    share of outcomes above the interval (those below it: 1 - coverage - above), and
+    `above_median` the share above the point forecast: a shortfall of coverage on one side
+    is a biased median, not intervals too narrow."""
 
     wql: float
     mase: float
     smape: float
     coverage: dict[float, float]
     coverage_by_step: dict[float, np.ndarray]
+    above: dict[float, float] = field(default_factory=dict)
+    above_median: float = math.nan
 
 
 def quantile_loss(truth: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
@@ -88,13 +95,16 @@ def score(
     truth: np.ndarray, forecasts: Forecasts, histories: list[np.ndarray], season: int
 ) -> Scores:
     """Every score of `forecasts` against truth (N, H)."""
-    by_step = {}
+    by_step, above = {}, {}
     for level, (lo, hi) in forecasts.intervals.items():
         by_step[level] = np.mean((truth >= lo) & (truth <= hi), axis=0)  # (H,)
+        above[level] = float(np.mean(truth > hi))
     return Scores(
         wql=wql(truth, forecasts.quantiles),
         mase=mase(truth, forecasts.point, histories, season),
         smape=smape(truth, forecasts.point),
         coverage={level: float(np.mean(v)) for level, v in by_step.items()},
         coverage_by_step=by_step,
+        above=above,
+        above_median=float(np.mean(truth > forecasts.point)),
     )
