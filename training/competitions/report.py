@@ -109,9 +109,6 @@ def sides_table(results: Sequence[TaskResult]) -> str:
         cells = []
         for r in results:
             s = r.scores[name]
-            if math.isnan(s.above_median):
-                cells.append("-")
-                continue
             below = 1.0 - s.coverage[0.8] - s.above[0.8]
             cells.append(f"{_f(below, 3)} / {_f(s.above[0.8], 3)} / {_f(s.above_median, 3)}")
         rows.append([name] + cells)

@@ -14,8 +14,7 @@ Shapes: N series, H horizon, Q quantile levels.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,8 +45,8 @@ class Scores:
     smape: float
     coverage: dict[float, float]
     coverage_by_step: dict[float, np.ndarray]
-    above: dict[float, float] = field(default_factory=dict)
-    above_median: float = math.nan
+    above: dict[float, float]
+    above_median: float
 
 
 def quantile_loss(truth: np.ndarray, quantiles: np.ndarray) -> np.ndarray:

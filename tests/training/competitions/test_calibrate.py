@@ -58,7 +58,7 @@ def test_the_fit_finds_the_growth_the_outcomes_have() -> None:
         assert fit.relative(fit.kept) <= min(fit.relative(c) for c in tried)
     record = fit_growth(_gaussian_scores((0.3, 50.0), 0), ["synthetic"], tried).record(1)
     assert record["horizon_growth"] == 0.3 and record["growth_length"] == 50.0
-    flat = fit_growth(lambda g, n: [Scores(1.0, 1.0, 1.0, {0.8: 0.8}, {})], ["flat"],
+    flat = fit_growth(lambda g, n: [Scores(1.0, 1.0, 1.0, {0.8: 0.8}, {}, {}, 0.5)], ["flat"],
                       tried=[NONE, (0.1, 50.0)])
     assert flat.kept == NONE and "growth_length" not in flat.record(1)
 

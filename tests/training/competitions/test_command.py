@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _scores(wql: float, cover: float) -> Scores:
-    return Scores(wql, 1.0, 10.0, {0.8: cover, 0.95: 0.9}, {0.8: np.array([cover])})
+    return Scores(wql, 1.0, 10.0, {0.8: cover, 0.95: 0.9}, {0.8: np.array([cover])},
+                  {0.8: (1.0 - cover) / 2, 0.95: 0.05}, 0.5)
 
 
 def _result(frequency: str, model: float, ablation: float, ets: float, cover: tuple[float, float],
