@@ -41,6 +41,7 @@ LEGACY_FREQ = {"M": "ME", "Q": "QE", "A": "YE", "Y": "YE", "H": "h", "T": "min"}
 CANDIDATES = (4, 5, 6, 7, 12, 24, 48, 52, 96, 168, 336, 365)
 LEVEL = 0.04  # the chance of a false season, shared by the periods tested (target: 5 %)
 NEAR_BEST = 0.8  # a divisor of the best period explaining this share of it is the season
+HELD_NEAR = 0.02  # a divisor forecasting its values within this share of the best is the season
 FEW_SEASONS = 4  # a best period held fewer times, leaving autocorrelated residuals, is weighed
 # against its divisors on the series' steps, where a slow wander its phase means absorb is gone
 STATIONARY = 2.0  # a series whose m-step differences vary more than this times its one-step
@@ -141,9 +142,9 @@ def detect_season(
     `_harmonic_test`, module docstring), the one whose phases explain the most of the series
     (adjusted R^2, the larger of the two; of periods within NEAR of it, the one whose first
     harmonic fits best),
-    or the shortest divisor of it that explains nearly as much, by its own test or by its phase
-    means beside the best's on the same residuals (24, not 168, for a daily cycle in hourly
-    data; 4, not 48, for a quarterly season on a wandering level; `_repeats`). The
+    or the shortest divisor of it that forecasts the series less its moving average nearly
+    as well, each value from the other seasons' values at its phase (`_held_out`; where the
+    best is held three times, that explains nearly as much: `_repeats`). The
     trend taken out is quadratic: a linear one leaves an accelerating series' curvature,
     which the phases of a long period absorb."""
     y = np.asarray(values, np.float64).reshape(-1)[-MAX_VALUES:]
@@ -183,16 +184,61 @@ def detect_season(
     if len(near) > 1:
         r = steps if kind[best] == 0 else plain
         best = min(near, key=lambda m: _harmonic_test(r, m, kind[best])[2])
-    # the shortest divisor of it that explains nearly as much, by its own test or by its phase
-    # means beside the best's on the residuals the best was tested on; on the series' steps
-    # where the best is held few times and leaves autocorrelated residuals (a season of 4 on a
-    # wandering quarterly level: the 48 or 52 phase means of under four seasons absorb the
-    # wander, and explain more than the 4 only on the level)
+    divisors = [m for m in found if _repeats(best, m)]
+    if len(divisors) == 1:
+        return best
+    # of the best and its divisors, the shortest that forecasts the series less its moving
+    # average of the best's period, each value from the other seasons' values at its phase,
+    # nearly as well as any: the phase means of a multiple absorb a slow wander within the
+    # seasons they are fitted on, not the one they are not (24, not 168, for a daily cycle
+    # in hourly data; 4, not 48, for a quarterly season on a wandering level); and a
+    # season's short harmonics count as much as in the values, not as in their steps (12,
+    # not 6, for a monthly profile)
+    cycle = y - _moving_average(y, best)
+    held = {m: _held_out(cycle, m) for m in divisors}
+    if held[best][1] != 2:
+        least = min(error for error, _ in held.values())
+        return min(m for m in held if held[m][0] <= (1.0 + HELD_NEAR) * least)
+    # where the best's phases hold two values each (three seasons of it less the moving
+    # average's), one other value forecasts too poorly to weigh it by: the shortest divisor
+    # that explains nearly as much, by its own test or by its phase means beside the best's
+    # on the residuals the best was tested on (on the series' steps where the best leaves
+    # autocorrelated residuals)
     r, fitted = (steps, 0) if kind[best] == 0 or _wanders_past(plain, best) else (plain, 2)
-    share = {m: _phase_test(r, m, fitted)[1] for m in found if _repeats(best, m)}
+    share = {m: _phase_test(r, m, fitted)[1] for m in divisors}
     near = [m for m in share if found[m] >= NEAR_BEST * found[best]
             or share[m] >= NEAR_BEST * share[best]]
     return min(near, default=best)
+
+
+def _moving_average(y: np.ndarray, m: int) -> np.ndarray:
+    """The centred moving average of y (T,) over m steps (2 x m for an even m, its ends
+    weighed a half: the classical decomposition's trend), NaN where the window is not whole
+    or holds a missing value."""
+    weights = np.full(m + 1 - m % 2, 1.0 / m)
+    if m % 2 == 0:
+        weights[[0, -1]] = 0.5 / m
+    half = len(weights) // 2
+    out = np.full(len(y), np.nan)
+    if len(y) < len(weights):
+        return out
+    out[half : len(y) - half] = np.convolve(y, weights, mode="valid")  # NaN spreads
+    return out
+
+
+def _held_out(cycle: np.ndarray, m: int) -> tuple[float, int]:
+    """The mean square error of each value of `cycle` (T,) (NaN: missing) forecast by the
+    mean of the other values at its phase of period m (leave-one-out; inf where a phase
+    holds one value), and the fewest values a phase holds."""
+    seen = np.isfinite(cycle)
+    x, phase = cycle[seen], np.flatnonzero(seen) % m
+    count = np.bincount(phase, minlength=m)
+    fewest = int(count.min()) if len(x) else 0
+    if fewest < 2:
+        return np.inf, fewest
+    means = np.bincount(phase, weights=x, minlength=m) / count
+    n = count[phase]
+    return float(np.mean(((x - means[phase]) * n / (n - 1)) ** 2)), fewest
 
 
 def _wanders_past(plain: np.ndarray, m: int) -> bool:
