@@ -142,9 +142,10 @@ def detect_season(
     `_harmonic_test`, module docstring), the one whose phases explain the most of the series
     (adjusted R^2, the larger of the two; of periods within NEAR of it, the one whose first
     harmonic fits best),
-    or the shortest divisor of it that forecasts the series less its moving average nearly
-    as well, each value from the other seasons' values at its phase (`_held_out`; where the
-    best is held three times, that explains nearly as much: `_repeats`). The
+    or the shortest divisor of it (`_repeats`) that forecasts the series less its moving
+    average nearly as well, each value from the other seasons' values at its phase
+    (`_held_out`; where the best is held three times, the shortest that explains nearly as
+    much). The
     trend taken out is quadratic: a linear one leaves an accelerating series' curvature,
     which the phases of a long period absorb."""
     y = np.asarray(values, np.float64).reshape(-1)[-MAX_VALUES:]
@@ -190,7 +191,7 @@ def detect_season(
     # of the best and its divisors, the shortest that forecasts the series less its moving
     # average of the best's period, each value from the other seasons' values at its phase,
     # nearly as well as any: the phase means of a multiple absorb a slow wander within the
-    # seasons they are fitted on, not the one they are not (24, not 168, for a daily cycle
+    # seasons they are fitted on, not in those they forecast (24, not 168, for a daily cycle
     # in hourly data; 4, not 48, for a quarterly season on a wandering level); and a
     # season's short harmonics count as much as in the values, not as in their steps (12,
     # not 6, for a monthly profile)
