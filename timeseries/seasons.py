@@ -188,6 +188,16 @@ def detect_season(
     divisors = [m for m in found if _repeats(best, m)]
     if len(divisors) == 1:
         return best
+    return _shortest_divisor(y, best, divisors, found, kind, plain, steps)
+
+
+def _shortest_divisor(
+    y: np.ndarray, best: int, divisors: list[int], found: dict[int, float],
+    kind: dict[int, int], plain: np.ndarray, steps: np.ndarray,
+) -> int:
+    """Of the best period and its divisors found (`detect_season`: the share each explains,
+    `found`, the residuals it was tested on, `kind`: the fitted parameters of the series less
+    its trend `plain` or 0 for its steps), the season."""
     # of the best and its divisors, the shortest that forecasts the series less its moving
     # average of the best's period, each value from the other seasons' values at its phase,
     # nearly as well as any: the phase means of a multiple absorb a slow wander within the
