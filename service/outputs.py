@@ -72,7 +72,8 @@ def _marginal(packed: np.ndarray, revert: bool) -> list[dict[str, float]]:
     weights = marginal.mean_weight(law).tolist()
     phis = marginal.persistence(law).tolist()
     phis_m = marginal.persistence(law, "mean").tolist()
-    reverting = expit(law.odds).tolist() if revert else [0.0] * len(packed)
+    held = law.weight >= marginal.REVERT_WEIGHT
+    reverting = np.where(held, expit(law.odds), 0.0).tolist() if revert else [0.0] * len(packed)
     rows = [dict(zip(Marginal._fields, row, strict=True)) for row in packed.tolist()]
     return [
         {"mean": own["mean"], "sd": round(_sqrt(own["var"]), 6),

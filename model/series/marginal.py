@@ -4,8 +4,8 @@ series' own law".
 
 Each series keeps an exponentially weighted mean m and variance v of its values without season
 and trend (the values the model reads; series units), with forgetting FORGET, and a level l,
-their simple exponential smoothing with alpha 1 - LEVEL_FORGET (ETS(A,N,N)'s level); they hold
-once their weight counts MIN_WEIGHT values.
+their simple exponential smoothing with alpha 1 - LEVEL_FORGET (ETS(A,N,N)'s level). The reverting
+model holds once their weight counts REVERT_WEIGHT values, the bound once it counts MIN_WEIGHT.
 
 Reverting (dynamic model averaging, as for the weight of the mean's correction in
 model/series/mean.py). Each series forecasts from the anchor
@@ -55,6 +55,7 @@ from model.series.mean import odds_evidence
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
+REVERT_WEIGHT = 6.0  # values' worth of weight before the reverting model is weighed
 LEVEL_FORGET = 0.7  # the level's: simple exponential smoothing's alpha 0.3
 GROWING = (0.2, 0.8)  # the alphas whose growth bounds a forecast's spread
 RANGE_SD = 2.0 * 1.2815515655446004  # a Gaussian's 10-90 % range in standard deviations
@@ -154,9 +155,9 @@ def reversion(
     """The shift d (B, O) from a law's centre (B, O) `ahead` (B,) steps after each series' last
     value to its anchor, in the scaled units (x - loc) / scale of `loc` and `scale` (B, O), and
     the weight r (B, O) it is issued with: the probability of the reverting model from its log
-    odds; d and r are 0 where a series' moments weigh under MIN_WEIGHT values. With centres
+    odds; d and r are 0 where a series' moments weigh under REVERT_WEIGHT values. With centres
     (S, B, O) of S steps, `ahead` (S, 1, 1): d (S, B, O)."""
-    held = law.weight >= MIN_WEIGHT
+    held = law.weight >= REVERT_WEIGHT
     d = np.where(held, (anchor(law, ahead) - loc) / scale - centre, 0.0)
     return d, np.where(held, expit(law.odds), 0.0)
 

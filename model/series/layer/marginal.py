@@ -113,7 +113,7 @@ class OwnLaw(Correction):
         the mean (model/series/mean.py)."""
         own = Marginal.of(sub.marginal)
         d, r = self.reversion(sub, raw.moments()[0])
-        held = observed[:, None] & (own.weight >= marginal.MIN_WEIGHT)
+        held = observed[:, None] & (own.weight >= marginal.REVERT_WEIGHT)
         y = ys.astype(np.float64)
         evidence = odds_evidence(law.log_marginal(y - (1.0 - r) * d), law.log_marginal(y + r * d))
         o = self.target_dim

@@ -255,6 +255,28 @@ def test_noise_reverts_to_its_level_and_a_walk_to_its_last_value(walk_model: Pat
         assert abs(f.median[-1, 0] - y[-1]) < 0.5 + pull
 
 
+def test_a_short_history_reverts_from_its_sixth_value(walk_model: Path) -> None:
+    """The reverting model is weighed from REVERT_WEIGHT values, long before the bound holds
+    (MIN_WEIGHT): a random-walk model given 14 values of white noise N(50, 1) issues its median
+    nearer the noise's mean than the last value is (whose mean distance is E|N(0, 1)| = 0.80,
+    what the median kept while the reverting model waited for 20 values; about 0.4 now, the
+    level of a few values and the odds of eight), and on 14 values of a random walk keeps it
+    near the last value, the walk's own forecast: within a sixth of the step's standard
+    deviation sqrt(h) on average (about 0.1 and 0.2 at steps 1 and 6). 200 series each: the
+    means' standard errors are about 0.02."""
+    rng = np.random.default_rng(11)
+    noise = [LEVEL + rng.standard_normal(14) for _ in range(200)]
+    walks = [LEVEL + np.cumsum(rng.standard_normal(14)) for _ in range(200)]
+    rt = Runtime.load(walk_model, backend="torch", adapt=REVERT)
+    states = rt.create([s[:, None] for s in noise + walks], levels=[0.8])
+    assert all(marginal.MIN_WEIGHT > s.marginal["weight"][0] >= marginal.REVERT_WEIGHT
+               for s in states)
+    medians = np.array([f.median[[0, 5], 0] for f in rt.forecast(states, 6, [0.8], 500, seed=0)])
+    last = np.array([s[-1] for s in noise + walks])
+    assert (np.abs(medians[:200] - LEVEL).mean(axis=0) < 0.6).all()
+    assert (np.abs(medians[200:] - last[200:, None]).mean(axis=0) < np.sqrt([1, 6]) / 6).all()
+
+
 def test_the_persistence_is_the_weighted_regression_of_the_deviations() -> None:
     """phi = S_xy / S_xx, the sums over the values seen of FORGET^(t - s) (y_s - l_{s-1})
     (y_{s-1} - l_{s-1}) and (y_{s-1} - l_{s-1})^2 (from the second value), against a direct
@@ -328,7 +350,7 @@ def test_the_evidence_of_the_mean_is_the_log_ratio_of_the_moved_laws() -> None:
 
 def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> None:
     """The one-step law issued is the model's moved by r d, d from its mean to the series'
-    level in scaled units, r the weight of reverting; nothing moves under MIN_WEIGHT values."""
+    level in scaled units, r the weight of reverting; nothing moves under REVERT_WEIGHT values."""
     from model.filtering.predictive import Mixture
     from model.series.state import StateBatch
 
@@ -342,7 +364,7 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     level = (Marginal.of(batch.marginal).level[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     r = 1.0 / (1.0 + np.exp(-1.0))
     assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
-    _set(batch, weight=marginal.MIN_WEIGHT - 1.0)
+    _set(batch, weight=marginal.REVERT_WEIGHT - 1.0)
     assert rt.layer.issue(batch, law)[1].moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
 
 
