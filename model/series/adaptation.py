@@ -19,7 +19,8 @@ class AdaptConfig:
     1 / (1 - lam) steps), `gamma` the ACI step; `mean` the series' own correction of the
     mean (a model with lag inputs only); `season` its seasonal profile (a series with a
     season); `trend` its damped trend (model/series/trend.py; a series whose history shows one);
-    `bound` the bound of a forecast's spread by the series' own marginal law and `revert` the
+    `bound` the bound of a forecast's spread by the series' own marginal law (and its floor at
+    the growth of the series' own errors over its history) and `revert` the
     move of its law towards that law's mean by the odds of a reverting model
     (model/series/marginal.py); `horizons` each step's spread and miscoverage from the
     forecasts a series was issued (model/series/horizons.py, with `spread` and `coverage`)."""

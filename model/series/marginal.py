@@ -1,5 +1,5 @@
-"""Each series' own law: a pull of its forecasts towards its level, and the bound of their
-spread over many steps. What each does and why, and what it measured: docs/adaptation.md, "The
+"""Each series' own law: a pull of its forecasts towards its level, and the bound and the floor of
+their spread over many steps. What each does and why, and what it measured: docs/adaptation.md, "The
 series' own law".
 
 Each series keeps an exponentially weighted mean m and variance v of its values without season
@@ -29,6 +29,11 @@ sqrt(v + (c - m)^2), what any centre errs by once h is past a stationary series'
 level's growth with the series' own alpha where it is in GROWING (`growth_bound`); the spread
 is read from the paths' 10-90 % range (`spread`, `bounded`).
 
+Floor. After a forecast's first step its paths' spread (series units, with the trend) is held
+to at least sqrt(e_1 s_1) r_h at step h (`error_floor`, `floored`): s_1 the first step's spread,
+e_1 and r_h = e_h / e_1 how the errors of the series' own forecasts grew over the steps ahead in
+its history (model/series/trend.py, `error_growth`), whose many origins tell what a few cannot.
+
 The weighted moments (West 1979), with W the weight of the values seen:
 
     W_t = FORGET W_{t-1} + 1,  a = 1 / W_t,  m_t = m_{t-1} + a (y_t - m_{t-1}),
@@ -52,6 +57,7 @@ import numpy as np
 from scipy.special import expit
 
 from model.series.mean import odds_evidence
+from model.series.trend import ERROR_STEPS
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
@@ -229,6 +235,34 @@ def growth_bound(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndar
     h = np.asarray(ahead, np.float64)[:, None, None]
     held = (alpha >= GROWING[0]) & (alpha <= GROWING[1])
     return np.where(held, first * np.sqrt(1.0 + (h - 1.0) * alpha**2), np.inf)
+
+
+def error_floor(growth: np.ndarray, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:
+    """The floor (S, B, O) of the standard deviation of paths `ahead` (S,) steps after each
+    series' last value, series units: sqrt(e_1 s_1) r_h, from the growth of the errors of its
+    own recursion over the steps ahead in its history, e_1 and the ratios r = e_h / e_1 at the
+    steps after the first of trend.ERROR_STEPS (B, O, len(ERROR_STEPS)) (model/series/trend.py
+    error_growth; r between them interpolated in log h and log r, the last one's beyond), and
+    its paths' first step's spread s_1 (B, O): the geometric mean of the two one-step scales,
+    grown as the history's errors grew; 0 where a series has no growth (e_1 = 0)."""
+    g = growth.astype(np.float64)
+    e1, ratios = g[..., 0], np.maximum(g[..., 1:], 1e-12)
+    knots = np.log(np.asarray(ERROR_STEPS, np.float64))
+    log_r = np.concatenate([np.zeros_like(e1)[..., None], np.log(ratios)], axis=-1)
+    h = np.log(np.maximum(np.asarray(ahead, np.float64), 1.0))
+    at = np.clip(np.searchsorted(knots, h, side="right") - 1, 0, len(knots) - 2)
+    frac = np.clip((h - knots[at]) / (knots[at + 1] - knots[at]), 0.0, 1.0)  # (S,)
+    lo, hi = log_r[..., at], log_r[..., at + 1]  # (B, O, S)
+    r = np.exp(lo + (hi - lo) * frac)
+    return np.moveaxis(np.sqrt(e1 * first)[..., None] * r, -1, 0)
+
+
+def floored(x: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Paths x (..., N, O) scaled about their mean so that their spread (`spread`) is at least
+    `floor` (..., O); paths as wide are returned as they are."""
+    centre = x.mean(axis=-2, keepdims=True)
+    ratio = floor[..., None, :] / np.maximum(spread(x)[..., None, :], 1e-300)
+    return np.where(ratio > 1.0, centre + ratio * (x - centre), x)
 
 
 def spread(x: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 
 from model.series import horizons, marginal, trend
 from model.series.spread import PRIOR_WEIGHT
+from model.series.trend import ERROR_STEPS
 
 # When a batch's row is a series' own, kept in its state (else the series has none):
 # "always"; "model": where the model has the field's terms (J > 0, the mean's correction);
@@ -141,6 +142,9 @@ class StateFields:
     trend: np.ndarray = array(trend.RECORD, "O", 11, 0.0, "first")
     # the series' own law (model/series/marginal.py): its record `Marginal` per target
     marginal: np.ndarray = array(marginal.RECORD, "O", 12, 0.0, "first")
+    # the growth of its errors over the steps ahead in its history (model/series/trend.py
+    # error_growth): e_1, then e_h / e_1 at its steps, per target
+    error_growth: np.ndarray = array("<f4", f"O {len(ERROR_STEPS)}", 20, 0.0, "first")
     # missing values after the last filtered step, not yet filtered: a forecast moves the
     # paths through them, the next value filters them first
     pending: int = number("<u2", 0, 13)

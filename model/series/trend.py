@@ -51,11 +51,18 @@ A forecast's paths carry the trend on with their own innovations (`PathTrend`): 
 slope moves by beta times its draw's noise, so the paths spread as the trend's uncertainty
 grows, as ETS's simulated paths do.
 
+A fit also says how the errors of the form kept (and of the form without a trend) grew with
+the steps ahead over the history (`error_growth`): the root mean square e_h of the errors of
+its forecasts h steps ahead from every value, or of the AR(1) forecasts about the history's
+mean where those err less, at h = 1, 2, 3, 6, 12 and 24. The series' own law floors a
+forecast's spread with it (model/series/marginal.py, `error_floor`).
+
 Shapes: B series, N paths, T history, O targets, G grid points, H horizon.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from typing import NamedTuple
@@ -77,6 +84,8 @@ RHO_MAX = 0.95  # the one-step errors' AR(1) coefficient a fit allows
 LINE_ALPHA = 0.1  # the largest alpha of a level about a line with a fixed slope
 LINE_VALUES = 4 * CHECK_STEPS  # the observed values a line (kept for good) is fitted from
 HOLD = 3  # a line must also forecast the last 1 / HOLD of the history, out of sample
+ERROR_ORIGIN = 2  # the first origin of the errors whose growth a fit reads (error_growth)
+ERROR_STEPS = (1, 2, 3, 6, 12, 24)  # the steps ahead whose errors it keeps
 
 
 @dataclass(frozen=True)
@@ -142,12 +151,17 @@ class Fitted(NamedTuple):
     """A history's fit (T, O): its trend (O,) of RECORD after its last value, the
     trend's sum c (T, O) at each value (0 before those fitted, and for a target without a
     trend), the alpha (O,) of the level of the form kept and that of the form without a trend
-    (`flat`; both 0 below ALPHA_VALUES observed values)."""
+    (`flat`; both 0 below ALPHA_VALUES observed values), and how the errors of each form's
+    forecasts grew over the steps ahead in the history, (O, len(ERROR_STEPS)) each: the root
+    mean square e_1 of the one-step errors, then e_h / e_1 at the other ERROR_STEPS
+    (`error_growth`; zeros where too few values)."""
 
     trend: np.ndarray
     sums: np.ndarray
     alpha: np.ndarray
     flat: np.ndarray
+    errors: np.ndarray
+    flat_errors: np.ndarray
 
 
 def fit(history: np.ndarray) -> Fitted:
@@ -157,24 +171,28 @@ def fit(history: np.ndarray) -> Fitted:
     trend = np.zeros(y.shape[1], RECORD)
     sums = np.zeros(y.shape)
     alpha, flat = np.zeros(y.shape[1]), np.zeros(y.shape[1])
+    errors, flat_errors = (np.zeros((y.shape[1], len(ERROR_STEPS))) for _ in range(2))
     head = max(0, len(y) - FIT_VALUES)
     for j in range(y.shape[1]):
-        found, alpha[j], flat[j] = _fit_one(y[head:, j])
+        found, alpha[j], flat[j], errors[j], flat_errors[j] = _fit_one(y[head:, j])
         if found is not None:
             trend[j], sums[head:, j] = tuple(found[0]), found[1]
     few = np.isfinite(y[head:]).sum(axis=0) < ALPHA_VALUES
-    return Fitted(trend, sums, np.where(few, 0.0, alpha), np.where(few, 0.0, flat))
+    return Fitted(trend, sums, np.where(few, 0.0, alpha), np.where(few, 0.0, flat), errors,
+                  flat_errors)
 
 
-def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float]:
+def _fit_one(
+    y: np.ndarray,
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float, np.ndarray, np.ndarray]:
     """The trend (phi, beta, b, c) after y (T,) and c at each value (T,), or None where no
     trended form lowers the BIC and forecasts better over CHECK_STEPS steps than the best form
-    without (or fewer than 3 START values are observed); and the alphas
-    of the level of the form kept and of the best form without a trend (0 with too few
-    values)."""
+    without (or fewer than 3 START values are observed); the alphas of the level of the form
+    kept and of the best form without a trend, and the growth of the errors of each
+    (`error_growth`; 0 with too few values)."""
     seen = np.flatnonzero(np.isfinite(y))
     if len(seen) < 3 * START:
-        return None, 0.0, 0.0
+        return None, 0.0, 0.0, np.zeros(len(ERROR_STEPS)), np.zeros(len(ERROR_STEPS))
     z = y[seen[0] :]
     grid = np.array(
         [(a, a * s, p) for a, s, p in product(ALPHAS, BETA_SHARES, PHIS)]
@@ -204,13 +222,15 @@ def _fit_one(y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, float
     best = min(forms, key=ahead.__getitem__)
     if line[best] and not _holds(z, grid, best, [g for g in forms if not line[g]]):
         best = min((g for g in forms if not line[g]), key=ahead.__getitem__)
+    flat_errors = error_growth(z, grid[flat], l0[flat], b0[flat])
     if best == flat:
-        return None, float(grid[flat, 0]), float(grid[flat, 0])
+        return None, float(grid[flat, 0]), float(grid[flat, 0]), flat_errors, flat_errors
     _, slope, sums = _run(z, grid[best : best + 1], b0[best : best + 1], level=l0[best])
     out = np.zeros(len(y))
     out[seen[0] :] = sums[:, 0]
     alpha, beta, phi = grid[best]
-    return (np.array([phi, beta, slope[0], out[-1]]), out), float(alpha), float(grid[flat, 0])
+    return ((np.array([phi, beta, slope[0], out[-1]]), out), float(alpha), float(grid[flat, 0]),
+            error_growth(z, grid[best], l0[best], b0[best]), flat_errors)
 
 
 def _fit_starts(
@@ -267,6 +287,59 @@ def _ahead_sse(
     """The sum of squared errors of the forecasts 1..CHECK_STEPS steps ahead from every value
     of y (T,) from index `origin` on, of the recursion at grid point (alpha, beta, phi) from
     l_0, b_0: the level and slope after each value, carried on as l + (phi + ... + phi^h) b."""
+    total = 0.0
+    for _, err in _ahead_errors(y, point, l0, b0, origin):
+        total += float(np.nansum(err * err))
+    return total
+
+
+def error_growth(y: np.ndarray, point: np.ndarray, l0: float, b0: float) -> np.ndarray:
+    """How the errors of the series' own forecasts grew with the steps ahead over its history
+    y (T,), each value from ERROR_ORIGIN on an origin: at each step h the root mean square
+    e_h of the errors of the recursion at grid point (alpha, beta, phi) from l_0, b_0, or of
+    the AR(1) about the mean of y where those are smaller (`_reverting_errors`: a stationary
+    series' errors stop growing where the level's go on); e_1, then e_h / e_1 at each of
+    ERROR_STEPS after the first (a step past those with two errors: the last one's),
+    (len(ERROR_STEPS),); zeros where no step has two errors."""
+    rms: list[float] = []
+    reverting = _reverting_errors(y, ERROR_ORIGIN, ERROR_STEPS[-1])
+    for (_, err), other in zip(
+        _ahead_errors(y, point, l0, b0, ERROR_ORIGIN, ERROR_STEPS[-1]), reverting, strict=False
+    ):
+        if int(np.isfinite(err).sum()) < 2:
+            break
+        rms.append(min(float(np.sqrt(np.nanmean(err * err))),
+                       float(np.sqrt(np.nanmean(other * other)))))
+    out = np.zeros(len(ERROR_STEPS))
+    if not rms or rms[0] <= 0.0:
+        return out
+    out[0] = rms[0]
+    for k, h in enumerate(ERROR_STEPS[1:], 1):
+        out[k] = rms[min(h, len(rms)) - 1] / rms[0]
+    return out
+
+
+def _reverting_errors(y: np.ndarray, origin: int, steps: int) -> Iterator[np.ndarray]:
+    """The errors of the AR(1) forecasts about the mean of y (T,), m + phi^h (y_t - m), h = 1 ..
+    `steps` steps ahead from every value from index `origin` on (phi the lag-1 regression of
+    the deviations, within [0, 1]; NaN where y is missing)."""
+    m = float(np.nanmean(y))
+    d = y - m
+    pair = np.isfinite(d[1:]) & np.isfinite(d[:-1])
+    sxx = float((d[:-1][pair] ** 2).sum())
+    phi = float(np.clip((d[1:][pair] * d[:-1][pair]).sum() / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
+    for h in range(1, min(steps, len(y) - 1 - origin) + 1):
+        yield d[origin + h :] - phi**h * d[origin:-h]
+
+
+def _ahead_errors(
+    y: np.ndarray, point: np.ndarray, l0: float, b0: float, origin: int,
+    steps: int = CHECK_STEPS,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The errors of the forecasts h = 1 .. `steps` steps ahead from every value of y (T,)
+    from index `origin` on (NaN where y is missing), of the recursion at grid point (alpha,
+    beta, phi) from l_0, b_0: the level and slope after each value, carried on as
+    l + (phi + ... + phi^h) b; each h with its errors."""
     alpha, beta, phi = point
     levels, slopes = np.empty(len(y)), np.empty(len(y))
     levels[0], slopes[0] = l0, b0
@@ -274,12 +347,10 @@ def _ahead_sse(
         pred = levels[t - 1] + phi * slopes[t - 1]
         err = y[t] - pred if np.isfinite(y[t]) else 0.0
         levels[t], slopes[t] = pred + alpha * err, phi * slopes[t - 1] + beta * err
-    total, damped = 0.0, 0.0
-    for h in range(1, min(CHECK_STEPS, len(y) - 1 - origin) + 1):
+    damped = 0.0
+    for h in range(1, min(steps, len(y) - 1 - origin) + 1):
         damped += phi**h
-        err = y[origin + h :] - (levels[origin:-h] + damped * slopes[origin:-h])
-        total += float(np.nansum(err * err))
-    return total
+        yield h, y[origin + h :] - (levels[origin:-h] + damped * slopes[origin:-h])
 
 
 def _run(

@@ -18,6 +18,7 @@ from model.series.layer.base import Block, Correction, Paths, Start, Step
 from model.series.marginal import Marginal
 from model.series.mean import ODDS_FORGET, odds_evidence, update_odds
 from model.series.state import StateBatch
+from model.series.trend import ERROR_STEPS
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,21 @@ class OwnLaw(Correction):
 
     def start(self, start: Start) -> None:
         """The alpha of each series' level (B, O), fitted with its trend where the trend is
-        kept (Start.fits), which bounds the growth of its paths' spread (0 where the bound is
-        off or the history is too short to fit)."""
+        kept (Start.fits), which bounds the growth of its paths' spread, and the growth of
+        that form's errors over the steps ahead in the history (B, O, len(ERROR_STEPS)), which
+        floors it (0 where the bound is off or the history is too short to fit)."""
         alpha = np.zeros((len(start.rows), self.target_dim))
+        growth = np.zeros((len(start.rows), self.target_dim, len(ERROR_STEPS)))
         if self.bound:  # the level the paths carry: with the trend, if kept
             for i, fitted in enumerate(start.fits):
                 alpha[i] = fitted.alpha if start.trended else fitted.flat
-        start.held[self] = alpha
+                growth[i] = fitted.errors if start.trended else fitted.flat_errors
+        start.held[self] = alpha, growth
 
     def started(self, batch: StateBatch, start: Start) -> None:
-        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=start.held[self]).record()
+        alpha, growth = start.held[self]
+        batch.marginal[:] = Marginal.of(batch.marginal)._replace(alpha=alpha).record()
+        batch.error_growth[:] = growth
 
     def scaled_paths(self, paths: Paths, block: Block) -> None:
         """The paths moved towards each series' level as its one-step law is (`issue`), then,
@@ -92,6 +98,23 @@ class OwnLaw(Correction):
             bound_sd = np.minimum(bound_sd, growth)
         held = marginal.bounded(x[i:], bound_sd, centre[i:])
         block.x = np.concatenate([x[:i], held]) if i else held
+
+    def series_paths(self, paths: Paths, block: Block) -> None:
+        """After the first step and where the bound is on, the paths' spread (series units, the
+        trend carried in) floored at what the series' own errors over the steps ahead say:
+        sqrt(e_1 s_1) r_h at step h (`marginal.error_floor`), s_1 the first step's."""
+        first = paths.held.get(self)
+        if not self.bound or first is None:
+            return
+        ahead = np.r_[block.at] + 1
+        i = int(ahead[0] == 1)
+        if i == len(ahead):
+            return
+        o, batch = self.target_dim, paths.batch
+        scale = batch.scale[:, :o]
+        floor = marginal.error_floor(batch.error_growth, first * scale, ahead[i:])
+        held = marginal.floored(block.x[i:], floor)
+        block.x = np.concatenate([block.x[:i], held]) if i else held
 
     def learn(self, batch: StateBatch, step: Step) -> None:
         """One step of the odds of the reverting model, then of the series' own law from its

@@ -181,8 +181,9 @@ def test_a_seasonal_naive_model_repeats_the_season_it_is_told(tmp_path: Path) ->
     tiny Sigma_obs): served through the runtime (torch and onnx), a series of period 6 told its
     season is forecast as its last period repeated, two periods ahead; told none, as its last
     value (without the series' own correction of the mean, which would learn the period:
-    tests/model/series/test_mean_adaptation.py, nor its pull towards its mean:
-    tests/model/series/test_marginal.py)."""
+    tests/model/series/test_mean_adaptation.py, nor its pull towards its mean and the floor
+    of its spread from its own errors, which widen a law this sure: tests/model/series/
+    test_marginal.py and test_error_floor.py)."""
     from model.series.adaptation import AdaptConfig
     from tests.model.conftest import naive_lag_model
 
@@ -190,7 +191,8 @@ def test_a_seasonal_naive_model_repeats_the_season_it_is_told(tmp_path: Path) ->
     pattern = np.array([3.0, 5.0, 4.0, 8.0, 6.0, 1.0])
     history = np.tile(pattern, 5)[:, None]  # 30 values, the last one 1.0
     for backend in ("torch", "onnx"):
-        rt = Runtime.load(out, backend=backend, adapt=AdaptConfig(mean=False, revert=False))
+        rt = Runtime.load(out, backend=backend,
+                          adapt=AdaptConfig(mean=False, revert=False, bound=False))
         seasonal, flat = rt.create([history, history], seasons=[6, 0])
         fc_s, fc_f = rt.forecast([seasonal, flat], 12, [0.8], 50, seed=0)
         np.testing.assert_allclose(fc_s.median[:, 0], np.tile(pattern, 2), atol=1e-3)

@@ -22,10 +22,11 @@ LEVELS = [0.8, 0.95]
 STEPS = np.array([1, 6, 12, 24])
 # the bench's target, 0.03 from nominal, and 0.01 more: 150 series give a mean of the true
 # probabilities (not of hits) whose standard error is about 0.01 at 80 % (the bench's 500
-# about 0.005); the laws below measured within 0.03 of nominal on 500 series, AR(1), the random
-# walk and the trend within 0.01 of that target at some step
+# about 0.005); the laws below measured within 0.03 of nominal on 500 series, white noise, the
+# trend and the damped trend within 0.01 of that target at some step (the local linear trend
+# holds there too, but its series' coverage at step 24 varies too much for 150 to tell)
 TOLERANCE = 0.04
-HOLDING = ("white noise", "AR(1)", "random walk", "trend")
+HOLDING = ("white noise", "AR(1)", "trend", "damped trend")
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ and whose median reverts to the series' level, which it does not on a random wal
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +115,15 @@ def test_the_quantile_of_the_paths_is_numpys_linear_one(n: int) -> None:
     assert marginal.quantile(five, 0.1).item() == pytest.approx(0.4)
 
 
-def _paths(rt: Runtime, series: list[np.ndarray]) -> tuple[list[SeriesState], np.ndarray]:
-    """The states of the series and their forecast's paths (S, N, H)."""
+def _paths(
+    rt: Runtime, series: list[np.ndarray], floor: bool = True
+) -> tuple[list[SeriesState], np.ndarray]:
+    """The states of the series and their forecast's paths (S, N, H); `floor` False: without
+    the growth of their errors (no floor of their spread)."""
     states = rt.create([s[:, None] for s in series], levels=[0.8])
+    if not floor:
+        states = [dataclasses.replace(s, error_growth=np.zeros_like(s.error_growth)[:0])
+                  for s in states]
     fcs = rt.forecast(states, H, [0.8], 2000, return_samples=True, seed=0)
     return states, np.stack([f.samples[:, :, 0] for f in fcs if f.samples is not None])
 
@@ -132,11 +139,12 @@ def test_a_random_walk_model_on_white_noise_is_held_to_the_series_law(walk_model
     sqrt(v + (c - m)^2) of the state's moments and equals it where the walk is wider; the first
     step is the one-step law, untouched; the 80 % interval at step 24 covers 0.80 of the true
     law within 0.05, averaged over 20 series (each one's coverage is a smooth function of its
-    last value and moments: sd about 0.03)."""
+    last value and moments: sd about 0.03), with the floor of the series' own errors too
+    (tested in test_error_floor.py; off for the bound's own figures)."""
     rng = np.random.default_rng(2)
     series = [LEVEL + rng.standard_normal(400) for _ in range(20)]
     on, off = (Runtime.load(walk_model, backend="torch", adapt=a) for a in (ON, OFF))
-    states, paths = _paths(on, series)
+    states, paths = _paths(on, series, floor=False)
     _, free = _paths(off, series)
     np.testing.assert_array_equal(paths[:, :, 0], free[:, :, 0])
     law = Marginal.of(np.stack([s.marginal[0] for s in states]))  # (S,) each
@@ -147,7 +155,8 @@ def test_a_random_walk_model_on_white_noise_is_held_to_the_series_law(walk_model
     assert binding[:, -1].all()
     np.testing.assert_allclose(spread[:, 1:][binding], bound[:, 1:][binding], rtol=1e-9)
     assert np.median(_spread(free)[:, -1] / spread[:, -1]) > 2.0
-    fcs = on.forecast(states, H, [0.8], 2000, seed=0)
+    fcs = on.forecast(on.create([x[:, None] for x in series], levels=[0.8]), H, [0.8], 2000,
+                      seed=0)
     lo = np.array([f.intervals[0.8][0][-1, 0] for f in fcs])
     hi = np.array([f.intervals[0.8][1][-1, 0] for f in fcs])
     cover = norm.cdf(hi - LEVEL) - norm.cdf(lo - LEVEL)
@@ -195,6 +204,8 @@ def test_the_moments_travel_in_the_state(walk_model: Path) -> None:
 
     rt = Runtime.load(walk_model, backend="torch", adapt=ON)
     (state,) = rt.create([LEVEL + np.random.default_rng(4).standard_normal((100, 1))])
+    # without the growth of its errors, a section added since format 11
+    state = dataclasses.replace(state, error_growth=np.zeros((0, 6), np.float32))
     blob = old_states.encode(state)
     k = len(Marginal._fields)
     assert struct.unpack_from("<H", blob, 4)[0] == 11 and k == 12

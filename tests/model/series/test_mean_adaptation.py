@@ -321,9 +321,12 @@ def test_the_correction_is_kept_in_the_state_and_the_backends_agree(random_walk:
 
 def test_no_correction_where_it_is_off(random_walk: Path) -> None:
     """Off, the coefficients stay at the prior and the model is as trained; a state written
-    with the correction is forecast without it when the service turns it off."""
+    with the correction is forecast without it when the service turns it off (the floor of
+    the spread off too: the line's errors would widen the sure walk's paths, and 100 of them
+    would give their median the noise of its sample)."""
     y = 0.5 * np.arange(60.0)
-    plain = Runtime.load(random_walk, backend="torch", adapt=NO_MEAN)
+    plain = Runtime.load(random_walk, backend="torch",
+                         adapt=AdaptConfig(mean=False, trend=False, revert=False, bound=False))
     (state,) = plain.create([y[:, None]])
     assert not state.mean_coef.any()
     (fc,) = plain.forecast([state], 3, [0.8], 100, seed=0)

@@ -12,7 +12,7 @@ import pytest
 from model.runtime.runtime import Runtime, UpdateResult
 from model.series.state import SeriesState
 from model.series.state_bytes import StateFormatError
-from model.series.trend import Trend
+from model.series.trend import ERROR_STEPS, Trend
 
 
 def _equal_results(a: list[UpdateResult], b: list[UpdateResult]) -> bool:
@@ -38,9 +38,9 @@ def test_round_trip_is_exact_and_small(rt_torch: Runtime, ar_series: Any) -> Non
     assert len(blob) <= 16 * 1024
     # header, scaling, x, observed mask (24 bits), lineage, w, then the sections of the fields
     # it has (a section's head: tag, dtype, ndim, its shape): the spread factor (O = 1), its
-    # weight, the series' own law (O = 1, 12 fields), crc
+    # weight, the series' own law (O = 1, 12 fields), the growth of its errors (O = 1, 6), crc
     assert len(blob) == (
-        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + (5 + 4) + (3 + 4) + (7 + 96) + 4
+        64 + 16 + 24 * 4 + 3 + 100 * 23 + 100 * 4 + (5 + 4) + (3 + 4) + (7 + 96) + (7 + 24) + 4
     )
     back = SeriesState.from_bytes(blob)
     assert back == state and back.to_bytes() == blob
@@ -109,9 +109,15 @@ def test_bad_bytes_raise_state_format_error(rt_torch: Runtime, ar_series: Any) -
     assert issubclass(StateFormatError, ValueError)
 
 
+def _sections(state: SeriesState) -> SeriesState:
+    """`state` without the fields added since the last format before sections (version 11):
+    the growth of its errors."""
+    return dataclasses.replace(state, error_growth=np.zeros((0, len(ERROR_STEPS)), np.float32))
+
+
 def _bare(state: SeriesState) -> SeriesState:
     """`state` without its weighted moments (written as version 5: no odds, trend or moments)."""
-    return dataclasses.replace(state, marginal=np.zeros(0))
+    return dataclasses.replace(_sections(state), marginal=np.zeros(0))
 
 
 def _older(state: SeriesState, version: int) -> SeriesState:
@@ -208,8 +214,8 @@ def test_every_field_of_the_layer_is_a_section_and_reads_back(
     assert SeriesState.from_bytes(none.to_bytes()) == none
     last = old_states.encode(state)  # version 11
     assert struct.unpack_from("<H", last, 4)[0] == 11
-    assert SeriesState.from_bytes(last) == state
-    assert SeriesState.from_bytes(SeriesState.from_bytes(last).to_bytes()) == state
+    assert SeriesState.from_bytes(last) == _sections(state)
+    assert SeriesState.from_bytes(SeriesState.from_bytes(last).to_bytes()) == _sections(state)
     declared = {f.name for f in (*state_fields.PARTICLES, *state_fields.LAYER)}
     assert declared | {"model_id", "seed", "t"} == {f.name for f in dataclasses.fields(state)}
     # the state declares no field of its own: each is one line of the table
@@ -288,4 +294,5 @@ def test_a_field_off_its_declared_shape_is_refused(
         dataclasses.replace(state, **{field: value})
     (plain,) = rt_torch.create(ar_series(1, 40))
     with pytest.raises(ValueError, match="O is at most 255"):  # the older formats' u8 count
-        dataclasses.replace(plain, spread_factor=np.ones(256), marginal=np.zeros(0))
+        dataclasses.replace(plain, spread_factor=np.ones(256), marginal=np.zeros(0),
+                            error_growth=np.zeros((0, len(ERROR_STEPS)), np.float32))
