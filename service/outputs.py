@@ -23,6 +23,7 @@ from model.series.coverage import ALPHA_MAX, ALPHA_MIN
 from model.series.marginal import Marginal
 from model.series.mean import MEAN_TERMS, mean_weight
 from model.series.state import SeriesState
+from model.series.trend import ERROR_STEPS
 from service.inputs import ForecastParams
 from service.settings import level_label
 
@@ -55,7 +56,8 @@ def adaptation_of(state: SeriesState, adapt: AdaptConfig) -> dict[str, Any]:
             {"slope": round(b, 6), "damping": round(phi, 6), "smoothing": round(beta, 6)}
             for phi, beta, b, _ in state.trend.tolist()
         ] if adapt.trend else [],
-        "marginal": _marginal(state.marginal, adapt.revert) if adapt.bound or adapt.revert else [],
+        "marginal": _marginal(state.marginal, state.error_growth, adapt.revert)
+        if adapt.bound or adapt.revert else [],
     }
 
 
@@ -66,9 +68,16 @@ def _stored_label(level: float) -> str:
     return level_label(float(str(np.float32(level) * np.float32(100.0))))
 
 
-def _marginal(packed: np.ndarray, revert: bool) -> list[dict[str, float]]:
-    """Each target's law (model/series/marginal.py) as SeriesAdaptation.marginal shows it."""
+def _marginal(packed: np.ndarray, growth: np.ndarray, revert: bool) -> list[dict[str, float]]:
+    """Each target's law (model/series/marginal.py) as SeriesAdaptation.marginal shows it, with
+    the root mean square error of its own forecasts h steps ahead over its history
+    (`error_h` at trend.ERROR_STEPS: e_1, then e_1 r_h; 0 where the state has none), which
+    floors a forecast's spread."""
     law = Marginal.of(packed)
+    errors = np.zeros((len(packed), len(ERROR_STEPS)))
+    if len(growth) == len(packed):
+        g = growth.astype(np.float64)
+        errors = g[:, :1] * np.concatenate([np.ones((len(g), 1)), g[:, 1:]], axis=1)
     weights = marginal.mean_weight(law).tolist()
     phis = marginal.persistence(law).tolist()
     phis_m = marginal.persistence(law, "mean").tolist()
@@ -79,8 +88,10 @@ def _marginal(packed: np.ndarray, revert: bool) -> list[dict[str, float]]:
         {"mean": own["mean"], "sd": round(_sqrt(own["var"]), 6),
          "values": round(own["weight"], 3), "level": own["level"], "last": own["last"],
          "reverting": round(odds, 6), "mean_weight": round(p, 6), "persistence": round(phi, 6),
-         "mean_persistence": round(phi_m, 6), "level_alpha": round(own["alpha"], 6)}
-        for own, p, phi, phi_m, odds in zip(rows, weights, phis, phis_m, reverting, strict=True)
+         "mean_persistence": round(phi_m, 6), "level_alpha": round(own["alpha"], 6),
+         **{f"error_{h}": round(e, 6) for h, e in zip(ERROR_STEPS, err, strict=True)}}
+        for own, p, phi, phi_m, odds, err in zip(
+            rows, weights, phis, phis_m, reverting, errors.tolist(), strict=True)
     ]
 
 

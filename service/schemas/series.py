@@ -290,14 +290,18 @@ class SeriesAdaptation(BaseModel):
         default_factory=list,
         description="per target, the series' own law (docs/adaptation.md): `mean` and `sd` of "
         "its values without season and trend, in the series' units, over `values` values' "
-        "worth of weight (they count from 20), their smoothed `level`, the `last` value, "
+        "worth of weight (the reverting model holds from 6, the bound from 20), their smoothed "
+        "`level`, the `last` value, "
         "`mean_weight` p, `persistence` phi_l and `mean_persistence` phi_m of the point its "
         "law reverts to h steps ahead (A_l + p (A_m - A_l), the AR(1) forecasts about the "
         "level and the mean: A_l = level + phi_l^h (last - level), A_m = mean + phi_m^h "
         "(last - mean)), `reverting`, the weight its "
         "law is moved towards that point with, and `level_alpha`, the alpha of its level "
         "fitted on its history, by which a forecast's spread grows (sqrt(1 + (h - 1) "
-        "alpha^2) times the first step's, for alpha 0.2 to 0.8; 0: not fitted); empty: none yet",
+        "alpha^2) times the first step's, for alpha 0.2 to 0.8; 0: not fitted), and `error_1`, "
+        "`error_2`, `error_3`, `error_6`, `error_12`, `error_24`, the root mean square error of "
+        "its own forecasts that many steps ahead over its history, in the series' units, by "
+        "whose growth a forecast's spread is floored (0: none); empty: none yet",
     )
 
 

@@ -107,6 +107,12 @@ def test_the_series_law_in_metadata(client: TestClient) -> None:
     # its level's alpha, fitted on its history as the trend's fit does (white noise: a slow one)
     assert law["level_alpha"] == pytest.approx(fit(np.array(values)[:, None]).alpha[0])
     assert law["level_alpha"] <= 0.2
+    # the growth of its own forecasts' errors over its history (white noise: flat), the floor's
+    growth = fit(np.array(values)[:, None]).flat_errors[0]
+    errors = growth[0] * np.r_[1.0, growth[1:]]
+    for h, e in zip((1, 2, 3, 6, 12, 24), errors, strict=True):
+        assert law[f"error_{h}"] == pytest.approx(e, rel=1e-5)
+    assert law["error_12"] < 1.3 * law["error_1"]
     assert observe(client, 60, 11.0).status_code == 200
     (after,) = _adaptation(client)["marginal"]
     assert after["values"] == pytest.approx(marginal.FORGET * law["values"] + 1.0, abs=2e-3)
