@@ -29,8 +29,9 @@ sqrt(v + (c - m)^2), what any centre errs by once h is past a stationary series'
 level's growth with the series' own alpha where it is in GROWING (`growth_bound`); the spread
 is read from the paths' 10-90 % range (`spread`, `bounded`).
 
-Floor. After a forecast's first step its paths' spread (series units, with the trend) is held
-to at least sqrt(e_1 s_1) r_h at step h (`error_floor`, `floored`): s_1 the first step's spread,
+Floor. After a forecast's first step its paths' spread (series units, with the trend; after
+the bound, which it may exceed) is held to at least sqrt(e_1 s_1) r_h at step h
+(`error_floor`, `floored`; paths of no spread are left as they are): s_1 the first step's spread,
 e_1 and r_h = e_h / e_1 how the errors of the series' own forecasts grew over the steps ahead in
 its history (model/series/trend.py, `error_growth`), whose many origins tell what a few cannot.
 
@@ -261,7 +262,8 @@ def floored(x: np.ndarray, floor: np.ndarray) -> np.ndarray:
     """Paths x (..., N, O) scaled about their mean so that their spread (`spread`) is at least
     `floor` (..., O); paths as wide are returned as they are."""
     centre = x.mean(axis=-2, keepdims=True)
-    ratio = floor[..., None, :] / np.maximum(spread(x)[..., None, :], 1e-300)
+    s = spread(x)[..., None, :]
+    ratio = np.where(s > 0, floor[..., None, :] / np.where(s > 0, s, 1.0), 1.0)
     return np.where(ratio > 1.0, centre + ratio * (x - centre), x)
 
 

@@ -86,6 +86,7 @@ LINE_VALUES = 4 * CHECK_STEPS  # the observed values a line (kept for good) is f
 HOLD = 3  # a line must also forecast the last 1 / HOLD of the history, out of sample
 ERROR_ORIGIN = 2  # the first origin of the errors whose growth a fit reads (error_growth)
 ERROR_STEPS = (1, 2, 3, 6, 12, 24)  # the steps ahead whose errors it keeps
+MIN_ERRORS = 10  # the errors a step's root mean square is read from, at least
 
 
 @dataclass(frozen=True)
@@ -298,18 +299,20 @@ def error_growth(y: np.ndarray, point: np.ndarray, l0: float, b0: float) -> np.n
     y (T,), each value from ERROR_ORIGIN on an origin: at each step h the root mean square
     e_h of the errors of the recursion at grid point (alpha, beta, phi) from l_0, b_0, or of
     the AR(1) about the mean of y where those are smaller (`_reverting_errors`: a stationary
-    series' errors stop growing where the level's go on); e_1, then e_h / e_1 at each of
-    ERROR_STEPS after the first (a step past those with two errors: the last one's),
-    (len(ERROR_STEPS),); zeros where no step has two errors."""
+    series' errors stop growing where the level's go on), each from MIN_ERRORS errors or more;
+    e_1, then e_h / e_1 at each of ERROR_STEPS after the first (a step past those the history
+    has as many errors for: the last one's), (len(ERROR_STEPS),); zeros where the first step
+    has too few."""
     rms: list[float] = []
     reverting = _reverting_errors(y, ERROR_ORIGIN, ERROR_STEPS[-1])
     for (_, err), other in zip(
         _ahead_errors(y, point, l0, b0, ERROR_ORIGIN, ERROR_STEPS[-1]), reverting, strict=False
     ):
-        if int(np.isfinite(err).sum()) < 2:
+        if int(np.isfinite(err).sum()) < MIN_ERRORS:
             break
-        rms.append(min(float(np.sqrt(np.nanmean(err * err))),
-                       float(np.sqrt(np.nanmean(other * other)))))
+        each = [float(np.sqrt(np.nanmean(e * e))) for e in (err, other)
+                if int(np.isfinite(e).sum()) >= MIN_ERRORS]
+        rms.append(min(each))
     out = np.zeros(len(ERROR_STEPS))
     if not rms or rms[0] <= 0.0:
         return out

@@ -1,6 +1,7 @@
 """The series' own law as a correction of the per-series layer: the move of each step's law
 towards the series' level by the odds of a reverting model, and the bound of a forecast's
-spread (its estimator: model/series/marginal.py).
+spread and its floor at the growth of the series' own errors (their estimators:
+model/series/marginal.py, model/series/trend.py).
 
 Shapes: B_k series at a step, O targets.
 """
@@ -24,7 +25,7 @@ from model.series.trend import ERROR_STEPS
 @dataclass(frozen=True)
 class OwnLaw(Correction):
     """Each series' own law, of a model of `target_dim` targets: `revert` the move towards
-    its level, `bound` the bound of its paths' spread (either keeps the law)."""
+    its level, `bound` the bound of its paths' spread and its floor (either keeps the law)."""
 
     target_dim: int
     revert: bool

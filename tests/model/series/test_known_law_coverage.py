@@ -26,7 +26,10 @@ STEPS = np.array([1, 6, 12, 24])
 # trend and the damped trend within 0.01 of that target at some step (the local linear trend
 # holds there too, but its series' coverage at step 24 varies too much for 150 to tell)
 TOLERANCE = 0.04
-HOLDING = ("white noise", "AR(1)", "trend", "damped trend")
+HOLDING = ("white noise", "AR(1)", "trend", "damped trend", "random walk")
+# the random walk covers 0.84-0.85 at step 6 on 500 series (docs/quality.md: the floor of the
+# spread lifts the narrow walks and leaves the wide), 0.858 here: guarded against widening more
+LOOSER = {"random walk": 0.065}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,8 @@ def runtime() -> Runtime:
 def test_intervals_hold_on_a_known_law(runtime: Runtime, law: Law) -> None:
     """Offline (from the history, as a stateless request) and online (after 24 updates), the
     mean probability the true law gives the 80 % and 95 % intervals at steps 1, 6, 12 and 24
-    is within TOLERANCE of nominal (each series declared without a season)."""
+    is within TOLERANCE of nominal (LOOSER's for the random walk; each series declared without
+    a season)."""
     seed = LAWS.index(law)
     y, means = law.simulate(np.random.default_rng(seed), SERIES, HISTORY + 2 * H, H)
     sds = law.sds(y, H)
@@ -55,4 +59,5 @@ def test_intervals_hold_on_a_known_law(runtime: Runtime, law: Law) -> None:
             hi = np.stack([fc.intervals[level][1][STEPS - 1, 0] for fc in forecasts])
             cover = (ndtr((hi - mean) / sd) - ndtr((lo - mean) / sd)).mean(axis=0)
             where = "offline" if origin == HISTORY else "online"
-            assert np.abs(cover - level).max() <= TOLERANCE, (where, level, cover)
+            assert np.abs(cover - level).max() <= LOOSER.get(law.name, TOLERANCE), (
+                where, level, cover)

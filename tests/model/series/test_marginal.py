@@ -375,6 +375,8 @@ def test_the_law_issued_moves_by_the_weight_of_reverting(walk_model: Path) -> No
     level = (Marginal.of(batch.marginal).level[0, 0] - batch.loc[0, 0]) / batch.scale[0, 0]
     r = 1.0 / (1.0 + np.exp(-1.0))
     assert moved == pytest.approx(0.4 + r * (level - 0.4), rel=1e-12)
+    _set(batch, weight=marginal.REVERT_WEIGHT)  # from REVERT_WEIGHT values on
+    assert rt.layer.issue(batch, law)[1].moments()[0][0, 0] == pytest.approx(moved, rel=1e-12)
     _set(batch, weight=marginal.REVERT_WEIGHT - 1.0)
     assert rt.layer.issue(batch, law)[1].moments()[0][0, 0] == pytest.approx(0.4, rel=1e-12)
 

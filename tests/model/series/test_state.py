@@ -255,6 +255,7 @@ def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
         plain, spread_factor=np.zeros(0), cover_levels=np.zeros(0), cover_alpha=np.zeros(0),
         mean_coef=np.zeros(0), mean_cov=np.zeros(0), mean_noise=np.zeros(0),
         mean_odds=np.zeros(0), trend=np.zeros(0), marginal=np.zeros(0),
+        error_growth=np.zeros((0, len(ERROR_STEPS)), np.float32),
     )
     names = list(StateBatch.COLUMNS)
     declared = [f.name for f in (*state_fields.ARRAY_FIELDS, *state_fields.SCALAR_FIELDS)]
@@ -263,6 +264,7 @@ def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
     assert batch.profile.shape == (2, 4, 1) and not batch.profile[1].any()
     assert np.isnan(batch.cover_levels[1]).all() and batch.spread_factor[1].tolist() == [1.0]
     assert batch.mean_cov[1].any() and not batch.trend[1]["phi"].any()  # the prior; none
+    assert full.error_growth.any() and not batch.error_growth[1].any()  # none: no floor
     assert batch.state(0, full.model_id) == full
     back = batch.state(1, bare.model_id)
     # a series' spread factors and the mean's prior, once stacked, are its own
@@ -282,6 +284,7 @@ def test_a_batch_stacks_and_unstacks_every_field_by_the_table(
         ("cover_alpha", np.zeros(1), r"cover_alpha must be \(K\)"),
         ("cover_alpha", np.zeros(0), "two vectors of one length"),
         ("mean_noise", np.zeros(0), "the mean's correction"),
+        ("error_growth", np.zeros((1, 5), np.float32), r"error_growth must be \(O 6\)"),
     ],
 )
 def test_a_field_off_its_declared_shape_is_refused(
