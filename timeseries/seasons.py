@@ -205,7 +205,7 @@ def _shortest_divisor(
     # in hourly data; 4, not 48, for a quarterly season on a wandering level); and a
     # season's short harmonics count as much as in the values, not as in their steps (12,
     # not 6, for a monthly profile)
-    cycle = y - _moving_average(y, best)
+    cycle = y - centred_average(y[:, None], best)[:, 0]
     held = {m: _held_out(cycle, m) for m in divisors}
     if held[best][1] != 2:
         least = min(error for error, _ in held.values())
@@ -222,19 +222,16 @@ def _shortest_divisor(
     return min(near, default=best)
 
 
-def _moving_average(y: np.ndarray, m: int) -> np.ndarray:
-    """The centred moving average of y (T,) over m steps (2 x m for an even m, its ends
-    weighed a half: the classical decomposition's trend), NaN where the window is not whole
-    or holds a missing value."""
-    weights = np.full(m + 1 - m % 2, 1.0 / m)
-    if m % 2 == 0:
-        weights[[0, -1]] = 0.5 / m
-    half = len(weights) // 2
-    out = np.full(len(y), np.nan)
-    if len(y) < len(weights):
-        return out
-    out[half : len(y) - half] = np.convolve(y, weights, mode="valid")  # NaN spreads
-    return out
+def centred_average(y: np.ndarray, m: int) -> np.ndarray:
+    """The centred moving average of one season of each column of y (T, O): NaN within half a
+    season of either end, or of a missing value (2 x m for an even m: the classical
+    decomposition's trend)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(y)
+    if m % 2:
+        return frame.rolling(m, center=True).mean().to_numpy()
+    return frame.rolling(m).mean().rolling(2).mean().shift(-(m // 2)).to_numpy()
 
 
 def _held_out(cycle: np.ndarray, m: int) -> tuple[float, int]:

@@ -68,7 +68,7 @@ def slots(seqs: np.ndarray) -> np.ndarray:
     return np.asarray(OFFSETS)[None, :] + seqs[:, None] % np.asarray(STEPS)[None, :]
 
 
-def _between(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
+def between(values: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """values (B, S, X) at the kept steps, interpolated linearly in log h at steps (B, H) >= 1
     (the last kept step's beyond it): (B, H, X)."""
     log_h = np.log(np.maximum(np.asarray(steps, dtype=np.float64), 1.0))
@@ -94,7 +94,7 @@ def spread_factors(spread: np.ndarray, steps: np.ndarray, weight: np.ndarray) ->
     series' factors (B, A, O) at the adapted steps and their weights (B, A) (`carried`)."""
     log_c = np.log(carried(np.asarray(spread, dtype=np.float64), weight))
     knots = np.concatenate([np.zeros_like(log_c[:, :1]), log_c], axis=1)  # step 1: 1
-    return np.exp(_between(knots, steps))
+    return np.exp(between(knots, steps))
 
 
 def alpha_offsets(
@@ -116,7 +116,7 @@ def alpha_offsets(
         lv, off = levels[i][used][order], offsets[i][used][order]  # (K_i,), (K_i, A)
         for a in range(ADAPTED):
             at_levels[i, a + 1] = np.interp(asked, lv, off[:, a])
-    return _between(at_levels, steps)
+    return between(at_levels, steps)
 
 
 def issued(

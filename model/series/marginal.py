@@ -57,8 +57,8 @@ from typing import Literal, NamedTuple, Protocol
 import numpy as np
 from scipy.special import expit
 
+from model.series.horizons import between
 from model.series.mean import odds_evidence
-from model.series.trend import ERROR_STEPS
 
 FORGET = 0.99
 MIN_WEIGHT = 20.0  # values' worth of weight before the bound holds
@@ -247,15 +247,12 @@ def error_floor(growth: np.ndarray, first: np.ndarray, ahead: np.ndarray) -> np.
     its paths' first step's spread s_1 (B, O): the geometric mean of the two one-step scales,
     grown as the history's errors grew; 0 where a series has no growth (e_1 = 0)."""
     g = growth.astype(np.float64)
-    e1, ratios = g[..., 0], np.maximum(g[..., 1:], 1e-12)
-    knots = np.log(np.asarray(ERROR_STEPS, np.float64))
-    log_r = np.concatenate([np.zeros_like(e1)[..., None], np.log(ratios)], axis=-1)
-    h = np.log(np.maximum(np.asarray(ahead, np.float64), 1.0))
-    at = np.clip(np.searchsorted(knots, h, side="right") - 1, 0, len(knots) - 2)
-    frac = np.clip((h - knots[at]) / (knots[at + 1] - knots[at]), 0.0, 1.0)  # (S,)
-    lo, hi = log_r[..., at], log_r[..., at + 1]  # (B, O, S)
-    r = np.exp(lo + (hi - lo) * frac)
-    return np.moveaxis(np.sqrt(e1 * first)[..., None] * r, -1, 0)
+    e1 = g[..., 0]
+    log_r = np.log(np.maximum(g[..., 1:], 1e-12)).swapaxes(1, 2)  # (B, S - 1, O)
+    knots = np.concatenate([np.zeros_like(log_r[:, :1]), log_r], axis=1)  # step 1: 1
+    steps = np.broadcast_to(np.asarray(ahead), (len(g), len(ahead)))
+    r = np.exp(between(knots, steps))  # (B, S, O): horizons' interpolation, in log h
+    return np.moveaxis(np.sqrt(e1 * first)[:, None] * r, 1, 0)
 
 
 def floored(x: np.ndarray, floor: np.ndarray) -> np.ndarray:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from timeseries.seasons import centred_average
+
 
 def season_profile(history: np.ndarray, m: int) -> np.ndarray:
     """The seasonal indices (m, O) of a history (T, O) whose first value has seq 0: the profile
@@ -43,7 +45,7 @@ def season_decomposition(history: np.ndarray, m: int) -> tuple[np.ndarray, np.nd
     profile, part = np.zeros((max(m, 0), y.shape[1])), np.zeros(y.shape)
     if m < 2 or len(y) < 2 * m:
         return profile, part
-    trend = _centred_average(y, m)
+    trend = centred_average(y, m)
     phase = np.arange(len(y)) % m
     for j in range(y.shape[1]):
         additive = _indices(y[:, j] - trend[:, j], phase, m, centre=0.0)
@@ -57,17 +59,6 @@ def season_decomposition(history: np.ndarray, m: int) -> tuple[np.ndarray, np.nd
         if _sse(y[:, j] - trend[:, j] - scaled) < _sse(y[:, j] - trend[:, j] - part[:, j]):
             profile[:, j], part[:, j] = (ratios - 1.0) * level[-1], scaled
     return profile, part
-
-
-def _centred_average(y: np.ndarray, m: int) -> np.ndarray:
-    """The centred moving average of one season of each column of y (T, O): NaN within half a
-    season of either end, or of a missing value."""
-    import pandas as pd
-
-    frame = pd.DataFrame(y)
-    if m % 2:
-        return frame.rolling(m, center=True).mean().to_numpy()
-    return frame.rolling(m).mean().rolling(2).mean().shift(-(m // 2)).to_numpy()
 
 
 def _indices(detrended: np.ndarray, phase: np.ndarray, m: int, centre: float) -> np.ndarray:

@@ -69,6 +69,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from model.series.horizons import STEPS
+
 ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)
 BETA_SHARES = (0.01, 0.03, 0.1, 0.3)  # beta as a share of alpha (ETS: 0 < beta < alpha)
 PHIS = (0.8, 0.9, 0.95, 0.98, 1.0)  # 1: Holt's linear trend, not damped (ETS's AAN)
@@ -85,7 +87,7 @@ LINE_ALPHA = 0.1  # the largest alpha of a level about a line with a fixed slope
 LINE_VALUES = 4 * CHECK_STEPS  # the observed values a line (kept for good) is fitted from
 HOLD = 3  # a line must also forecast the last 1 / HOLD of the history, out of sample
 ERROR_ORIGIN = 2  # the first origin of the errors whose growth a fit reads (error_growth)
-ERROR_STEPS = (1, 2, 3, 6, 12, 24)  # the steps ahead whose errors it keeps
+ERROR_STEPS = STEPS  # the steps ahead whose errors it keeps: those a series' horizons keep
 MIN_ERRORS = 10  # the errors a step's root mean square is read from, at least
 
 
