@@ -5,6 +5,7 @@ on free ports, in a directory of its own."""
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import socket
 import subprocess
@@ -51,11 +52,15 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def log_path(self) -> Path:
+        return self.dir / f"redis-{self.port}.log"
+
     def start(self) -> RedisServer:
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.dir), "--dbfilename", "dump.rdb",
-             *self.extra],
+             "--logfile", str(self.log_path), *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_port(self.port, proc=self.proc)
@@ -110,6 +115,13 @@ class RedisServer:
     def resume(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(18)  # SIGCONT
+
+
+#: the log lines that tell a failover's story: a Sentinel's events, a server's replication
+_SENTINEL_EVENT = re.compile(r" [#*] [+-]")
+_REPLICATION_EVENT = re.compile(
+    r"MASTER|REPLICA|[Rr]eplica|resync|[Ss]ynchroni|replication ID|Connection with master"
+)
 
 
 def _online_replicas(server: RedisServer) -> int:
@@ -233,6 +245,7 @@ class LocalSentinel:
             conf = self.dir / f"sentinel{i}.conf"
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"logfile {self.dir / f'sentinel{i}.log'}\n"
                 f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
                 f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {self.SERVICE} {self.failover_timeout_ms}\n"
@@ -272,6 +285,25 @@ class LocalSentinel:
     def flush(self) -> None:
         self.current_primary().cli("FLUSHALL")
         self.current_primary().cli("WAIT", "2", "2000")
+
+    def events(self) -> str:
+        """What the Sentinels did and how each server replicated, in time order (from their
+        logs): the account of a failover to read when a test of one fails."""
+        names = {s.port: name for s, name in zip(
+            self.servers, ["primary", *(f"replica {i}" for i in range(len(self.replicas)))],
+            strict=True)}
+        sources = [(f"sentinel {i}", self.dir / f"sentinel{i}.log", _SENTINEL_EVENT)
+                   for i in range(len(self.sentinel_ports))]
+        sources += [(f"{names[s.port]} :{s.port}", s.log_path, _REPLICATION_EVENT)
+                    for s in self.servers]
+        lines = []
+        for name, path, wanted in sources:
+            with contextlib.suppress(OSError):
+                for line in path.read_text(errors="replace").splitlines():
+                    _, _, rest = line.partition(" ")  # pid:role
+                    if wanted.search(rest):
+                        lines.append((rest[:24], f"{rest[:24]} {name}: {rest[25:]}"))
+        return "\n".join(text for _, text in sorted(lines))
 
     def stop(self) -> None:
         for proc in self.sentinels:

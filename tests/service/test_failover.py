@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import subprocess
 import tempfile
 import threading
@@ -31,6 +32,8 @@ from tests.servers import (
 )
 from tests.service.conftest import AppFactory, _need_redis
 from tests.service.test_api import history
+
+log = logging.getLogger(__name__)
 
 N_WRITERS = 5
 LAG_S = 2.0  # how far behind the lagging replica is when the primary dies
@@ -149,8 +152,8 @@ class Writer(threading.Thread):
 
 
 class Promotion(threading.Thread):
-    """Watches the replicas until one answers ROLE as a primary, and a Sentinel until it
-    publishes +switch-master."""
+    """Watches the replicas' roles (the first to answer ROLE as a primary is the promoted one)
+    and a Sentinel's +switch-master messages, until told to stop."""
 
     def __init__(self, servers: LocalSentinel) -> None:
         super().__init__(daemon=True)
@@ -158,6 +161,8 @@ class Promotion(threading.Thread):
         self.promoted: RedisServer | None = None
         self.promoted_at: float | None = None
         self.switched_at: float | None = None
+        self.seen: list[str] = []  # every role a replica answers, every +switch-master
+        self.t0 = time.monotonic()
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -167,15 +172,23 @@ class Promotion(threading.Thread):
                    for s in self.servers.replicas}
         feed = redis.Redis(port=self.servers.sentinel_ports[0], socket_timeout=5).pubsub()
         feed.subscribe("+switch-master")
-        while not self.halt.is_set() and (self.promoted is None or self.switched_at is None):
+        roles: dict[int, bytes] = {}
+        while not self.halt.is_set():
             for server in self.servers.replicas:
-                if self.promoted is None:
-                    with contextlib.suppress(Exception):
-                        if clients[server.port].execute_command("ROLE")[0] == b"master":
-                            self.promoted, self.promoted_at = server, time.monotonic()
+                with contextlib.suppress(Exception):
+                    role = clients[server.port].execute_command("ROLE")[0]
+                    if roles.get(server.port) != role:
+                        roles[server.port] = role
+                        self.seen.append(f"{time.monotonic() - self.t0:.2f} s: :{server.port} "
+                                         f"answers ROLE {role.decode()}")
+                    if role == b"master" and self.promoted is None:
+                        self.promoted, self.promoted_at = server, time.monotonic()
             message = feed.get_message(timeout=0.02)
             if message is not None and message["type"] == "message":
-                self.switched_at = time.monotonic()
+                self.seen.append(f"{time.monotonic() - self.t0:.2f} s: +switch-master "
+                                 f"{message['data'].decode()}")
+                if self.switched_at is None:
+                    self.switched_at = time.monotonic()
         feed.close()
         for client in clients.values():
             client.close()
@@ -278,6 +291,7 @@ def _kill_primary_under_writers(
         promotion.start()
         servers.primary.kill()
         killed_at = time.monotonic()
+        promotion.seen.append(f"{killed_at - promotion.t0:.2f} s: the primary killed")
         promotion.wait()
         after_promotion()
         _until("answered after the failover", lambda: all(
@@ -291,10 +305,22 @@ def _kill_primary_under_writers(
         promotion.join(timeout=10)
         if proxy is not None:
             proxy.close()
+        # shown with the test's output when it fails: the failover as the servers saw it
+        log.info("the watcher, from its start:\n%s\nthe servers' logs:\n%s",
+                 "\n".join(promotion.seen), servers.events())
     return Run(writers, promotion, killed_at, stalled_at)
 
 
 WINDOW = 512  # writes remembered per series: every acknowledged one can be repeated
+
+
+def _answered(client: TestClient, path: str, body: Any, within_s: float = 30.0) -> Any:
+    """POST `body`, repeated while it is answered 503, as a client must (a repeat's check that
+    the replicas hold it is a WAIT, which a busy machine can let time out)."""
+    deadline = time.monotonic() + within_s
+    while (r := client.post(path, json=body)).status_code == 503 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return r
 
 
 def _check_exactly_once(client: TestClient, w: Writer) -> None:
@@ -303,7 +329,7 @@ def _check_exactly_once(client: TestClient, w: Writer) -> None:
     assert client.get(f"/v1/series/{w.series_id}").json()["seq"] == w.start_seq + len(w.acked)
     for acked in w.acked:
         body = {"observations": [{"seq": acked.seq, "value": _value(acked.seq)}]}
-        r = client.post(f"/v1/series/{w.series_id}/observations", json=body)
+        r = _answered(client, f"/v1/series/{w.series_id}/observations", body)
         assert r.status_code == 200 and r.headers["Idempotent-Replay"] == "true", r.text
         assert r.content == acked.content
 
