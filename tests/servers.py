@@ -217,10 +217,10 @@ class LocalSentinel:
         names = [f"r{i}" for i in range(replicas)]
         for name in ("p", *names):
             (directory / name).mkdir()
-        self.primary = RedisServer(directory / "p", extra=["--appendonly", "yes"])
-        self.replicas = [
-            RedisServer(directory / name, extra=["--appendonly", "yes"]) for name in names
-        ]
+        # as deploy/compose/sentinel.yml runs them: a backlog that holds a failover's writes
+        extra = ["--appendonly", "yes", "--repl-backlog-size", "64mb"]
+        self.primary = RedisServer(directory / "p", extra=extra)
+        self.replicas = [RedisServer(directory / name, extra=extra) for name in names]
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
         self.dir = directory

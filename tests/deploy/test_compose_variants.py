@@ -81,3 +81,11 @@ def test_the_sentinels_watch_the_stack_s_redis_with_a_quorum_of_two() -> None:
     for name in replicas:
         command = services[name]["command"]
         assert command[command.index("--replicaof") + 1 :] == ["redis", "6379"]
+    # every server that may be a primary keeps a backlog that holds a failover's writes (a
+    # replica repointed resumes from it; a full resync leaves a window in which a second
+    # failover promotes a stale replica: docs/scaling.md)
+    base = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]["redis"]
+    for name in ["redis", *replicas]:
+        command = services[name]["command"]
+        assert command[command.index("--repl-backlog-size") + 1] == "64mb", name
+        assert " ".join(base["command"]) in " ".join(command), name  # the stack's flags kept
