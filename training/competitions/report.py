@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from training.competitions.published import SHOWN, SOURCE, lookup
 from training.competitions.run import MODELS, Check, TaskResult
+from training.competitions.scores import LENGTHS
 from training.quality.report import Setting
 
 
@@ -115,6 +116,19 @@ def sides_table(results: Sequence[TaskResult]) -> str:
     return _table(_header(results, "80 %: below / above; above the median"), rows)
 
 
+def length_table(results: Sequence[TaskResult]) -> str:
+    """The 80 % intervals' coverage over the horizon by the length of the series' histories
+    (scores.LENGTHS), every forecaster, and the number of series in each group."""
+    def cells(pairs: Sequence[tuple[float, int]], of: int) -> str:
+        return " / ".join("-" if n == 0 else str(n) if of else _f(c, 3) for c, n in pairs)
+
+    names = _ours(results) if results else []
+    rows = [["series"] + [cells(r.scores[names[0]].by_length, 1) for r in results]]
+    rows += [[name] + [cells(r.scores[name].by_length, 0) for r in results] for name in names]
+    spans = " / ".join(f"{a}-{b - 1}" if b else f"{a}+" for a, b in LENGTHS)
+    return _table(_header(results, f"80 % by history ({spans} values)"), rows)
+
+
 def smape_table(results: Sequence[TaskResult]) -> str:
     rows = [[name] + [_f(r.scores[name].smape, 2) for r in results] for name in _ours(results)]
     return _table(_header(results, "sMAPE (%)"), rows)
@@ -151,6 +165,10 @@ def markdown(results: Sequence[TaskResult], checks: Sequence[Check], setting: Se
         "The share of outcomes below and above the 80 % intervals, over the horizon (each 0.10 "
         "for intervals that hold at both ends), and above the median (0.5 for a median without "
         "bias).", "", sides_table(results), "",
+        "## Coverage by the length of the history", head, "",
+        "The 80 % intervals' coverage over the horizon of the series whose histories are short, "
+        "middling and long (the first row: how many series each group holds).", "",
+        length_table(results), "",
         "## sMAPE of the point forecast", head, "", smape_table(results), "",
     ]
     return "\n".join(parts)

@@ -5,8 +5,9 @@
 - MASE: the mean |y - point| of each series over its in-sample seasonal error (the mean
   |x_t - x_{t-m}| of its history, m the task's season), averaged over the series (a series whose
   seasonal error is 0 or undefined is left out, as fev leaves it);
-- the coverage of the 80 % and 95 % intervals, by step and over the horizon, and the share of
-  outcomes above each interval and above the point forecast (which side the misses fall on);
+- the coverage of the 80 % and 95 % intervals, by step and over the horizon (the 80 %'s also by
+  the length of the series' histories), and the share of outcomes above each interval and above
+  the point forecast (which side the misses fall on);
 - sMAPE, the M3 competition's: 200 |y - point| / (|y| + |point|), averaged.
 
 Shapes: N series, H horizon, Q quantile levels.
@@ -14,12 +15,15 @@ Shapes: N series, H horizon, Q quantile levels.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 LEVELS = (0.8, 0.95)  # the intervals whose coverage is reported
+#: the lengths of history the 80 % coverage is also reported by: [lo, hi) values
+LENGTHS = ((0, 20), (20, 40), (40, None))
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,9 @@ class Scores:
     """A forecaster's scores on a task; `coverage_by_step` level -> (H,); `above` level -> the
     share of outcomes above the interval (those below it: 1 - coverage - above), and
     `above_median` the share above the point forecast: a shortfall of coverage on one side
-    is a biased median, not intervals too narrow."""
+    is a biased median, not intervals too narrow; `by_length` the 80 % intervals' coverage of
+    the series of each group of LENGTHS, with their number (NaN, 0 for a group without; none
+    without 80 % intervals)."""
 
     wql: float
     mase: float
@@ -47,6 +53,7 @@ class Scores:
     coverage_by_step: dict[float, np.ndarray]
     above: dict[float, float]
     above_median: float
+    by_length: tuple[tuple[float, int], ...] = ()
 
 
 def quantile_loss(truth: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
@@ -106,4 +113,22 @@ def score(
         coverage_by_step=by_step,
         above=above,
         above_median=float(np.mean(truth > forecasts.point)),
+        by_length=coverage_by_length(truth, forecasts.intervals[0.8], histories)
+        if 0.8 in forecasts.intervals else (),
     )
+
+
+def coverage_by_length(
+    truth: np.ndarray, interval: tuple[np.ndarray, np.ndarray], histories: list[np.ndarray]
+) -> tuple[tuple[float, int], ...]:
+    """The share of outcomes (N, H) inside `interval` (lo, hi), each (N, H), over the series of
+    each group of LENGTHS by their history's length, and the group's number of series."""
+    lo, hi = interval
+    inside = (truth >= lo) & (truth <= hi)
+    n = np.array([len(h) for h in histories])
+    out = []
+    for first, last in LENGTHS:
+        group = (n >= first) & (n < (np.inf if last is None else last))
+        out.append((float(np.mean(inside[group])) if group.any() else math.nan,
+                    int(group.sum())))
+    return tuple(out)

@@ -71,8 +71,10 @@ def test_the_command_on_a_subset_of_m3(tmp_path: Path, monkeypatch: pytest.Monke
     verdicts = re.findall(r"\| (PASS|FAIL) \|$", text, flags=re.M)
     assert len(verdicts) == 4  # M3's four checks
     headings = [line for line in text.splitlines() if line.startswith("`smct competitions")]
-    assert len(headings) == 7 and all(TABLE_HEADING.match(line) for line in headings)
+    assert len(headings) == 8 and all(TABLE_HEADING.match(line) for line in headings)
     assert "| model | " in text.split("## Which side the misses fall on")[1]
+    by_length = text.split("## Coverage by the length of the history")[1]
+    assert "| series | " in by_length and "| ETS | " in by_length
     cached = sorted(p.name for p in (tmp_path / "cache" / "smct" / "competitions").iterdir())
     assert len(cached) == 16 and cached[0].startswith("m3-monthly-every60-AutoARIMA-sf")
 

@@ -9,7 +9,15 @@ import pytest
 from training.competitions.data import load_task
 from training.competitions.forecasters import peer_forecasts
 from training.competitions.published import lookup
-from training.competitions.scores import QUANTILES, Forecasts, mase, score, smape, wql
+from training.competitions.scores import (
+    QUANTILES,
+    Forecasts,
+    coverage_by_length,
+    mase,
+    score,
+    smape,
+    wql,
+)
 
 
 def test_wql_of_a_point_forecast_is_its_weighted_absolute_error_times_the_mean_weight() -> None:
@@ -52,6 +60,20 @@ def test_smape_and_coverage() -> None:
     assert s.coverage_by_step[0.8].tolist() == [1.0, 0.0]
     assert s.above[0.8] == 0.5  # 50 over [40, 45]; nothing below either interval
     assert s.above_median == 0.5  # 100 over 80; 50 at 50 is not above
+
+
+def test_coverage_by_the_length_of_the_history() -> None:
+    """Three series of 12, 25 and 60 values, one per group of LENGTHS: each group's share of
+    its outcomes inside the interval, and an empty group NaN with no series."""
+    truth = np.array([[1.0, 5.0], [1.0, 1.0], [5.0, 5.0]])
+    lo, hi = np.zeros((3, 2)), np.full((3, 2), 2.0)
+    histories = [np.zeros(12), np.zeros(25), np.zeros(60)]
+    assert coverage_by_length(truth, (lo, hi), histories) == ((0.5, 1), (1.0, 1), (0.0, 1))
+    (c, n), *rest = coverage_by_length(truth[1:], (lo[1:], hi[1:]), histories[1:])
+    assert np.isnan(c) and n == 0 and rest == [(1.0, 1), (0.0, 1)]
+    point = np.ones((3, 2))
+    fc = Forecasts(np.repeat(point[..., None], 9, -1), point, {0.8: (lo, hi), 0.95: (lo, hi)})
+    assert score(truth, fc, histories, 1).by_length == ((0.5, 1), (1.0, 1), (0.0, 1))
 
 
 def test_the_sides_of_the_misses_of_a_median_biased_low() -> None:
