@@ -34,6 +34,9 @@ the bound, which it may exceed) is held to at least sqrt(e_1 s_1) r_h at step h
 (`error_floor`, `floored`; paths of no spread are left as they are): s_1 the first step's spread,
 e_1 and r_h = e_h / e_1 how the errors of the series' own forecasts grew over the steps ahead in
 its history (model/series/trend.py, `error_growth`), whose many origins tell what a few cannot.
+Until the bound holds (the moments weigh under MIN_WEIGHT values, whether the series wanders or
+keeps to a level is not known yet) the spread is also held to a random walk's from the first
+step, s_1 sqrt(h) (`walk_floor`).
 
 The weighted moments (West 1979), with W the weight of the values seen:
 
@@ -225,6 +228,15 @@ def spread_bound(
     m = (law.mean - loc) / scale
     bound = np.sqrt(law.var / scale**2 + (centre - m) ** 2)
     return np.where(law.weight >= MIN_WEIGHT, bound, np.inf)
+
+
+def walk_floor(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:
+    """The floor (S, B, O) of the standard deviation of paths `ahead` (S,) steps after each
+    series' last value whose first step's is `first` (B, O), while the series' moments weigh
+    under MIN_WEIGHT values (its bound does not hold yet): a random walk's, first x sqrt(h);
+    0 once they weigh that much."""
+    h = np.asarray(ahead, np.float64)[:, None, None]
+    return np.sqrt(h) * np.where(law.weight < MIN_WEIGHT, first, 0.0)
 
 
 def growth_bound(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:

@@ -103,7 +103,9 @@ class OwnLaw(Correction):
     def series_paths(self, paths: Paths, block: Block) -> None:
         """After the first step and where the bound is on, the paths' spread (series units, the
         trend carried in) floored at what the series' own errors over the steps ahead say:
-        sqrt(e_1 s_1) r_h at step h (`marginal.error_floor`), s_1 the first step's."""
+        sqrt(e_1 s_1) r_h at step h (`marginal.error_floor`), s_1 the first step's, and, while
+        its own law is too young to bound them, at a random walk's s_1 sqrt(h)
+        (`marginal.walk_floor`)."""
         first = paths.held.get(self)
         if not self.bound or first is None:
             return
@@ -113,7 +115,10 @@ class OwnLaw(Correction):
             return
         o, batch = self.target_dim, paths.batch
         scale = batch.scale[:, :o]
-        floor = marginal.error_floor(batch.error_growth, first * scale, ahead[i:])
+        floor = np.maximum(
+            marginal.error_floor(batch.error_growth, first * scale, ahead[i:]),
+            marginal.walk_floor(Marginal.of(batch.marginal), first * scale, ahead[i:]),
+        )
         held = marginal.floored(block.x[i:], floor)
         block.x = np.concatenate([block.x[:i], held]) if i else held
 
