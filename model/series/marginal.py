@@ -234,9 +234,11 @@ def walk_floor(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndarra
     """The floor (S, B, O) of the standard deviation of paths `ahead` (S,) steps after each
     series' last value whose first step's is `first` (B, O), while the series' moments weigh
     under MIN_WEIGHT values (its bound does not hold yet): a random walk's, first x sqrt(h);
-    0 once they weigh that much."""
+    0 once they weigh that much, and where they weigh nothing (a state kept without its own
+    law, or written before it: how young it is is not known)."""
     h = np.asarray(ahead, np.float64)[:, None, None]
-    return np.sqrt(h) * np.where(law.weight < MIN_WEIGHT, first, 0.0)
+    young = (law.weight > 0.0) & (law.weight < MIN_WEIGHT)
+    return np.sqrt(h) * np.where(young, first, 0.0)
 
 
 def growth_bound(law: Marginal, first: np.ndarray, ahead: np.ndarray) -> np.ndarray:

@@ -306,7 +306,7 @@ def _kill_primary_under_writers(
         if proxy is not None:
             proxy.close()
         # shown with the test's output when it fails: the failover as the servers saw it
-        log.info("the watcher, from its start:\n%s\nthe servers' logs:\n%s",
+        log.warning("the watcher, from its start:\n%s\nthe servers' logs:\n%s",
                  "\n".join(promotion.seen), servers.events())
     return Run(writers, promotion, killed_at, stalled_at)
 

@@ -206,10 +206,7 @@ def test_forecasts_use_the_adapted_law(artifact: Any) -> None:
 
     series = _ar(1, 300, 0.25, seed=4)
     plain = Runtime.load(artifact, backend="torch", adapt=OFF)
-    # the spread factor without the bound and floors of the series' own law (a state created
-    # without that law weighs nothing: a young series' floor would act)
-    spread = Runtime.load(artifact, backend="torch",
-                          adapt=AdaptConfig(coverage=False, bound=False))
+    spread = Runtime.load(artifact, backend="torch", adapt=AdaptConfig(coverage=False))
     (state,) = plain.create(series)
     half = dataclasses.replace(state, spread_factor=np.array([0.5], np.float32))
     (ref,) = plain.forecast([state], 3, [0.8], 2000, seed=0)
