@@ -225,7 +225,8 @@ def _fit_one(
     best = min(forms, key=ahead.__getitem__)
     if line[best] and not _holds(z, grid, best, [g for g in forms if not line[g]]):
         best = min((g for g in forms if not line[g]), key=ahead.__getitem__)
-    flat_errors = error_growth(z, grid[flat], l0[flat], b0[flat])
+    reverting = _reverting_rms(z)
+    flat_errors = error_growth(z, grid[flat], l0[flat], b0[flat], reverting)
     if best == flat:
         return None, float(grid[flat, 0]), float(grid[flat, 0]), flat_errors, flat_errors
     _, slope, sums = _run(z, grid[best : best + 1], b0[best : best + 1], level=l0[best])
@@ -233,7 +234,7 @@ def _fit_one(
     out[seen[0] :] = sums[:, 0]
     alpha, beta, phi = grid[best]
     return ((np.array([phi, beta, slope[0], out[-1]]), out), float(alpha), float(grid[flat, 0]),
-            error_growth(z, grid[best], l0[best], b0[best]), flat_errors)
+            error_growth(z, grid[best], l0[best], b0[best], reverting), flat_errors)
 
 
 def _fit_starts(
@@ -296,25 +297,24 @@ def _ahead_sse(
     return total
 
 
-def error_growth(y: np.ndarray, point: np.ndarray, l0: float, b0: float) -> np.ndarray:
+def error_growth(
+    y: np.ndarray, point: np.ndarray, l0: float, b0: float, reverting: list[float]
+) -> np.ndarray:
     """How the errors of the series' own forecasts grew with the steps ahead over its history
     y (T,), each value from ERROR_ORIGIN on an origin: at each step h the root mean square
-    e_h of the errors of the recursion at grid point (alpha, beta, phi) from l_0, b_0, or of
-    the AR(1) about the mean of y where those are smaller (`_reverting_errors`: a stationary
-    series' errors stop growing where the level's go on), each from MIN_ERRORS errors or more;
-    e_1, then e_h / e_1 at each of ERROR_STEPS after the first (a step past those the history
-    has as many errors for: the last one's), (len(ERROR_STEPS),); zeros where the first step
-    has too few."""
+    e_h of the errors of the recursion at grid point (alpha, beta, phi) from l_0, b_0, or
+    those of the AR(1) about the mean of y, `reverting` (`_reverting_rms`), where they are
+    smaller (a stationary series' errors stop growing where the level's go on), each from
+    MIN_ERRORS errors or more; e_1, then e_h / e_1 at each of ERROR_STEPS after the first (a
+    step past those the history has as many errors for: the last one's), (len(ERROR_STEPS),);
+    zeros where the first step has too few."""
     rms: list[float] = []
-    reverting = _reverting_errors(y, ERROR_ORIGIN, ERROR_STEPS[-1])
     for (_, err), other in zip(
         _ahead_errors(y, point, l0, b0, ERROR_ORIGIN, ERROR_STEPS[-1]), reverting, strict=False
     ):
         if int(np.isfinite(err).sum()) < MIN_ERRORS:
             break
-        each = [float(np.sqrt(np.nanmean(e * e))) for e in (err, other)
-                if int(np.isfinite(e).sum()) >= MIN_ERRORS]
-        rms.append(min(each))
+        rms.append(min(float(np.sqrt(np.nanmean(err * err))), other))
     out = np.zeros(len(ERROR_STEPS))
     if not rms or rms[0] <= 0.0:
         return out
@@ -324,17 +324,22 @@ def error_growth(y: np.ndarray, point: np.ndarray, l0: float, b0: float) -> np.n
     return out
 
 
-def _reverting_errors(y: np.ndarray, origin: int, steps: int) -> Iterator[np.ndarray]:
-    """The errors of the AR(1) forecasts about the mean of y (T,), m + phi^h (y_t - m), h = 1 ..
-    `steps` steps ahead from every value from index `origin` on (phi the lag-1 regression of
-    the deviations, within [0, 1]; NaN where y is missing)."""
+def _reverting_rms(y: np.ndarray) -> list[float]:
+    """The root mean square errors of the AR(1) forecasts about the mean of y (T,),
+    m + phi^h (y_t - m), h = 1 .. the last of ERROR_STEPS steps ahead from every value from
+    ERROR_ORIGIN on (phi the lag-1 regression of the deviations, within [0, 1]; missing values
+    left out), each inf where it has fewer than MIN_ERRORS errors."""
     m = float(np.nanmean(y))
     d = y - m
     pair = np.isfinite(d[1:]) & np.isfinite(d[:-1])
     sxx = float((d[:-1][pair] ** 2).sum())
     phi = float(np.clip((d[1:][pair] * d[:-1][pair]).sum() / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
-    for h in range(1, min(steps, len(y) - 1 - origin) + 1):
-        yield d[origin + h :] - phi**h * d[origin:-h]
+    out = []
+    for h in range(1, min(ERROR_STEPS[-1], len(y) - 1 - ERROR_ORIGIN) + 1):
+        e = d[ERROR_ORIGIN + h :] - phi**h * d[ERROR_ORIGIN:-h]
+        out.append(float(np.sqrt(np.nanmean(e * e))) if int(np.isfinite(e).sum()) >= MIN_ERRORS
+                   else np.inf)
+    return out
 
 
 def _ahead_errors(

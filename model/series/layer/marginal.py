@@ -114,10 +114,10 @@ class OwnLaw(Correction):
         if i == len(ahead):
             return
         o, batch = self.target_dim, paths.batch
-        scale = batch.scale[:, :o]
+        s_1 = first * batch.scale[:, :o]  # series units
         floor = np.maximum(
-            marginal.error_floor(batch.error_growth, first * scale, ahead[i:]),
-            marginal.walk_floor(Marginal.of(batch.marginal), first * scale, ahead[i:]),
+            marginal.error_floor(batch.error_growth, s_1, ahead[i:]),
+            marginal.walk_floor(Marginal.of(batch.marginal), s_1, ahead[i:]),
         )
         held = marginal.floored(block.x[i:], floor)
         block.x = np.concatenate([block.x[:i], held]) if i else held
